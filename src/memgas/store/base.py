@@ -1,0 +1,168 @@
+"""The storage interface every backend implements (SQLite now, PostgreSQL later).
+
+A store holds users, sessions (with their messages), memory units with float32 vectors, and
+association edges, all scoped by user. It knows nothing about memory methods: methods read
+:class:`UnitTable` snapshots and hand back units and edges to write.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..model import GRANULARITIES, Edge, Session, Unit
+
+__all__ = ["Store", "UnitTable", "EdgeTable", "SessionInfo"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A stored session's header."""
+
+    session_id: str
+    timestamp: datetime | None
+    n_messages: int
+    n_turns: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class UnitTable:
+    """Every unit of one user, column-wise, in a stable order (ascending ``ids``).
+
+    ``granularity`` holds indexes into :data:`memgas.model.GRANULARITIES`; ``vectors`` is an
+    ``(n, dim)`` float32 matrix of L2-normalised rows.
+    """
+
+    ids: np.ndarray  # int64, (n,)
+    session_ids: tuple[str, ...]
+    granularity: np.ndarray  # int8, (n,)
+    turn_start: np.ndarray  # int32, (n,)
+    turn_end: np.ndarray  # int32, (n,)
+    chunk: np.ndarray  # int32, (n,)
+    texts: tuple[str, ...]
+    vectors: np.ndarray  # float32, (n, dim)
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def mask(self, granularity: str) -> np.ndarray:
+        """Boolean mask of the rows of one granularity."""
+        return self.granularity == GRANULARITIES.index(granularity)  # type: ignore[arg-type]
+
+    @classmethod
+    def empty(cls, dim: int) -> "UnitTable":
+        """A table with no rows."""
+        z = np.zeros(0, dtype=np.int64)
+        return cls(z, (), z.astype(np.int8), z.astype(np.int32), z.astype(np.int32), z.astype(np.int32), (),
+                   np.zeros((0, dim), dtype=np.float32))
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeTable:
+    """Every association edge of one user, as parallel arrays of unit ids and weights."""
+
+    src: np.ndarray  # int64
+    dst: np.ndarray  # int64
+    weight: np.ndarray  # float32
+
+    def __len__(self) -> int:
+        return int(self.src.shape[0])
+
+
+class Store(ABC):
+    """Abstract memory store. All methods are scoped by ``user_id``; all writes are transactional.
+
+    Edge endpoints given to :meth:`add_session` are unit ids already stored, or negative numbers
+    ``-(i + 1)`` that refer to the ``i``-th unit of the same call (whose ids do not exist yet).
+    """
+
+    # -- embedder binding -------------------------------------------------------------------
+    @abstractmethod
+    def bind_embedder(self, embedder_id: str, dim: int) -> None:
+        """Record the embedder of this store on first use; afterwards refuse any other.
+
+        Raises:
+            EmbedderMismatchError: the store already holds vectors of another embedder or dimension.
+        """
+
+    @property
+    @abstractmethod
+    def embedder_id(self) -> str | None:
+        """The embedder this store's vectors come from, or ``None`` while it is empty."""
+
+    # -- writes ------------------------------------------------------------------------------
+    @abstractmethod
+    def add_session(self, session: Session, units: Sequence[Unit], edges: Sequence[Edge]) -> list[int]:
+        """Write a session, its units (with vectors) and edges in one transaction; return the new unit ids.
+
+        Raises:
+            DuplicateSessionError: the user already has a session with this id (nothing is written).
+        """
+
+    @abstractmethod
+    def delete_session(self, user_id: str, session_id: str) -> None:
+        """Delete a session with its units and every edge touching them.
+
+        Raises:
+            NotFoundError: no such session.
+        """
+
+    @abstractmethod
+    def delete_user(self, user_id: str) -> int:
+        """Delete all of a user's memory; return the number of sessions deleted.
+
+        Raises:
+            NotFoundError: no such user.
+        """
+
+    # -- reads -------------------------------------------------------------------------------
+    @abstractmethod
+    def has_user(self, user_id: str) -> bool:
+        """Whether the user has any stored session."""
+
+    @abstractmethod
+    def list_users(self) -> list[str]:
+        """All user ids, sorted."""
+
+    @abstractmethod
+    def list_sessions(self, user_id: str) -> list[SessionInfo]:
+        """The user's sessions, oldest first (by timestamp, then insertion)."""
+
+    @abstractmethod
+    def get_session(self, user_id: str, session_id: str) -> Session:
+        """One stored session with its messages.
+
+        Raises:
+            NotFoundError: no such session.
+        """
+
+    @abstractmethod
+    def load_units(self, user_id: str) -> UnitTable:
+        """All units of a user (an empty table for an unknown user)."""
+
+    @abstractmethod
+    def load_edges(self, user_id: str) -> EdgeTable:
+        """All association edges among a user's units."""
+
+    @abstractmethod
+    def version(self, user_id: str) -> int:
+        """A counter that changes whenever the user's units or edges change (for caches)."""
+
+    @abstractmethod
+    def stats(self, user_id: str | None = None) -> dict[str, Any]:
+        """Counts of users, sessions, turns, units per granularity and edges (for one user or all)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the connection. The store is unusable afterwards."""
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,428 @@
+"""Tests of the SQLite store on real database files."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memgas.model import (
+    DuplicateSessionError,
+    Edge,
+    EmbedderMismatchError,
+    InvalidInputError,
+    MemgasError,
+    NotFoundError,
+    Session,
+    Unit,
+    make_session,
+)
+from memgas.store import SQLiteStore, Store, UnitTable, open_store
+from memgas.store.sqlite import SCHEMA_VERSION
+
+DIM = 8
+EMBEDDER = "test-embedder"
+
+
+def _vectors(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.standard_normal((n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _session(user: str, sid: str, n_turns: int = 2, timestamp: str | None = None, **metadata: object) -> Session:
+    messages = []
+    for t in range(n_turns):
+        messages.append({"role": "user", "content": f"{sid} question {t}"})
+        messages.append({"role": "assistant", "content": f"{sid} answer {t}", "name": "bot"})
+    return make_session(messages, user_id=user, session_id=sid, timestamp=timestamp, metadata=metadata)
+
+
+def _units(session: Session, rng: np.random.Generator) -> list[Unit]:
+    """A session unit, one unit per turn and a keyword unit, with random unit vectors."""
+    n = len(session.turns)
+    specs = [("session", 0, n)] + [("turn", t, t + 1) for t in range(n)] + [("keyword", 0, n)]
+    vecs = _vectors(rng, len(specs))
+    return [
+        Unit(session_id=session.session_id, granularity=g, text=f"{session.session_id}/{g}/{s}", turn_start=s,
+             turn_end=e, vector=v)
+        for (g, s, e), v in zip(specs, vecs)
+    ]
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(0)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "sub" / "memory.db"
+
+
+@pytest.fixture
+def store(db: Path):
+    with SQLiteStore(db) as s:
+        s.bind_embedder(EMBEDDER, DIM)
+        yield s
+
+
+def _snapshot(store: SQLiteStore) -> tuple:
+    """Everything observable about the store, to check that a failed call changed nothing."""
+    users = store.list_users()
+    stats = store.stats()
+    del stats["file_bytes"]  # the WAL may grow or be checkpointed without any change of content
+    return (
+        stats,
+        users,
+        {u: (store.version(u), [s.session_id for s in store.list_sessions(u)], store.load_units(u).ids.tolist(),
+             store.load_edges(u).src.tolist()) for u in users},
+    )
+
+
+def test_round_trip_through_file(db: Path, rng: np.random.Generator) -> None:
+    s1 = _session("alice", "s1", 2, "2023/05/20 (Sat) 07:47", topic="cats", tags=["a", "b"])
+    s2 = _session("alice", "s2", 3, "2023-05-21T09:00:00+02:00")
+    u1, u2 = _units(s1, rng), _units(s2, rng)
+    with SQLiteStore(db) as store:
+        assert store.embedder_id is None
+        store.bind_embedder(EMBEDDER, DIM)
+        ids1 = store.add_session(s1, u1, [Edge(-1, -2, 0.5)])
+        ids2 = store.add_session(s2, u2, [Edge(ids1[0], -1, 0.75), Edge(-3, ids1[2], 0.25)])
+    assert ids1 == sorted(ids1) and ids2[0] > ids1[-1]
+
+    with SQLiteStore(db) as store:
+        assert store.embedder_id == EMBEDDER
+        table = store.load_units("alice")
+        assert table.ids.tolist() == ids1 + ids2
+        assert table.session_ids == ("s1",) * len(u1) + ("s2",) * len(u2)
+        assert table.texts == tuple(u.text for u in u1 + u2)
+        assert table.granularity.dtype == np.int8 and table.vectors.dtype == np.float32
+        assert table.vectors.shape == (len(u1) + len(u2), DIM)
+        np.testing.assert_array_equal(table.vectors, np.stack([u.vector for u in u1 + u2]))  # exact
+        assert table.mask("turn").sum() == 5 and table.mask("summary").sum() == 0
+        np.testing.assert_array_equal(table.turn_start[table.mask("turn")], [0, 1, 0, 1, 2])
+        np.testing.assert_array_equal(table.turn_end[table.mask("turn")], [1, 2, 1, 2, 3])
+
+        edges = store.load_edges("alice")
+        got = sorted(zip(edges.src.tolist(), edges.dst.tolist(), edges.weight.tolist()))
+        want = sorted([(ids1[0], ids1[1], 0.5), (ids1[0], ids2[0], 0.75), (ids1[2], ids2[2], 0.25)])
+        assert got == want
+        assert (edges.src < edges.dst).all()
+
+        assert store.get_session("alice", "s1") == s1
+        assert store.get_session("alice", "s2") == s2
+        assert store.get_session("alice", "s2").timestamp == datetime(2023, 5, 21, 7, 0, tzinfo=timezone.utc)
+
+
+def test_list_sessions_orders_by_timestamp_then_insertion(store: SQLiteStore) -> None:
+    for sid, ts in [("late", "2024-01-02"), ("none1", None), ("early", "2023-01-01T00:00:00"),
+                    ("none2", None), ("mid", "2023-06-01T12:00:00.500000")]:
+        store.add_session(_session("bob", sid, timestamp=ts), [], [])
+    infos = store.list_sessions("bob")
+    assert [i.session_id for i in infos] == ["early", "mid", "late", "none1", "none2"]
+    assert infos[0].n_messages == 4 and infos[0].n_turns == 2
+    assert infos[0].created_at.tzinfo is not None
+    assert store.list_sessions("nobody") == []
+
+
+def test_duplicate_session_changes_nothing(store: SQLiteStore, rng: np.random.Generator) -> None:
+    s = _session("alice", "s1")
+    store.add_session(s, _units(s, rng), [Edge(-1, -2, 0.5)])
+    before = _snapshot(store)
+    other = _session("alice", "s1", 3)
+    with pytest.raises(DuplicateSessionError, match="s1"):
+        store.add_session(other, _units(other, rng), [Edge(-1, -2, 0.5)])
+    assert _snapshot(store) == before
+    # The same session id under another user is a different session.
+    store.add_session(_session("bob", "s1"), [], [])
+    assert store.list_users() == ["alice", "bob"]
+
+
+def test_embedder_binding(db: Path, rng: np.random.Generator) -> None:
+    with SQLiteStore(db) as store:
+        s = _session("alice", "s1")
+        with pytest.raises(InvalidInputError, match="bind_embedder"):
+            store.add_session(s, _units(s, rng), [])
+        store.bind_embedder(EMBEDDER, DIM)
+        store.bind_embedder(EMBEDDER, DIM)  # same binding again is fine
+        store.add_session(s, _units(s, rng), [])
+    with SQLiteStore(db) as store:
+        with pytest.raises(EmbedderMismatchError, match="test-embedder.*other-model"):
+            store.bind_embedder("other-model", DIM)
+        with pytest.raises(EmbedderMismatchError):
+            store.bind_embedder(EMBEDDER, DIM * 2)
+        assert store.embedder_id == EMBEDDER
+        with pytest.raises(InvalidInputError):
+            store.bind_embedder("", DIM)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda u: setattr(u, "vector", None), "no vector"),
+        (lambda u: setattr(u, "vector", np.ones(DIM + 1, np.float32)), "8 floats"),
+        (lambda u: setattr(u, "vector", np.full(DIM, np.nan, np.float32)), "NaN"),
+        (lambda u: setattr(u, "session_id", "other"), "belongs to session"),
+        (lambda u: setattr(u, "granularity", "paragraph"), "granularity"),
+        (lambda u: setattr(u, "turn_end", 9), "do not fit"),
+    ],
+)
+def test_invalid_unit_writes_nothing(store: SQLiteStore, rng: np.random.Generator, change, message: str) -> None:
+    s = _session("alice", "s1")
+    units = _units(s, rng)
+    change(units[2])
+    with pytest.raises(InvalidInputError, match=message):
+        store.add_session(s, units, [])
+    assert not store.has_user("alice") and store.stats()["sessions"] == 0
+
+
+def test_edges_are_checked_and_tenant_isolated(store: SQLiteStore, rng: np.random.Generator) -> None:
+    sa, sb = _session("alice", "a1"), _session("bob", "b1")
+    ids_a = store.add_session(sa, _units(sa, rng), [])
+    ids_b = store.add_session(sb, _units(sb, rng), [])
+    s2 = _session("alice", "a2")
+    before = _snapshot(store)
+    for edges, message in [
+        ([Edge(-1, ids_b[0], 0.5)], "not a unit of user 'alice'"),  # bob's unit
+        ([Edge(-1, max(ids_b) + 100, 0.5)], "not a unit of user 'alice'"),  # no such unit
+        ([Edge(-1, -99, 0.5)], "neither"),  # past this call's units
+        ([Edge(0, -1, 0.5)], "neither"),
+        ([Edge(-2, -2, 0.5)], "itself"),
+        ([Edge(-1, -2, float("nan"))], "weight"),
+        ([Edge(-1, -2, 0.0)], "weight"),
+    ]:
+        with pytest.raises(InvalidInputError, match=message):
+            store.add_session(s2, _units(s2, rng), edges)
+        assert _snapshot(store) == before
+    # Bob's edges never see alice's units and the other way round.
+    new = store.add_session(s2, _units(s2, rng), [Edge(ids_a[1], -1, 0.5), Edge(-1, ids_a[1], 0.9)])
+    assert store.load_edges("bob").src.size == 0
+    edges = store.load_edges("alice")
+    assert (edges.src.tolist(), edges.dst.tolist()) == ([ids_a[1]], [new[0]])
+    assert edges.weight.tolist() == [pytest.approx(0.9)]  # the pair given twice keeps the larger weight
+
+
+def test_delete_session_cascades_across_sessions(store: SQLiteStore, rng: np.random.Generator) -> None:
+    s1, s2, s3 = (_session("alice", f"s{i}") for i in (1, 2, 3))
+    ids1 = store.add_session(s1, _units(s1, rng), [Edge(-1, -2, 0.5)])
+    ids2 = store.add_session(s2, _units(s2, rng), [Edge(-1, ids1[0], 0.5), Edge(-1, -2, 0.5)])
+    ids3 = store.add_session(s3, _units(s3, rng), [Edge(-1, ids2[0], 0.5), Edge(-1, ids1[1], 0.5)])
+    v = store.version("alice")
+    store.delete_session("alice", "s1")
+    assert store.version("alice") > v
+    table = store.load_units("alice")
+    assert table.ids.tolist() == ids2 + ids3 and set(table.session_ids) == {"s2", "s3"}
+    edges = store.load_edges("alice")
+    remaining = set(zip(edges.src.tolist(), edges.dst.tolist()))
+    assert remaining == {(ids2[0], ids2[1]), (ids2[0], ids3[0])}  # every edge touching s1 is gone
+    with pytest.raises(NotFoundError, match="s1"):
+        store.get_session("alice", "s1")
+    assert store.get_session("alice", "s2") == s2
+    with pytest.raises(NotFoundError):
+        store.delete_session("alice", "s1")
+    stats = store.stats("alice")
+    assert (stats["sessions"], stats["messages"], stats["edges"]) == (2, 8, 2)
+    # Unit ids are never reused, even for the highest deleted one.
+    store.delete_session("alice", "s3")
+    s4 = _session("alice", "s4")
+    assert min(store.add_session(s4, _units(s4, rng), [])) > max(ids3)
+
+
+def test_delete_user_and_versions(store: SQLiteStore, rng: np.random.Generator) -> None:
+    assert store.version("alice") == 0
+    seen = {0}
+    for i in range(3):
+        s = _session("alice", f"s{i}")
+        store.add_session(s, _units(s, rng), [Edge(-1, -2, 0.5)])
+        v = store.version("alice")
+        assert v not in seen
+        seen.add(v)
+    sb = _session("bob", "b1")
+    store.add_session(sb, _units(sb, rng), [])
+    v_bob = store.version("bob")
+    assert store.version("alice") == v  # bob's write leaves alice's version alone
+
+    assert store.delete_user("alice") == 3
+    assert not store.has_user("alice") and store.list_users() == ["bob"]
+    assert len(store.load_units("alice")) == 0 and len(store.load_edges("alice")) == 0
+    assert store.list_sessions("alice") == [] and store.version("alice") == 0
+    assert store.version("bob") == v_bob and len(store.load_units("bob")) == len(_units(sb, rng))
+    with pytest.raises(NotFoundError, match="alice"):
+        store.delete_user("alice")
+    # A re-created user never gets back a version number a cache may still hold.
+    store.add_session(_session("alice", "s0"), [], [])
+    assert store.version("alice") not in seen
+    # Deleting the last session of a user removes the user too.
+    store.delete_session("bob", "b1")
+    assert store.list_users() == ["alice"] and store.version("bob") == 0
+
+
+def test_stats_counts(store: SQLiteStore, rng: np.random.Generator) -> None:
+    s1, s2 = _session("alice", "s1", 2), _session("alice", "s2", 3)
+    sb = _session("bob", "b1", 1)
+    store.add_session(s1, _units(s1, rng), [Edge(-1, -2, 0.5)])
+    store.add_session(s2, _units(s2, rng), [Edge(-1, -2, 0.5), Edge(-1, -3, 0.4)])
+    store.add_session(sb, _units(sb, rng), [])
+    stats = store.stats()
+    assert stats["users"] == 2 and stats["sessions"] == 3
+    assert stats["turns"] == 6 and stats["messages"] == 12
+    assert stats["units"] == {"session": 3, "turn": 6, "summary": 0, "keyword": 3}
+    assert stats["edges"] == 3 and stats["embedder_id"] == EMBEDDER and stats["dim"] == DIM
+    assert stats["file_bytes"] > 0 and stats["path"] == str(store.path)
+    alice = store.stats("alice")
+    assert (alice["users"], alice["sessions"], alice["turns"], alice["edges"]) == (1, 2, 5, 3)
+    assert alice["units"]["turn"] == 5
+    assert store.stats("nobody")["units"] == {"session": 0, "turn": 0, "summary": 0, "keyword": 0}
+
+
+def test_failure_mid_transaction_rolls_back(store: SQLiteStore, rng: np.random.Generator,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    s1 = _session("alice", "s1")
+    ids1 = store.add_session(s1, _units(s1, rng), [])
+    before = _snapshot(store)
+    s2 = _session("alice", "s2")
+    # A database error after the session, messages and units rows were written.
+    store._conn.execute(
+        "CREATE TEMP TRIGGER fail BEFORE INSERT ON edges BEGIN SELECT RAISE(ABORT, 'disk on fire'); END"
+    )
+    with pytest.raises(sqlite3.DatabaseError, match="disk on fire"):
+        store.add_session(s2, _units(s2, rng), [Edge(-1, ids1[0], 0.5)])
+    store._conn.execute("DROP TRIGGER fail")
+    assert _snapshot(store) == before
+    # A Python error at the very end of the write.
+    monkeypatch.setattr(SQLiteStore, "_touch", staticmethod(lambda conn, user: 1 / 0))
+    with pytest.raises(ZeroDivisionError):
+        store.add_session(s2, _units(s2, rng), [])
+    monkeypatch.undo()
+    assert _snapshot(store) == before
+    assert store._conn.execute("SELECT count(*) FROM messages").fetchone()[0] == len(s1.messages)
+    # The store still works.
+    store.add_session(s2, _units(s2, rng), [Edge(-1, ids1[0], 0.5)])
+    assert [i.session_id for i in store.list_sessions("alice")] == ["s1", "s2"]
+
+
+_CRASH = """
+import os, sys
+import numpy as np
+from memgas.model import Unit, make_session
+from memgas.store.sqlite import SQLiteStore
+store = SQLiteStore(sys.argv[1])
+SQLiteStore._touch = staticmethod(lambda conn, user: os._exit(3))  # die with the transaction open
+s = make_session([{"role": "user", "content": "hi"}], user_id="alice", session_id="crash")
+v = np.ones(8, np.float32) / np.sqrt(8)
+store.add_session(s, [Unit("crash", "turn", "hi", 0, 1, vector=v)], [])
+"""
+
+
+def test_process_crash_mid_write_leaves_store_consistent(db: Path, rng: np.random.Generator) -> None:
+    with SQLiteStore(db) as store:
+        store.bind_embedder(EMBEDDER, DIM)
+        s = _session("alice", "s1")
+        store.add_session(s, _units(s, rng), [])
+        before = _snapshot(store)
+    done = subprocess.run([sys.executable, "-c", _CRASH, str(db)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    with SQLiteStore(db) as store:
+        assert _snapshot(store) == before
+        assert store._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        s2 = _session("alice", "s2")
+        store.add_session(s2, _units(s2, rng), [])
+        assert store.stats()["sessions"] == 2
+
+
+def test_threads_share_one_store(store: SQLiteStore, rng: np.random.Generator) -> None:
+    sessions = [_session(f"user{i % 3}", f"s{i}") for i in range(24)]
+    units = [_units(s, rng) for s in sessions]
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for i in range(k, len(sessions), 4):
+                store.add_session(sessions[i], units[i], [Edge(-1, -2, 0.5)])
+                store.load_units(sessions[i].user_id)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    stats = store.stats()
+    assert stats["sessions"] == 24 and stats["edges"] == 24 and stats["users"] == 3
+
+
+def test_schema_version_and_foreign_files(tmp_path: Path) -> None:
+    newer = tmp_path / "newer.db"
+    SQLiteStore(newer).close()
+    with sqlite3.connect(newer) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(InvalidInputError, match="newer than this memgas"):
+        SQLiteStore(newer)
+
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    with pytest.raises(InvalidInputError, match="not a memgas store"):
+        SQLiteStore(other)
+
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(InvalidInputError, match="cannot open"):
+        SQLiteStore(garbage)
+
+
+def test_file_pragmas_and_closed_store(store: SQLiteStore) -> None:
+    conn = store._conn
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(MemgasError, match="closed"):
+        store.list_users()
+
+
+def test_in_memory_store(rng: np.random.Generator) -> None:
+    with SQLiteStore() as store:
+        assert store.load_units("alice").vectors.shape == (0, 0)
+        store.bind_embedder(EMBEDDER, DIM)
+        assert store.load_units("alice").vectors.shape == (0, DIM)
+        s = _session("alice", "s1")
+        units = _units(s, rng)
+        ids = store.add_session(s, units, [Edge(-1, -3, 0.3)])
+        table = store.load_units("alice")
+        assert isinstance(table, UnitTable) and table.ids.tolist() == ids
+        np.testing.assert_array_equal(table.vectors, np.stack([u.vector for u in units]))
+        assert store.stats()["file_bytes"] is None and store.path is None
+
+
+def test_open_store_factory(tmp_path: Path) -> None:
+    for target in (None, ":memory:", "sqlite://", "sqlite:///:memory:"):
+        store = open_store(target)
+        assert isinstance(store, SQLiteStore) and store.path is None
+        store.close()
+    with open_store(tmp_path / "a.db") as store:
+        assert store.path == tmp_path / "a.db"
+    with open_store(str(tmp_path / "b.db")) as store:
+        assert store.path == tmp_path / "b.db"
+    with open_store(f"sqlite:///{tmp_path / 'c.db'}") as store:  # sqlite:////abs/path
+        assert store.path == tmp_path / "c.db" and store.path.exists()
+    existing = SQLiteStore()
+    assert open_store(existing) is existing
+    existing.close()
+    with pytest.raises(InvalidInputError, match="PostgreSQL backend not available yet"):
+        open_store("postgresql://user@localhost/memgas")
+    with pytest.raises(InvalidInputError, match="scheme"):
+        open_store("mysql://localhost/db")
+    with pytest.raises(InvalidInputError):
+        open_store(42)  # type: ignore[arg-type]
+    assert issubclass(SQLiteStore, Store)
