@@ -1,0 +1,72 @@
+"""``memgas bench {locomo,longmemeval}``: the benchmark command."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..model import InvalidInputError
+
+__all__ = ["add_bench_parser", "cmd_bench"]
+
+DEFAULT_METHODS = (
+    "memgas,memgas-no-assoc,memgas-no-router,memgas-no-ppr,"
+    "bm25,dense-session,dense-turn,dense-summary,dense-keyword"
+)
+
+
+def _ks(text: str) -> list[int]:
+    try:
+        ks = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--k takes comma-separated integers, got {text!r}") from None
+    if not ks or ks[0] < 1:
+        raise argparse.ArgumentTypeError("--k values must be positive")
+    return ks
+
+
+def add_bench_parser(sub: Any) -> None:
+    """Register the ``bench`` subcommand on the main parser's subparsers."""
+    sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
+    sp.add_argument("dataset", choices=("locomo", "longmemeval"))
+    sp.add_argument("--method", default=DEFAULT_METHODS, help=f"comma-separated methods (default: {DEFAULT_METHODS})")
+    sp.add_argument("--data", type=Path, help="dataset file (default: ../shared/data/...)")
+    sp.add_argument("--limit", type=int, help="only the first N questions (LongMemEval) or conversations (LoCoMo)")
+    sp.add_argument("--out", type=Path, default=None, help="output folder (default bench-out/<dataset>)")
+    sp.add_argument("--k", type=_ks, default=None, help="cut-offs, e.g. 1,3,5,10")
+    sp.add_argument("--embedder", default=None, help="embedder spec (default: the shipped MiniLM int8 ONNX)")
+    sp.add_argument("--cache", type=Path, default=None,
+                    help="embedding cache file (default $MEMGAS_CACHE_DIR or ~/.cache/memgas/embeddings.sqlite)")
+    sp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sp.set_defaults(func=cmd_bench)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Run the benchmark, write results.json, report.md and recall_at_k.png, print the table."""
+    from ..embed import EmbeddingCache, default_cache_path, get_embedder
+    from ..methods import METHODS
+    from .report import markdown_table, write_outputs
+    from .runner import DEFAULT_DATA, DEFAULT_KS, run_locomo, run_longmemeval
+
+    methods = [m.strip() for m in args.method.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise InvalidInputError(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
+    path = args.data or DEFAULT_DATA[args.dataset]
+    if not Path(path).is_file():
+        raise InvalidInputError(f"{args.dataset} data not found at {Path(path).resolve()}; pass --data PATH")
+    if args.limit is not None and args.limit < 1:
+        raise InvalidInputError("--limit must be a positive integer")
+    embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
+    run = run_longmemeval if args.dataset == "longmemeval" else run_locomo
+    ks = args.k or (list(DEFAULT_KS) if args.dataset == "longmemeval" else [1, 3, 5, 10])
+    result = run(Path(path), methods, embedder, limit=args.limit, ks=ks, progress=not args.no_progress)
+    out = args.out or Path("bench-out") / args.dataset
+    command = "memgas " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["bench"] else "memgas bench"
+    paths = write_outputs(result, out, command)
+    print(markdown_table(result))
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0

@@ -1,0 +1,124 @@
+"""Write a benchmark run's outputs: ``results.json``, ``report.md`` and ``recall_at_k.png``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .runner import BenchResult, summarize, timing_summary, versions
+
+__all__ = ["markdown_table", "write_outputs", "HEADLINE"]
+
+#: The columns of the main table, per dataset.
+HEADLINE: dict[str, list[str]] = {
+    "longmemeval": [
+        "session_recall_any@5", "session_recall_all@5", "session_ndcg_any@5",
+        "session_recall_all@10", "session_ndcg_any@10",
+        "turn_recall_any@5", "turn_recall_all@10", "turn_ndcg_any@10", "turn_recall_all@50",
+    ],
+    "locomo": [
+        "session_locomo_recall@1", "session_locomo_recall@3", "session_locomo_recall@5",
+        "session_recall_all@5", "session_ndcg_any@5",
+        "turn_locomo_recall@5", "turn_locomo_recall@10", "turn_recall_all@10", "turn_ndcg_any@10",
+    ],
+}
+#: The metric shown in the per-question-type breakdown.
+BREAKDOWN = {"longmemeval": "session_recall_all@5", "locomo": "turn_locomo_recall@10"}
+
+
+def _short(metric: str) -> str:
+    return metric.replace("session_", "S ").replace("turn_", "T ").replace("locomo_recall", "lrecall")
+
+
+def markdown_table(result: BenchResult) -> str:
+    """The methods × metrics table (best value per column in bold), a per-type table and timings."""
+    means = summarize(result)
+    cols = HEADLINE[result.dataset]
+    methods = list(means)
+    lines = [f"### {result.dataset}: {len(result.questions)} questions", ""]
+    lines.append("| method | " + " | ".join(_short(c) for c in cols) + " |")
+    lines.append("|---|" + "---:|" * len(cols))
+    best = {c: max(means[m].get(c, 0.0) for m in methods) for c in cols} if methods else {}
+    for m in methods:
+        cells = []
+        for c in cols:
+            v = means[m].get(c, 0.0)
+            cells.append(f"**{v:.3f}**" if abs(v - best[c]) < 1e-12 else f"{v:.3f}")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+
+    metric = BREAKDOWN[result.dataset]
+    types = sorted({q["type"] for q in result.questions})
+    lines += ["", f"Per question type, {_short(metric)} (n = questions):", ""]
+    lines.append("| method | " + " | ".join(f"{t} (n={sum(q['type'] == t for q in result.questions)})"
+                                             for t in types) + " |")
+    lines.append("|---|" + "---:|" * len(types))
+    for m in methods:
+        cells = []
+        for t in types:
+            vals = [q["methods"][m]["metrics"][metric] for q in result.questions if q["type"] == t]
+            cells.append(f"{sum(vals) / len(vals):.3f}" if vals else "-")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+
+    timing = timing_summary(result)
+    ing = timing.pop("ingest", {})
+    lines += ["", "Timing (2 CPU cores): ingest is shared (MemGAS units + association) and was "
+              f"{ing.get('total_s', 0.0):.2f} s per haystack on average (units {ing.get('units_s', 0.0):.2f} s, "
+              f"association {ing.get('associate_s', 0.0):.2f} s, write {ing.get('write_s', 0.0):.2f} s; "
+              "embeddings come from the cache on a re-run).", ""]
+    lines.append("| method | index build (s / haystack) | query p50 (ms) | query p95 (ms) |")
+    lines.append("|---|---:|---:|---:|")
+    for m, t in timing.items():
+        lines.append(f"| {m} | {t['index_s']:.3f} | {t['query_p50_ms']:.1f} | {t['query_p95_ms']:.1f} |")
+    if result.skipped:
+        lines += ["", "Skipped (as in the official scoring): "
+                  + ", ".join(f"{n} {reason}" for reason, n in sorted(result.skipped.items()))]
+    for note in result.notes:
+        lines.append(f"Note: {note}")
+    return "\n".join(lines) + "\n"
+
+
+def _plot(result: BenchResult, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    means = summarize(result)
+    ks = result.config["ks"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for ax, kind in zip(axes, ("recall_all", "recall_any")):
+        for m, vals in means.items():
+            ax.plot(ks, [vals.get(f"session_{kind}@{k}", 0.0) for k in ks], marker="o", label=m)
+        ax.set_xscale("log")
+        ax.set_xticks(ks)
+        ax.set_xticklabels([str(k) for k in ks])
+        ax.set_xlabel("k (sessions)")
+        ax.set_title(f"{result.dataset}: session {kind}@k")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("mean over questions")
+    axes[1].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_outputs(result: BenchResult, out_dir: Path, command: str) -> dict[str, Path]:
+    """Write the three output files into ``out_dir`` and return their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table = markdown_table(result)
+    paths = {"results": out_dir / "results.json", "report": out_dir / "report.md", "plot": out_dir / "recall_at_k.png"}
+    payload: dict[str, Any] = {
+        "command": command,
+        "config": result.config,
+        "versions": versions(),
+        "skipped": result.skipped,
+        "notes": result.notes,
+        "summary": summarize(result),
+        "timing": timing_summary(result),
+        "questions": result.questions,
+    }
+    paths["results"].write_text(json.dumps(payload, indent=1, default=str), encoding="utf-8")
+    paths["report"].write_text(f"# memgas bench: {result.dataset}\n\nCommand: `{command}`\n\n{table}", encoding="utf-8")
+    _plot(result, paths["plot"])
+    return paths

