@@ -319,6 +319,9 @@ def test_openai_success_batches_and_normalises(server: FakeServer) -> None:
     assert [r["input"] for r in server.requests] == [["a", "bbbb"], ["cc", "dddddd"], ["e"]]
     assert server.requests[0]["model"] == "tiny" and server.headers[0]["Authorization"] == "Bearer sk-test"
     assert emb.id == f"openai:{server.base_url}:tiny"
+    server.requests.clear()  # a token budget also bounds a request: 3 x 34 estimated tokens > 80
+    OpenAIEmbedder("tiny", base_url=server.base_url, max_batch_tokens=80).embed(["x" * 100] * 3)
+    assert [len(r["input"]) for r in server.requests] == [2, 1]
 
 
 def test_openai_dim_is_probed_once_when_not_given(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:

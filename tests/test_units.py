@@ -12,8 +12,15 @@ import pytest
 from segtok.segmenter import split_multi
 
 from memgas.embed import get_embedder
-from memgas.model import InvalidInputError, MemgasError, Session, make_session
-from memgas.units import ExtractiveSummarizer, YakeKeyworder, _fair_heads, build_units, embed_texts
+from memgas.model import InvalidInputError, MemgasError, Message, Session, make_session
+from memgas.units import (
+    ExtractiveSummarizer,
+    YakeKeyworder,
+    _fair_heads,
+    build_units,
+    embed_texts,
+    embedding_view,
+)
 
 _VOCAB = (
     "river garden kitchen morning project budget travel doctor concert library recipe bicycle weather "
@@ -89,19 +96,34 @@ def test_short_session_has_one_unit_per_granularity_and_turn(embedder, hiking):
     matrix = np.stack([u.vector for u in units])
     assert matrix.dtype == np.float32 and matrix.shape == (len(units), embedder.dim)
     np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
-    assert len(counting.calls) == 2  # [chunks + turns], then [summary + keywords]
-    # Turn vectors are the embedder's own vectors of the turn texts.
-    np.testing.assert_allclose(units[1].vector, embedder.embed([units[1].text])[0], atol=1e-5)
+    assert len(counting.calls) == 2  # [turns], then [summary + keywords]
+    # Turn vectors are the embedder's own vectors of the turns' embedding views.
+    np.testing.assert_allclose(units[1].vector, embedder.embed([embedding_view(hiking.turns[0])])[0], atol=1e-5)
+    # A session chunk's vector pools its turns' vectors.
+    pooled = np.mean([u.vector for u in _of(units, "turn")], axis=0)
+    np.testing.assert_allclose(units[0].vector, pooled / np.linalg.norm(pooled), atol=1e-5)
 
 
-def test_speaker_names_and_date_are_in_the_texts(embedder, hiking):
+def test_embedding_view_keeps_user_words_and_cuts_long_replies(hiking):
+    long_reply = Session(
+        user_id="u", session_id="s", messages=(
+            Message("user", "My cat Miso ate a whole " + "very " * 100 + "long sock."),
+            Message("assistant", "Oh no! " + "Here is what to do next. " * 100),
+        ),
+    )
+    view = embedding_view(long_reply.turns[0], reply_chars=300)
+    assert long_reply.messages[0].content in view  # user words are never cut
+    reply_line = view.splitlines()[1]
+    assert reply_line.startswith("assistant: Oh no!") and reply_line.endswith("…") and len(reply_line) < 330
+    assert embedding_view(hiking.turns[0]) == hiking.turns[0].text  # short turns are embedded whole
+
+
+def test_speaker_names_are_in_the_texts(embedder, hiking):
     units = build_units(hiking, embedder)
     session_text = _of(units, "session")[0].text
-    assert session_text.splitlines()[0] == "Date: 2023-05-08"
+    assert session_text == hiking.text
     assert "Caroline: Hi! Last weekend" in session_text and "Bot: That sounds wonderful" in session_text
     assert _of(units, "turn")[0].text.startswith("Caroline: Hi!")
-    undated = _session([{"role": "user", "content": "I adopted a cat named Miso."}], session_id="s2")
-    assert not build_units(undated, embedder)[0].text.startswith("Date:")
 
 
 def test_summary_sentences_come_from_user_text(embedder, hiking):
@@ -143,7 +165,7 @@ def test_long_session_is_chunked_at_turn_boundaries_without_truncation(embedder)
     for turn in turns:
         holders = [c for c in chunks if c.turn_start <= turn.turn_start < c.turn_end]
         assert len(holders) == 1 and turn.text in holders[0].text
-    assert "\n".join(c.text for c in chunks) == "Date: 2023-01-02\n" + session.text
+    assert "\n".join(c.text for c in chunks) == session.text
 
 
 def test_short_turns_are_packed_greedily(embedder):
@@ -169,19 +191,12 @@ def test_a_message_larger_than_the_window_is_covered(embedder):
     assert max(embedder.count_tokens([c.text for c in chunks])) + 2 <= embedder.max_tokens
     assert "".join(c.text for c in chunks) == session.text
     assert turn.text == session.text  # stored whole
-    # The turn's vector is the re-normalised mean of its window pieces (here: the session chunks).
-    mean = np.mean([c.vector for c in chunks], axis=0)
+    # The turn's vector is the re-normalised mean of its window pieces, computed by embed_texts.
+    np.testing.assert_allclose(turn.vector, embed_texts(embedder, [embedding_view(session.turns[0])])[0], atol=1e-5)
+    pieces = embedder.split_to_window(embedding_view(session.turns[0]))
+    mean = np.mean(embedder.embed(pieces), axis=0)
     np.testing.assert_allclose(turn.vector, mean / np.linalg.norm(mean), atol=1e-5)
     assert len(_of(units, "summary")[0].text) <= 600
-
-
-def test_user_turn_text_indexes_only_the_user_side(embedder, hiking):
-    units = build_units(hiking, embedder, turn_text="user")
-    turns = _of(units, "turn")
-    assert turns[0].text == hiking.messages[0].content
-    assert "wonderful" not in _of(units, "session")[0].text
-    with pytest.raises(InvalidInputError):
-        build_units(hiking, embedder, turn_text="both")  # type: ignore[arg-type]
 
 
 def test_custom_summarizer_and_keyworder_are_used(embedder, hiking):

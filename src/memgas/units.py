@@ -4,7 +4,8 @@ Each conversation session becomes (Xu et al., 2025, "From Single to Multi-Granul
 Long-Term Memory Association and Selection of Conversational Agents", MemGAS):
 
 * ``session`` units: the whole session text, cut into chunks that fit the embedder's window, at
-  turn boundaries where possible, so every chunk maps to a turn range and nothing is truncated;
+  turn boundaries where possible, so every chunk maps to a turn range and nothing is truncated
+  (a chunk's vector pools its turns' vectors);
 * ``turn`` units: one per turn (a user message with the replies to it, see
   :func:`memgas.model.group_turns`);
 * one ``summary`` unit, written by a :class:`Summarizer` (default: :class:`ExtractiveSummarizer`);
@@ -16,7 +17,7 @@ The summarizer and keyworder are the seam for LLM-made units: any object with th
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Literal, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 import numpy as np
 import yake
@@ -34,6 +35,7 @@ __all__ = [
     "YakeKeyworder",
     "build_units",
     "embed_texts",
+    "embedding_view",
 ]
 
 
@@ -285,9 +287,23 @@ def embed_texts(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
 _SPECIAL_TOKENS = 2
 
 
-def _turn_view(turn: Turn, turn_text: str) -> str:
-    """The text of a turn as indexed: the whole exchange with speakers, or its user side."""
-    return turn.user_text if turn_text == "user" and turn.user_text.strip() else turn.text
+def embedding_view(turn: Turn, reply_chars: int = 300) -> str:
+    """The text a turn's vector is computed from: its user messages whole, each reply's first ``reply_chars``.
+
+    Replies (in chat logs, mostly an assistant's long answers) are most of a conversation's text but
+    rarely what a user later asks about; the start of a reply says what it is about. Keeping the
+    dense view short makes ``add`` cost about one embedding pass over the user's words, while the
+    stored text (and any lexical index over it) keeps every word. A turn of two human speakers with
+    short messages (LoCoMo-style) is embedded whole.
+    """
+    lines = []
+    for m in turn.messages:
+        text = m.content
+        if m.role != "user" and len(text) > reply_chars:
+            cut = text.rfind(" ", 0, reply_chars)
+            text = text[: cut if cut > reply_chars // 2 else reply_chars] + " …"
+        lines.append(f"{m.name or m.role}: {text}")
+    return "\n".join(lines)
 
 
 def _session_chunks(embedder: Embedder, turn_texts: Sequence[str]) -> list[tuple[str, int, int]]:
@@ -325,63 +341,54 @@ def build_units(
     *,
     summarizer: Summarizer | None = None,
     keyworder: Keyworder | None = None,
-    turn_text: Literal["pair", "user"] = "pair",
+    reply_chars: int = 300,
 ) -> list[Unit]:
     """Build a session's memory units, with their vectors, at the four granularities.
 
     Units come in the order: session chunks, turns, summary, keywords.
 
-    * Session chunks: the session text (``Date: YYYY-MM-DD`` first when the session has a timestamp,
-      then the turns, one per line) packed greedily, whole turns at a time, into chunks that fit the
-      embedder's window; each chunk records its turn range. A turn larger than the window is split by
-      ``embedder.split_to_window`` into chunks of its own (each with that turn's range). Nothing is
-      truncated: every turn's text is in some chunk.
-    * Turns: one unit per turn; its text is stored whole; a turn over the window gets the
-      re-normalised mean of its window pieces' vectors (see :func:`embed_texts`).
+    * Turns: one unit per turn, its text the whole exchange with speaker names (``name: content``
+      lines). Its vector is embedded from :func:`embedding_view` (user messages whole, replies cut to
+      ``reply_chars``); a view over the embedder's window is split and its pieces' vectors averaged
+      (:func:`embed_texts`), so no user word is lost.
+    * Session chunks: the turns packed greedily, whole turns at a time, into chunks that fit the
+      embedder's window; each chunk records its turn range, and a turn larger than the window gets
+      chunks of its own. Nothing is truncated: every turn's text is in some chunk. A chunk's vector
+      is the re-normalised mean of its turns' vectors, so the session granularity costs no second
+      embedding pass over the same words.
     * Summary: ``summarizer.summarize(session, turn_vectors)``, turn range = the whole session.
     * Keywords: ``", ".join(keyworder.keywords(session))``; when the keyworder finds none (a short
       session of small talk) the unit falls back to the summary text, so every session has one.
 
-    The embedder is called twice: chunks and turns first (the summarizer needs the turn vectors),
-    then summary and keywords. ``summarize`` is called before ``keywords``, each once per session, so
-    one object implementing both (an LLM) can answer both from a single call.
+    The embedder is called twice: turns first (the summarizer needs their vectors), then summary and
+    keywords. ``summarize`` is called before ``keywords``, each once per session, so one object
+    implementing both (an LLM) can answer both from a single call.
 
     Args:
         session: the validated session.
         embedder: the embedder (see :mod:`memgas.embed`).
         summarizer: writes the summary; default :class:`ExtractiveSummarizer`.
         keyworder: writes the keywords; default :class:`YakeKeyworder`.
-        turn_text: ``"pair"`` indexes each turn's whole exchange with speaker names (``name: content``
-            lines); ``"user"`` only its user side (what LongMemEval indexes), falling back to the whole
-            exchange for a turn with no user message. Session chunks are made of the same turn texts.
+        reply_chars: how much of each reply the turn vectors read (the stored text keeps all).
 
     Returns:
         The units, with ``vector`` set and ``id`` unset.
 
     Raises:
-        InvalidInputError: ``turn_text`` is unknown.
         MemgasError: the embedder returned vectors of the wrong shape, or the summarizer an empty text.
     """
-    if turn_text not in ("pair", "user"):
-        raise InvalidInputError(f"turn_text must be 'pair' or 'user', not {turn_text!r}")
     summarizer = summarizer if summarizer is not None else ExtractiveSummarizer()
     keyworder = keyworder if keyworder is not None else YakeKeyworder()
     sid = session.session_id
     turns = session.turns
     n = len(turns)
-    texts = [_turn_view(t, turn_text) for t in turns]
+    texts = [t.text for t in turns]
+    turn_vectors = embed_texts(embedder, [embedding_view(t, reply_chars) for t in turns])
 
-    session_texts = list(texts)
-    if session.timestamp is not None:
-        session_texts[0] = f"Date: {session.timestamp:%Y-%m-%d}\n{texts[0]}"
-    chunks = _session_chunks(embedder, session_texts)
-
-    vectors = embed_texts(embedder, [c[0] for c in chunks] + texts)
-    units = [
-        Unit(sid, "session", text, start, end, chunk=k, vector=vectors[k])
-        for k, (text, start, end) in enumerate(chunks)
-    ]
-    turn_vectors = vectors[len(chunks):]
+    units = []
+    for k, (text, start, end) in enumerate(_session_chunks(embedder, texts)):
+        pooled = turn_vectors[start:end].mean(axis=0)
+        units.append(Unit(sid, "session", text, start, end, chunk=k, vector=pooled / np.linalg.norm(pooled)))
     units += [Unit(sid, "turn", texts[i], i, i + 1, vector=turn_vectors[i]) for i in range(n)]
 
     summary = summarizer.summarize(session, turn_vectors)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import InvalidInputError
+from .qa import add_qa_arguments, cmd_qa
 
 __all__ = ["add_bench_parser", "cmd_bench"]
 
@@ -40,7 +41,11 @@ def add_bench_parser(sub: Any) -> None:
     sp.add_argument("--embedder", default=None, help="embedder spec (default: the shipped MiniLM int8 ONNX)")
     sp.add_argument("--cache", type=Path, default=None,
                     help="embedding cache file (default $MEMGAS_CACHE_DIR or ~/.cache/memgas/embeddings.sqlite)")
+    sp.add_argument("--stores", type=Path, default=None,
+                    help="keep each haystack's ingested store under this folder and reuse it on the next run "
+                         "(keyed by embedder and ingest settings); default: ingest in memory every time")
     sp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_qa_arguments(sp)
     sp.set_defaults(func=cmd_bench)
 
 
@@ -61,9 +66,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise InvalidInputError("--limit must be a positive integer")
     embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
+    if args.qa:
+        return cmd_qa(args, Path(path), embedder)
     run = run_longmemeval if args.dataset == "longmemeval" else run_locomo
     ks = args.k or (list(DEFAULT_KS) if args.dataset == "longmemeval" else [1, 3, 5, 10])
-    result = run(Path(path), methods, embedder, limit=args.limit, ks=ks, progress=not args.no_progress)
+    result = run(Path(path), methods, embedder, limit=args.limit, ks=ks, progress=not args.no_progress,
+                 store_dir=args.stores)
     out = args.out or Path("bench-out") / args.dataset
     command = "memgas " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["bench"] else "memgas bench"
     paths = write_outputs(result, out, command)

@@ -62,10 +62,17 @@ def markdown_table(result: BenchResult) -> str:
 
     timing = timing_summary(result)
     ing = timing.pop("ingest", {})
+    qe = timing.pop("query_embedding", {})
+    reused = int(timing.pop("ingest_reused", {}).get("stores", 0))
     lines += ["", "Timing (2 CPU cores): ingest is shared (MemGAS units + association) and was "
               f"{ing.get('total_s', 0.0):.2f} s per haystack on average (units {ing.get('units_s', 0.0):.2f} s, "
               f"association {ing.get('associate_s', 0.0):.2f} s, write {ing.get('write_s', 0.0):.2f} s; "
-              "embeddings come from the cache on a re-run).", ""]
+              "embeddings come from the cache on a re-run)"
+              + (f"; {reused} stores were reused from an earlier run (--stores) and are not in that mean." if reused
+                 else "."), ""]
+    lines.append(f"Embedding a query takes {qe.get('p50_ms', 0.0):.1f} ms (p50), {qe.get('p95_ms', 0.0):.1f} ms (p95), "
+                 "done once per question; the query columns below are each method's search alone.")
+    lines.append("")
     lines.append("| method | index build (s / haystack) | query p50 (ms) | query p95 (ms) |")
     lines.append("|---|---:|---:|---:|")
     for m, t in timing.items():

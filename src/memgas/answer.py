@@ -1,0 +1,329 @@
+"""Answering from memories: MemGAS's redundancy filter, answers that cite sessions, and an LLM judge.
+
+Prompt building and output parsing are pure functions (``*_prompt``, ``parse_*``); the functions
+that call a model (:func:`filter_memories`, :func:`answer_question`, :func:`judge_answer`) only
+glue them to :meth:`memgas.llm.LLM.complete_json`.
+
+The filter can only remove: the model returns the numbers of the memories to keep, unknown
+numbers are ignored, and when the call fails or keeps nothing the unfiltered list is used.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Iterable, Sequence
+
+from .llm import LLM, LLMError, Usage, strip_think, track_usage
+from .llm_units import fit_texts
+from .model import Hit, Session
+
+__all__ = [
+    "MemoryItem",
+    "Answer",
+    "items_from_hits",
+    "items_from_sessions",
+    "fit_items",
+    "render_items",
+    "filter_prompt",
+    "filter_schema",
+    "parse_filter",
+    "answer_prompt",
+    "answer_schema",
+    "parse_answer",
+    "judge_prompt",
+    "parse_judgement",
+    "filter_memories",
+    "answer_question",
+    "judge_answer",
+]
+
+log = logging.getLogger("memgas.llm")
+
+Messages = list[dict[str, str]]
+CountFn = Callable[[str], int]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryItem:
+    """One memory shown to the model: a session's text (or its best turns) with its date."""
+
+    session_id: str
+    text: str
+    timestamp: datetime | None = None
+
+
+@dataclass(slots=True)
+class Answer:
+    """An answer with its evidence.
+
+    ``sources`` are the session ids the model cited (only ids it was shown); ``memories`` what it was
+    shown after the filter; ``removed`` the session ids the filter dropped; ``usage`` the LLM use of
+    the filter and the answer together.
+    """
+
+    answer: str
+    sources: list[str]
+    memories: list[MemoryItem]
+    removed: list[str] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable view."""
+        return {
+            "answer": self.answer,
+            "sources": list(self.sources),
+            "memories": [{"session_id": m.session_id, "timestamp": m.timestamp.isoformat() if m.timestamp else None,
+                          "text": m.text} for m in self.memories],
+            "removed": list(self.removed),
+            "llm": self.usage.to_dict(),
+        }
+
+
+# ----------------------------------------------------------------------------- items
+
+
+def items_from_hits(hits: Iterable[Hit]) -> list[MemoryItem]:
+    """One item per retrieved session: its best turns in conversation order (relevance order kept)."""
+    return [MemoryItem(h.session_id, "\n".join(t.text for t in sorted(h.turns, key=lambda t: t.index)), h.timestamp)
+            for h in hits]
+
+
+def items_from_sessions(sessions: Iterable[Session]) -> list[MemoryItem]:
+    """One item per session, with its whole text."""
+    return [MemoryItem(s.session_id, s.text, s.timestamp) for s in sessions]
+
+
+def _date(ts: datetime | None) -> str:
+    return f"{ts:%Y-%m-%d (%a) %H:%M}" if ts else "date unknown"
+
+
+def render_items(items: Sequence[MemoryItem]) -> str:
+    """The items as the model sees them: ``[n] date`` then the text, numbered from 1."""
+    return "\n\n".join(f"[{i}] {_date(m.timestamp)}\n{m.text}" for i, m in enumerate(items, start=1))
+
+
+def _tail(text: str, n: int) -> str:
+    """The last ``n`` characters of ``text``, starting at a word when the cut falls inside one."""
+    if n <= 0:
+        return ""
+    if len(text) <= n:
+        return text
+    tail = text[-n:]
+    cut = tail.find(" ")
+    return tail[cut + 1 :] if 0 <= cut < n // 2 else tail
+
+
+def fit_items(items: Sequence[MemoryItem], budget_tokens: int, count_tokens: CountFn, *,
+              keep_newest: bool = False) -> list[MemoryItem]:
+    """Cut items to fit ``budget_tokens`` of rendered text.
+
+    Default: every item keeps a fair share, its head (:func:`memgas.llm_units.fit_texts`), for
+    retrieved lists where each item was chosen for a reason. ``keep_newest``: items are dropped from
+    the oldest end and the oldest item kept may lose its beginning, for a whole history
+    (the ``full-history`` baseline).
+    """
+    if not items:
+        return []
+    header = count_tokens(render_items(items[:1])) - count_tokens(items[0].text)  # "[1] date" + separator
+    if not keep_newest:
+        texts = fit_texts([m.text for m in items], budget_tokens - header * len(items), count_tokens)
+        return [MemoryItem(m.session_id, t, m.timestamp) for m, t in zip(items, texts) if t]
+    ordered = sorted(items, key=lambda m: (m.timestamp is not None, m.timestamp or datetime.min))
+    kept: list[MemoryItem] = []
+    left = budget_tokens
+    for m in reversed(ordered):
+        need = count_tokens(m.text) + header
+        if need <= left:
+            kept.append(m)
+            left -= need
+            continue
+        room = left - header
+        if room > 16:  # a few words are worth keeping, a fragment is not
+            text = _tail(m.text, int(len(m.text) * room / max(need - header, 1) * 0.9))
+            if text:
+                kept.append(MemoryItem(m.session_id, text, m.timestamp))
+        break
+    return kept[::-1]
+
+
+def _chronological(items: Sequence[MemoryItem]) -> list[MemoryItem]:
+    return sorted(items, key=lambda m: (m.timestamp is None, m.timestamp or datetime.min))
+
+
+# ----------------------------------------------------------------------------- filter
+
+
+def filter_schema(n: int) -> dict[str, Any]:
+    """The filter's JSON: ``{"keep": [numbers]}`` with at most ``n`` numbers."""
+    return {"type": "object", "required": ["keep"], "additionalProperties": False,
+            "properties": {"keep": {"type": "array", "items": {"type": "integer"}, "maxItems": n}}}
+
+
+def filter_prompt(question: str, items: Sequence[MemoryItem], question_date: datetime | None = None) -> Messages:
+    """Messages asking which memories to keep for answering ``question`` (items numbered from 1)."""
+    when = f"\nThe question is asked on {_date(question_date)}." if question_date else ""
+    user = (f"Question: {question}{when}\n\nMemories:\n{render_items(items)}\n\n"
+            'Return a JSON object {"keep": [numbers]} listing every memory that could help answer the question. '
+            "Leave out only memories that are unrelated to the question or that repeat what a kept memory says.")
+    return [{"role": "system", "content": "You select the memories needed to answer a question. Reply with JSON only."},
+            {"role": "user", "content": user}]
+
+
+def parse_filter(value: Any, n: int) -> list[int]:
+    """The 0-based positions to keep, ascending: only integers in 1..n, each once (the filter can only remove)."""
+    keep = value.get("keep", []) if isinstance(value, dict) else []
+    return sorted({k - 1 for k in keep if isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= n})
+
+
+def filter_memories(llm: LLM, question: str, items: Sequence[MemoryItem], *,
+                    question_date: datetime | None = None, max_tokens: int = 64) -> list[MemoryItem]:
+    """MemGAS's redundancy filter: the items the model keeps, in their order.
+
+    Returns ``items`` unchanged when there are fewer than two, when the call fails (logged), or when
+    the model keeps none of them.
+    """
+    if len(items) < 2:
+        return list(items)
+    try:
+        value = llm.complete_json(filter_prompt(question, items, question_date), filter_schema(len(items)),
+                                  max_tokens=max_tokens)
+    except LLMError as e:
+        log.warning("memory filter failed, keeping all %d memories: %s", len(items), e)
+        return list(items)
+    keep = parse_filter(value, len(items))
+    return [items[i] for i in keep] if keep else list(items)
+
+
+# ----------------------------------------------------------------------------- answer
+
+
+def answer_schema(n: int) -> dict[str, Any]:
+    """The answer's JSON: ``{"answer": str, "sources": [numbers]}``."""
+    return {"type": "object", "required": ["answer", "sources"], "additionalProperties": False,
+            "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": 1000},
+                           "sources": {"type": "array", "items": {"type": "integer"}, "maxItems": max(n, 1)}}}
+
+
+def answer_prompt(question: str, items: Sequence[MemoryItem], question_date: datetime | None = None) -> Messages:
+    """Messages asking for a short answer from the memories, citing them by number (items numbered from 1)."""
+    when = f"\nThe question is asked on {_date(question_date)}." if question_date else ""
+    memories = render_items(items) if items else "(none)"
+    user = (f"Memories of past conversations, oldest first:\n\n{memories}\n\nQuestion: {question}{when}\n\n"
+            'Return a JSON object {"answer": "...", "sources": [numbers of the memories the answer comes from]}. '
+            "The answer is short: a few words or one sentence, with exact names, dates and numbers. "
+            "When a fact changed over time, give the latest. "
+            "If the memories do not contain the answer, answer \"I don't know\" with no sources.")
+    return [{"role": "system", "content": "You answer questions about past conversations using only the memories "
+                                          "given. Reply with JSON only."},
+            {"role": "user", "content": user}]
+
+
+def parse_answer(value: Any, items: Sequence[MemoryItem]) -> tuple[str, list[str]]:
+    """The answer text and the cited session ids (numbers outside 1..len(items) ignored, each id once)."""
+    answer = " ".join(str(value.get("answer", "")).split()) if isinstance(value, dict) else ""
+    sources = value.get("sources", []) if isinstance(value, dict) else []
+    cited: list[str] = []
+    for k in sources:
+        if isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= len(items):
+            sid = items[k - 1].session_id
+            if sid not in cited:
+                cited.append(sid)
+    return answer, cited
+
+
+# Prompt tokens besides the memories (instructions, question, template), with margin.
+_ANSWER_OVERHEAD = 300
+
+
+def answer_question(
+    llm: LLM,
+    question: str,
+    items: Sequence[MemoryItem],
+    *,
+    question_date: datetime | None = None,
+    use_filter: bool = True,
+    keep_newest: bool = False,
+    max_tokens: int = 200,
+) -> Answer:
+    """Answer ``question`` from ``items``: fit them to the window, filter (optional), answer with citations.
+
+    Items are cut to fit the model's window (:func:`fit_items`), put oldest first, filtered by
+    :func:`filter_memories`, and answered as JSON. If the answer's JSON stays
+    invalid, the model's raw text (reasoning blocks removed) is the answer, with no sources.
+
+    Raises:
+        LLMError: the model could not be called.
+    """
+    with track_usage() as usage:
+        budget = llm.context_tokens - max_tokens - llm.count_tokens(question) - _ANSWER_OVERHEAD
+        shown = _chronological(fit_items(items, budget, llm.count_tokens, keep_newest=keep_newest))
+        kept = filter_memories(llm, question, shown, question_date=question_date) if use_filter else shown
+        try:
+            value = llm.complete_json(answer_prompt(question, kept, question_date), answer_schema(len(kept)),
+                                      max_tokens=max_tokens)
+            text, cited = parse_answer(value, kept)
+        except LLMError as e:
+            if e.raw is None:
+                raise
+            text, cited = " ".join(strip_think(e.raw).split())[:1000], []
+    kept_ids = {m.session_id for m in kept}
+    removed = [m.session_id for m in shown if m.session_id not in kept_ids]
+    return Answer(text, cited, kept, removed, usage)
+
+
+# ----------------------------------------------------------------------------- judge
+
+# The answer-check prompts of LongMemEval (Wu et al., ICLR 2025; github.com/xiaowu0162/LongMemEval,
+# src/evaluation/evaluate_qa.py, MIT licence), which MemGAS also uses; other types use the default.
+_JUDGE_HEAD = ("I will give you a question, a correct answer, and a response from a model. Please answer yes if the "
+               "response contains the correct answer. Otherwise, answer no.")
+_JUDGE_STEPS = (" If the response is equivalent to the correct answer or contains all the intermediate steps to get "
+                "the correct answer, you should also answer yes. If the response only contains a subset of the "
+                "information required by the answer, answer no.")
+_JUDGE_TAIL = ("\n\nQuestion: {}\n\nCorrect Answer: {}\n\nModel Response: {}\n\n"
+               "Is the model response correct? Answer yes or no only.")
+_JUDGE: dict[str, str] = {
+    "default": _JUDGE_HEAD + _JUDGE_STEPS + " " + _JUDGE_TAIL,
+    "temporal-reasoning": _JUDGE_HEAD + _JUDGE_STEPS + " In addition, do not penalize off-by-one errors for the "
+    "number of days. If the question asks for the number of days/weeks/months, etc., and the model makes off-by-one "
+    "errors (e.g., predicting 19 days when the answer is 18), the model's response is still correct. " + _JUDGE_TAIL,
+    "knowledge-update": _JUDGE_HEAD + " If the response contains some previous information along with an updated "
+    "answer, the response should be considered as correct as long as the updated answer is the required answer."
+    + _JUDGE_TAIL,
+    "single-session-preference": "I will give you a question, a rubric for desired personalized response, and a "
+    "response from a model. Please answer yes if the response satisfies the desired response. Otherwise, answer no. "
+    "The model does not need to reflect all the points in the rubric. The response is correct as long as it recalls "
+    "and utilizes the user's personal information correctly.\n\nQuestion: {}\n\nRubric: {}\n\nModel Response: {}\n\n"
+    "Is the model response correct? Answer yes or no only.",
+    "abstention": "I will give you an unanswerable question, an explanation, and a response from a model. Please "
+    "answer yes if the model correctly identifies the question as unanswerable. The model could say that the "
+    "information is incomplete, or some other information is given but the asked information is not.\n\n"
+    "Question: {}\n\nExplanation: {}\n\nModel Response: {}\n\nDoes the model correctly identify the question as "
+    "unanswerable? Answer yes or no only.",
+}
+
+
+def judge_prompt(question: str, gold: str, response: str, qtype: str | None = None,
+                 abstention: bool = False) -> Messages:
+    """The LongMemEval yes/no answer-check prompt for the question type (the default for other types)."""
+    template = _JUDGE["abstention"] if abstention else _JUDGE.get(qtype or "default", _JUDGE["default"])
+    return [{"role": "user", "content": template.format(question, gold, response)}]
+
+
+def parse_judgement(text: str) -> bool:
+    """True when the judge said yes (as LongMemEval scores it: ``"yes"`` in the lower-cased reply),
+    reasoning blocks removed first."""
+    return "yes" in strip_think(text).lower()
+
+
+def judge_answer(llm: LLM, question: str, gold: str, response: str, *, qtype: str | None = None,
+                 abstention: bool = False, max_tokens: int = 10) -> bool:
+    """Whether the judge model accepts ``response`` for ``question`` with the correct answer ``gold``.
+
+    Raises:
+        LLMError: the judge could not be called.
+    """
+    return parse_judgement(llm.complete(judge_prompt(question, gold, response, qtype, abstention),
+                                        max_tokens=max_tokens).text)

@@ -1,0 +1,62 @@
+"""``memgas bench`` end to end on tiny fixtures the test writes (never the shared data)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from memgas.cli import main
+from test_bench_datasets import _locomo_sample, _lme_records
+
+
+def test_longmemeval_bench_writes_three_outputs_and_prints_the_table(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("MEMGAS_CACHE_DIR", str(tmp_path / "cache"))
+    data = tmp_path / "lme.json"
+    data.write_text(json.dumps(_lme_records()))
+    out = tmp_path / "out"
+    argv = ["bench", "longmemeval", "--data", str(data), "--out", str(out), "--method", "memgas,bm25,dense-turn",
+            "--k", "1,3,5", "--no-progress", "--stores", str(tmp_path / "stores")]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "| memgas |" in printed and "| bm25 |" in printed and "S recall_all@5" in printed
+    for name in ("results.json", "report.md", "recall_at_k.png"):
+        assert (out / name).stat().st_size > 0
+    assert (out / "recall_at_k.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    results = json.loads((out / "results.json").read_text())
+    assert results["versions"]["memgas"] and results["config"]["ks"] == [1, 3, 5]
+    assert results["skipped"]  # the fixture has an abstention question
+    scored = results["questions"]
+    assert scored and all(set(q["methods"]) == {"memgas", "bm25", "dense-turn"} for q in scored)
+    for q in scored:
+        m = q["methods"]["memgas"]["metrics"]
+        assert 0.0 <= m["session_recall_all@5"] <= m["session_recall_any@5"] <= 1.0
+
+    # a second run reuses the kept stores and gives the same rankings
+    assert main(argv) == 0
+    again = json.loads((out / "results.json").read_text())
+    assert [q["methods"]["memgas"]["sessions"] for q in again["questions"]] == [
+        q["methods"]["memgas"]["sessions"] for q in scored]
+    assert again["timing"]["ingest_reused"]["stores"] == len(scored)
+
+
+def test_locomo_bench_reports_categories(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("MEMGAS_CACHE_DIR", str(tmp_path / "cache"))
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([_locomo_sample()]))
+    out = tmp_path / "out"
+    assert main(["bench", "locomo", "--data", str(data), "--out", str(out), "--method", "memgas,bm25",
+                 "--no-progress"]) == 0
+    report = (out / "report.md").read_text()
+    assert "S lrecall@5" in report and "Per question type" in report
+    assert "adversarial" in report  # skipped and counted
+
+
+def test_missing_data_is_one_clear_line(tmp_path: Path, capsys) -> None:
+    assert main(["bench", "locomo", "--data", str(tmp_path / "nope.json"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not found" in err[0] and "--data" in err[0]
+
+
+def test_unknown_method_is_refused(capsys) -> None:
+    assert main(["bench", "locomo", "--method", "nope", "--no-progress"]) == 2
+    assert "unknown method" in capsys.readouterr().err

@@ -1,0 +1,136 @@
+"""Memory methods over a real store: MemGAS parts, ablations, baselines, and rankings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memgas.embed import get_embedder
+from memgas.methods import METHODS, MemGAS, get_method
+from memgas.methods.memgas import association_edges, session_edges
+from memgas.model import InvalidInputError, make_session
+from memgas.store import open_store
+
+TOPICS = {
+    "hike": ["I hiked the Timberline Trail on Mount Hood last weekend.", "The wildflowers near Ramona Falls were amazing."],
+    "cook": ["I'm vegetarian and I can't stand cilantro.", "Lentil curry is my go-to weeknight dinner."],
+    "code": ["My SUMIFS formula in Google Sheets keeps returning zero.", "The date column was stored as text."],
+    "dog": ["My corgi Biscuit is four pounds overweight.", "The vet suggested less kibble and longer walks."],
+    "hike2": ["Next month I want to hike to Mirror Lake near Mount Hood.", "I need new trail shoes for it."],
+}
+
+
+def _session(sid: str, lines: list[str], user: str = "u") -> object:
+    msgs = []
+    for line in lines:
+        msgs += [{"role": "user", "content": line}, {"role": "assistant", "content": "Got it, tell me more."}]
+    return make_session(msgs, user_id=user, session_id=sid, timestamp=f"2024-03-0{len(sid) % 9 + 1}T10:00:00")
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return get_embedder()
+
+
+@pytest.fixture(scope="module")
+def filled(embedder):
+    store = open_store(None)
+    method = MemGAS(embedder)
+    stats = [method.ingest(store, _session(sid, lines)) for sid, lines in TOPICS.items()]
+    return store, stats
+
+
+def test_session_edges_link_each_session_internally(embedder) -> None:
+    units = MemGAS(embedder).build(_session("hike", TOPICS["hike"]))
+    edges = session_edges(units)
+    chunk_refs = {-(i + 1) for i, u in enumerate(units) if u.granularity == "session"}
+    turn_refs = {-(i + 1) for i, u in enumerate(units) if u.granularity == "turn"}
+    # every turn hangs off exactly one chunk; summary and keywords off every chunk
+    for t in turn_refs:
+        assert sum(1 for e in edges if t in (e.src, e.dst) and ({e.src, e.dst} & chunk_refs)) == 1
+    assert all(0.05 <= e.weight <= 1.0 for e in edges)
+    assert all(e.src < 0 and e.dst < 0 for e in edges)
+
+
+def test_association_preselects_candidates_and_stays_within_granularity(embedder, filled) -> None:
+    store, _ = filled
+    table = store.load_units("u")
+    units = MemGAS(embedder).build(_session("hike3", ["Mount Hood's Timberline Trail again, this time in snow."]))
+    edges, decisions = association_edges(units, table, candidates=3)
+    assert edges and sum(decisions.values()) == len(units)
+    by_id = dict(zip(table.ids.tolist(), range(len(table))))
+    per_unit: dict[int, int] = {}
+    for e in edges:
+        assert e.src < 0 and e.dst > 0
+        new = units[-e.src - 1]
+        old_row = by_id[e.dst]
+        assert table.granularity[old_row] == ["session", "turn", "summary", "keyword"].index(new.granularity)
+        per_unit[e.src] = per_unit.get(e.src, 0) + 1
+    assert max(per_unit.values()) <= 3  # never more than the pre-selected candidates
+
+
+def test_association_links_related_sessions(filled) -> None:
+    store, stats = filled
+    table = store.load_units("u")
+    edges = store.load_edges("u")
+    session_of = dict(zip(table.ids.tolist(), table.session_ids))
+    cross = {tuple(sorted((session_of[a], session_of[b]))) for a, b in zip(edges.src.tolist(), edges.dst.tolist())
+             if session_of[a] != session_of[b]}
+    assert ("hike", "hike2") in cross
+    assert stats[0].association == {}  # the first session has no history to associate with
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_every_method_ranks_every_session_and_turn(embedder, filled, name) -> None:
+    store, _ = filled
+    method = get_method(name, embedder)
+    ranking = method.rank(store, "u", "Which mountain trail did I hike?")
+    assert sorted(ranking.sessions) == sorted(TOPICS)
+    assert len(ranking.turns) == sum(len(v) for v in TOPICS.values())
+    assert ranking.sessions[0] in ("hike", "hike2"), name
+    hits = method.search(store, "u", "my corgi's weight", k=2)
+    assert len(hits) == 2 and hits[0].session_id == "dog" and hits[0].method == name
+
+
+def test_memgas_hits_carry_router_weights_and_association_flag(embedder, filled) -> None:
+    store, _ = filled
+    hits = MemGAS(embedder).search(store, "u", "trail shoes for Mirror Lake", k=5)
+    assert hits[0].session_id == "hike2"
+    w = hits[0].weights
+    assert set(w) == {"session", "turn", "summary", "keyword"} and abs(sum(w.values()) - 1) < 1e-9
+    assert any(h.via_association for h in hits) or all(h.seed_score > 0 for h in hits)
+
+
+def test_ablations_change_only_their_part(embedder, filled) -> None:
+    store, _ = filled
+    q = "vegetarian dinner ideas"
+    full = get_method("memgas", embedder).score(store, "u", q)
+    no_router = get_method("memgas-no-router", embedder).score(store, "u", q)
+    no_ppr = get_method("memgas-no-ppr", embedder).score(store, "u", q)
+    assert set(no_router.weights.values()) == {0.25}
+    assert full.weights != no_router.weights
+    # without PPR the scores are the (normalised) seeds themselves
+    np.testing.assert_allclose(no_ppr.scores, no_ppr.seed / no_ppr.seed.sum())
+    assert not np.allclose(full.scores, full.seed / full.seed.sum())
+
+
+def test_bm25_finds_rare_names(embedder, filled) -> None:
+    store, _ = filled
+    hits = get_method("bm25", embedder).search(store, "u", "SUMIFS", k=1)
+    assert hits[0].session_id == "code"
+
+
+def test_unknown_method_is_a_clear_error(embedder) -> None:
+    with pytest.raises(InvalidInputError, match="unknown method 'magic'"):
+        get_method("magic", embedder)
+
+
+def test_users_do_not_see_each_other(embedder) -> None:
+    store = open_store(None)
+    m = MemGAS(embedder)
+    m.ingest(store, _session("a", TOPICS["hike"], user="alice"))
+    m.ingest(store, _session("b", TOPICS["hike2"], user="bob"))
+    assert m.rank(store, "bob", "Mount Hood").sessions == ["b"]
+    table = store.load_units("bob")
+    edges = store.load_edges("bob")
+    assert set(edges.src.tolist()) | set(edges.dst.tolist()) <= set(table.ids.tolist())
