@@ -202,7 +202,7 @@ def filter_memories(llm: LLM, question: str, items: Sequence[MemoryItem], *,
 def answer_schema(n: int) -> dict[str, Any]:
     """The answer's JSON: ``{"answer": str, "sources": [numbers]}``."""
     return {"type": "object", "required": ["answer", "sources"], "additionalProperties": False,
-            "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": 1000},
+            "properties": {"answer": {"type": "string", "minLength": 1},
                            "sources": {"type": "array", "items": {"type": "integer"}, "maxItems": max(n, 1)}}}
 
 

@@ -23,12 +23,14 @@ __all__ = ["LLMUnitWriter", "UNITS_SCHEMA", "unit_prompt", "parse_units", "fit_t
 
 log = logging.getLogger("memgas.llm")
 
-#: The JSON the model must return. ``maxItems`` and ``maxLength`` stop small models' repetition loops.
+#: The JSON the model must return. ``maxItems`` stops small models' list repetition loops; string
+#: lengths are bounded by ``max_tokens`` instead of ``maxLength``, which llama.cpp's grammar
+#: converter unrolls into one rule per character (it refuses a few hundred).
 UNITS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "summary": {"type": "string", "minLength": 1, "maxLength": 1200},
-        "keywords": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 60}, "maxItems": 10},
+        "summary": {"type": "string", "minLength": 1},
+        "keywords": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 10},
     },
     "required": ["summary", "keywords"],
     "additionalProperties": False,

@@ -14,8 +14,8 @@ from .qa import add_qa_arguments, cmd_qa
 __all__ = ["add_bench_parser", "cmd_bench"]
 
 DEFAULT_METHODS = (
-    "memgas,memgas-no-assoc,memgas-no-router,memgas-no-ppr,"
-    "bm25,dense-session,dense-turn,dense-summary,dense-keyword"
+    "memgas,memgas-no-assoc,memgas-no-router,memgas-no-ppr,memgas-no-lexical,"
+    "bm25,bm25-all,dense-session,dense-turn,dense-summary,dense-keyword"
 )
 
 
@@ -27,6 +27,31 @@ def _ks(text: str) -> list[int]:
     if not ks or ks[0] < 1:
         raise argparse.ArgumentTypeError("--k values must be positive")
     return ks
+
+
+def _overrides(pairs: list[str]) -> dict[str, Any]:
+    """``["temperature=0.2", "use_ppr=false"]`` → typed MemGASConfig overrides."""
+    from dataclasses import fields
+
+    from ..methods import MemGASConfig
+
+    types = {f.name: f.type for f in fields(MemGASConfig)}
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or key not in types:
+            raise InvalidInputError(f"--set {pair!r}: expected KEY=VALUE with KEY one of {', '.join(types)}")
+        kind = str(types[key])
+        try:
+            if "bool" in kind:
+                if raw.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError(raw)
+                out[key] = raw.lower() in ("true", "1")
+            else:
+                out[key] = int(raw) if "int" in kind else float(raw)
+        except ValueError:
+            raise InvalidInputError(f"--set {pair!r}: {raw!r} is not a valid {kind}") from None
+    return out
 
 
 def add_bench_parser(sub: Any) -> None:
@@ -44,6 +69,9 @@ def add_bench_parser(sub: Any) -> None:
     sp.add_argument("--stores", type=Path, default=None,
                     help="keep each haystack's ingested store under this folder and reuse it on the next run "
                          "(keyed by embedder and ingest settings); default: ingest in memory every time")
+    sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a MemGAS search parameter for the memgas* methods, e.g. --set temperature=0.2 "
+                         "(repeatable; see MemGASConfig)")
     sp.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_qa_arguments(sp)
     sp.set_defaults(func=cmd_bench)
@@ -71,7 +99,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     run = run_longmemeval if args.dataset == "longmemeval" else run_locomo
     ks = args.k or (list(DEFAULT_KS) if args.dataset == "longmemeval" else [1, 3, 5, 10])
     result = run(Path(path), methods, embedder, limit=args.limit, ks=ks, progress=not args.no_progress,
-                 store_dir=args.stores)
+                 store_dir=args.stores, overrides=_overrides(args.set))
     out = args.out or Path("bench-out") / args.dataset
     command = "memgas " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["bench"] else "memgas bench"
     paths = write_outputs(result, out, command)

@@ -137,8 +137,11 @@ def _run(
     score: Callable[[BenchQuestion, Any], dict[str, float]],
     progress: bool,
     store_dir: Path | None,
+    overrides: dict[str, Any] | None = None,
 ) -> BenchResult:
-    methods: dict[str, MemoryMethod] = {m: get_method(m, embedder) for m in method_names}
+    methods: dict[str, MemoryMethod] = {
+        m: get_method(m, embedder, **(overrides or {}) if m.startswith("memgas") else {}) for m in method_names
+    }
     ingester = MemGAS(embedder)
     memo = _UnitMemo()
     ingester.build = memo.wrap(ingester.build)  # type: ignore[method-assign]
@@ -201,6 +204,7 @@ def run_longmemeval(
     ks: Sequence[int] = DEFAULT_KS,
     progress: bool = True,
     store_dir: Path | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> BenchResult:
     """Retrieval on LongMemEval: every scorable question, its own haystack, official metrics.
 
@@ -215,7 +219,8 @@ def run_longmemeval(
             continue
         groups.append((q.sessions[0].user_id, q.sessions, [q]))
     config = {"dataset": "longmemeval", "data": str(path), "limit": limit, "ks": list(ks), "embedder": embedder.id}
-    result = _run("longmemeval", groups, method_names, embedder, ks, config, lambda q, r: {}, progress, store_dir)
+    result = _run("longmemeval", groups, method_names, embedder, ks, config, lambda q, r: {}, progress, store_dir,
+                  overrides)
     result.skipped = skipped
     return result
 
@@ -229,6 +234,7 @@ def run_locomo(
     ks: Sequence[int] = (1, 3, 5, 10),
     progress: bool = True,
     store_dir: Path | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> BenchResult:
     """Retrieval on LoCoMo: per conversation, its sessions and turns are the corpus.
 
@@ -257,7 +263,7 @@ def run_locomo(
         return out
 
     config = {"dataset": "locomo", "data": str(path), "limit": limit, "ks": list(ks), "embedder": embedder.id}
-    result = _run("locomo", groups, method_names, embedder, ks, config, official, progress, store_dir)
+    result = _run("locomo", groups, method_names, embedder, ks, config, official, progress, store_dir, overrides)
     result.skipped = skipped
     result.notes.append(
         f"evidence ids dropped (no such turn): {len(report.dropped_evidence)}; "

@@ -1,42 +1,24 @@
 """Honest baselines over the same store: dense retrieval at one granularity, and BM25.
 
 ``dense-<g>`` ranks sessions by their best unit of granularity ``g`` (same embedder and units as
-MemGAS). ``bm25`` ranks sessions by their best user turn under BM25 (the bm25s library, English
-stop words and Snowball stemming), the lexical setup of the LongMemEval reference code.
+MemGAS). ``bm25`` ranks sessions by their best turn under BM25 over the user's words (the corpus
+of the LongMemEval reference code); ``bm25-all`` indexes every speaker (see :mod:`memgas.lexical`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import bm25s
 import numpy as np
-import Stemmer
 
 from ..embed import Embedder
-from ..model import Granularity
+from ..lexical import LexicalIndex
+from ..model import Granularity, InvalidInputError
 from ..store import Store, UnitTable
 from .base import IndexCache, MemoryMethod, Scored, UserIndex, build_user_index
 
-__all__ = ["DenseMethod", "BM25Method", "tokenize", "bm25_scores"]
-
-_STEMMER = Stemmer.Stemmer("english")
-
-
-def tokenize(texts: list[str]) -> list[list[str]]:
-    """Tokens of ``texts`` for BM25: lower-cased words, English stop words removed, Snowball-stemmed."""
-    return bm25s.tokenize(texts, stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False)
-
-
-def bm25_scores(bm25: bm25s.BM25, query: str) -> np.ndarray:
-    """BM25 scores of every indexed document for ``query`` (all zero when no query term is indexable)."""
-    tokens = tokenize([query])[0]
-    if not tokens:
-        return np.zeros(bm25.scores["num_docs"], dtype=np.float64)
-    return np.asarray(bm25.get_scores(tokens), dtype=np.float64)
-
+__all__ = ["DenseMethod", "BM25Method"]
 
 class DenseMethod(MemoryMethod):
     """Dense retrieval over one granularity's units; a session scores as its best unit."""
@@ -59,13 +41,8 @@ class DenseMethod(MemoryMethod):
         return {**super().config(), "granularity": self.granularity}
 
 
-@dataclass(slots=True)
-class _BM25Index:
-    docs: UserIndex  # one row per turn: its user-side text
-    bm25: bm25s.BM25 | None
-
-
-def _build_bm25(store: Store, user_id: str) -> _BM25Index:
+def _turn_docs(store: Store, user_id: str, side: str) -> UserIndex:
+    """One row per stored turn, its text the turn's user side (``side="user"``) or the whole turn."""
     session_ids: list[str] = []
     starts: list[int] = []
     texts: list[str] = []
@@ -75,7 +52,7 @@ def _build_bm25(store: Store, user_id: str) -> _BM25Index:
         for turn in store.get_session(user_id, info.session_id).turns:
             session_ids.append(info.session_id)
             starts.append(turn.index)
-            texts.append(turn.user_text or turn.text)
+            texts.append((turn.user_text if side == "user" else "") or turn.text)
     n = len(texts)
     i32 = np.asarray(starts, dtype=np.int32)
     table = UnitTable(
@@ -84,25 +61,31 @@ def _build_bm25(store: Store, user_id: str) -> _BM25Index:
     )
     pos: dict[str, int] = {}
     session_of = np.fromiter((pos.setdefault(s, len(pos)) for s in session_ids), np.int64, n)
-    docs = UserIndex(table, session_of, tuple(pos), timestamps, {"turn": np.arange(n)})
-    if n == 0:
-        return _BM25Index(docs, None)
-    bm25 = bm25s.BM25()
-    bm25.index(tokenize(texts), show_progress=False)
-    return _BM25Index(docs, bm25)
+    return UserIndex(table, session_of, tuple(pos), timestamps, {"turn": np.arange(n)})
 
 
 class BM25Method(MemoryMethod):
-    """BM25 over the user side of every turn; a session scores as its best turn."""
+    """BM25 over every turn; a session scores as its best turn.
 
-    name = "bm25"
+    ``side="user"`` indexes only what the user said in each turn (the LongMemEval reference corpus);
+    ``side="all"`` indexes every speaker (LoCoMo's conversations are between two people).
+    """
 
-    def __init__(self, embedder: Embedder, **kwargs: Any) -> None:
+    def __init__(self, embedder: Embedder, side: str = "user", **kwargs: Any) -> None:
         super().__init__(embedder, **kwargs)
-        self._indexes: IndexCache[_BM25Index] = IndexCache(_build_bm25)
+        if side not in ("user", "all"):
+            raise InvalidInputError(f"side must be 'user' or 'all', not {side!r}")
+        self.side = side
+        self.name = "bm25" if side == "user" else "bm25-all"
+        self._indexes: IndexCache[tuple[UserIndex, LexicalIndex]] = IndexCache(self._build)
+
+    def _build(self, store: Store, user_id: str) -> tuple[UserIndex, LexicalIndex]:
+        docs = _turn_docs(store, user_id, self.side)
+        return docs, LexicalIndex(docs.table.texts)
 
     def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Scored:
-        index = self._indexes.get(store, user_id)
-        if index.bm25 is None:
-            return Scored(index.docs, np.zeros(0))
-        return Scored(index.docs, bm25_scores(index.bm25, query))
+        docs, lexical = self._indexes.get(store, user_id)
+        return Scored(docs, lexical.scores(query))
+
+    def config(self) -> dict[str, Any]:
+        return {**super().config(), "side": self.side}

@@ -31,7 +31,8 @@ from ..model import GRANULARITIES, Edge, Session, Unit
 from ..ppr import personalized_pagerank
 from ..router import granularity_weights
 from ..store import Store, UnitTable
-from ..units import Keyworder, Summarizer
+from ..lexical import LexicalIndex
+from ..units import Keyworder, Summarizer, embedding_view
 from .base import IndexCache, IngestStats, MemoryMethod, Scored, UserIndex, build_user_index
 
 __all__ = ["MemGASConfig", "MemGAS", "session_edges", "association_edges"]
@@ -50,6 +51,8 @@ class MemGASConfig:
         use_association: add cross-session GMM edges (off = intra-session links only).
         use_router: entropy weights (off = uniform weights over granularities).
         use_ppr: propagate over the graph (off = rank by seed scores).
+        lexical_weight: β in the turn granularity's hybrid similarity
+            ``(1 - β) · cos + β · max_cos · bm25 / max_bm25`` (0 = dense only).
     """
 
     candidates: int = 50
@@ -61,14 +64,16 @@ class MemGASConfig:
     use_association: bool = True
     use_router: bool = True
     use_ppr: bool = True
+    lexical_weight: float = 0.3
 
 
 @dataclass(slots=True)
 class _Index:
-    """A user's units plus the association graph over them."""
+    """A user's units, the association graph over them, and BM25 over the turn units."""
 
     units: UserIndex
     adjacency: sp.csr_matrix
+    lexical: LexicalIndex | None  # documents = the rows ``units.masks["turn"]``, in that order
 
 
 def session_edges(units: list[Unit], floor: float = 0.05) -> list[Edge]:
@@ -152,6 +157,7 @@ class MemGAS(MemoryMethod):
         super().__init__(embedder, summarizer=summarizer, keyworder=keyworder)
         self.cfg = replace(config or MemGASConfig(), **overrides)
         self._indexes: IndexCache[_Index] = IndexCache(self._build_index)
+        self._tables: IndexCache[UnitTable] = IndexCache(lambda store, user_id: store.load_units(user_id))
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), **asdict(self.cfg)}
@@ -166,7 +172,7 @@ class MemGAS(MemoryMethod):
         edges = session_edges(units)
         decisions: dict[str, int] = {}
         if store.has_user(session.user_id):
-            table = self._indexes.get(store, session.user_id).units.table
+            table = self._tables.get(store, session.user_id)
             assoc, decisions = association_edges(units, table, candidates=self.cfg.candidates)
             edges += assoc
         t2 = time.perf_counter()
@@ -192,7 +198,17 @@ class MemGAS(MemoryMethod):
             adjacency = (a + a.T).tocsr()
         else:
             adjacency = sp.csr_matrix((n, n))
-        return _Index(units, adjacency)
+        lexical = None
+        if self.cfg.lexical_weight > 0 and n:
+            # BM25 reads each turn as its vector does (user words whole, replies' openings), so the
+            # two channels see the same evidence and long assistant answers do not drown the user's.
+            views = {}
+            for sid in units.sessions:
+                for turn in store.get_session(user_id, sid).turns:
+                    views[(sid, turn.index)] = embedding_view(turn)
+            rows = units.masks["turn"]
+            lexical = LexicalIndex([views[(units.table.session_ids[r], int(units.table.turn_start[r]))] for r in rows])
+        return _Index(units, adjacency, lexical)
 
     # -- search ------------------------------------------------------------------------------
     def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Scored:
@@ -202,6 +218,15 @@ class MemGAS(MemoryMethod):
         if len(index.units.table) == 0:
             return Scored(index.units, np.zeros(0))
         sims = index.units.table.vectors @ self.embed_query(query)
+        if index.lexical is not None:
+            # Hybrid turn similarity: BM25 rescaled to the dense scale (its best turn scores as the
+            # best cosine) and mixed in, so names and numbers the embedder misses still count.
+            lexical = index.lexical.scores(query)
+            turn_rows = masks["turn"]
+            if lexical.max() > 0 and turn_rows.size:
+                beta = self.cfg.lexical_weight
+                top = max(float(sims[turn_rows].max()), 0.0)
+                sims[turn_rows] = (1 - beta) * sims[turn_rows] + beta * top * lexical / lexical.max()
         sims_by_g = {g: sims[rows] for g, rows in masks.items() if rows.size}
         if self.cfg.use_router:
             weights = granularity_weights(sims_by_g, temperature=self.cfg.temperature)
