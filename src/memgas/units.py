@@ -283,7 +283,7 @@ def embed_texts(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
 
 
 #: Special tokens an embedder adds around a text ([CLS] and [SEP] for MiniLM and most BERT-like models);
-#: the :class:`~memgas.embed.Embedder` protocol does not say, and only session packing needs it.
+#: the :class:`~memgas.embed.Embedder` protocol does not say, and only session grouping needs it.
 _SPECIAL_TOKENS = 2
 
 
@@ -306,33 +306,21 @@ def embedding_view(turn: Turn, reply_chars: int = 300) -> str:
     return "\n".join(lines)
 
 
-def _session_chunks(embedder: Embedder, turn_texts: Sequence[str]) -> list[tuple[str, int, int]]:
-    """Pack whole turns greedily into window-sized chunks; a turn over the window gets chunks of its own.
+def _pack_turns(counts: Sequence[int], budget: int) -> list[tuple[int, int]]:
+    """Group consecutive turns greedily into ``(start, end)`` ranges whose token counts fit ``budget``.
 
-    Packing adds up ``count_tokens`` of the turns (one tokenizer pass; exact for WordPiece across a
-    line break) against ``max_tokens`` less :data:`_SPECIAL_TOKENS`. Should that estimate be off for
-    some embedder, :func:`embed_texts` still splits a chunk that does not fit, so nothing is truncated.
-
-    Returns ``(text, turn_start, turn_end)`` triples covering every turn, in order.
+    A turn over the budget on its own gets a range of its own; every turn is in exactly one range.
     """
-    budget = embedder.max_tokens - _SPECIAL_TOKENS
-    chunks: list[tuple[str, int, int]] = []
-    buffer: list[str] = []
-    used = start = 0
-    for i, (text, count) in enumerate(zip(turn_texts, embedder.count_tokens(turn_texts))):
-        if buffer and (count > budget or used + count > budget):
-            chunks.append(("\n".join(buffer), start, i))
-            buffer, used = [], 0
-        if count > budget:
-            chunks.extend((piece, i, i + 1) for piece in embedder.split_to_window(text))
-            continue
-        if not buffer:
-            start = i
-        buffer.append(text)
+    ranges: list[tuple[int, int]] = []
+    start, used = 0, 0
+    for i, count in enumerate(counts):
+        if i > start and used + count > budget:
+            ranges.append((start, i))
+            start, used = i, 0
         used += count
-    if buffer:
-        chunks.append(("\n".join(buffer), start, len(turn_texts)))
-    return chunks
+    if counts:
+        ranges.append((start, len(counts)))
+    return ranges
 
 
 def build_units(
@@ -351,11 +339,11 @@ def build_units(
       lines). Its vector is embedded from :func:`embedding_view` (user messages whole, replies cut to
       ``reply_chars``); a view over the embedder's window is split and its pieces' vectors averaged
       (:func:`embed_texts`), so no user word is lost.
-    * Session chunks: the turns packed greedily, whole turns at a time, into chunks that fit the
-      embedder's window; each chunk records its turn range, and a turn larger than the window gets
-      chunks of its own. Nothing is truncated: every turn's text is in some chunk. A chunk's vector
-      is the re-normalised mean of its turns' vectors, so the session granularity costs no second
-      embedding pass over the same words.
+    * Session chunks: consecutive turns grouped greedily, whole turns at a time, as many as one
+      window of the embedder reads (by their embedding views' token counts; a turn over the window
+      is a chunk of its own). Each chunk records its turn range and holds its turns' whole text, so
+      nothing is truncated. A chunk's vector is the re-normalised mean of its turns' vectors: the
+      session granularity costs no second embedding pass over the same words.
     * Summary: ``summarizer.summarize(session, turn_vectors)``, turn range = the whole session.
     * Keywords: ``", ".join(keyworder.keywords(session))``; when the keyworder finds none (a short
       session of small talk) the unit falls back to the summary text, so every session has one.
@@ -383,12 +371,15 @@ def build_units(
     turns = session.turns
     n = len(turns)
     texts = [t.text for t in turns]
-    turn_vectors = embed_texts(embedder, [embedding_view(t, reply_chars) for t in turns])
+    views = [embedding_view(t, reply_chars) for t in turns]
+    turn_vectors = embed_texts(embedder, views)
 
     units = []
-    for k, (text, start, end) in enumerate(_session_chunks(embedder, texts)):
+    budget = embedder.max_tokens - _SPECIAL_TOKENS
+    for k, (start, end) in enumerate(_pack_turns(embedder.count_tokens(views), budget)):
         pooled = turn_vectors[start:end].mean(axis=0)
-        units.append(Unit(sid, "session", text, start, end, chunk=k, vector=pooled / np.linalg.norm(pooled)))
+        units.append(Unit(sid, "session", "\n".join(texts[start:end]), start, end, chunk=k,
+                          vector=pooled / np.linalg.norm(pooled)))
     units += [Unit(sid, "turn", texts[i], i, i + 1, vector=turn_vectors[i]) for i in range(n)]
 
     summary = summarizer.summarize(session, turn_vectors)

@@ -47,6 +47,8 @@ def _overrides(pairs: list[str]) -> dict[str, Any]:
                 if raw.lower() not in ("true", "false", "1", "0"):
                     raise ValueError(raw)
                 out[key] = raw.lower() in ("true", "1")
+            elif "str" in kind:
+                out[key] = raw
             else:
                 out[key] = int(raw) if "int" in kind else float(raw)
         except ValueError:

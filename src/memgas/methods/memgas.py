@@ -53,6 +53,9 @@ class MemGASConfig:
         use_ppr: propagate over the graph (off = rank by seed scores).
         lexical_weight: β in the turn granularity's hybrid similarity
             ``(1 - β) · cos + β · max_cos · bm25 / max_bm25`` (0 = dense only).
+        assoc_min_weight: cross-session edges below this cosine are left out of the search graph.
+        assoc_scale: factor on cross-session edge weights in the search graph (intra-session links
+            keep theirs), i.e. how much PageRank mass may flow between sessions.
     """
 
     candidates: int = 50
@@ -65,6 +68,9 @@ class MemGASConfig:
     use_router: bool = True
     use_ppr: bool = True
     lexical_weight: float = 0.3
+    assoc_min_weight: float = 0.0
+    assoc_scale: float = 1.0
+    calibrate: bool = False
 
 
 @dataclass(slots=True)
@@ -191,10 +197,15 @@ class MemGAS(MemoryMethod):
         if len(edges):
             src = np.searchsorted(units.table.ids, edges.src)
             dst = np.searchsorted(units.table.ids, edges.dst)
-            keep = np.ones(len(edges), dtype=bool)
+            w = edges.weight.astype(np.float64)
+            cross = units.session_of[src] != units.session_of[dst]
             if not self.cfg.use_association:
-                keep = units.session_of[src] == units.session_of[dst]
-            a = sp.coo_matrix((edges.weight[keep].astype(np.float64), (src[keep], dst[keep])), shape=(n, n))
+                w[cross] = 0.0
+            else:
+                w[cross & (w < self.cfg.assoc_min_weight)] = 0.0
+                w[cross] *= self.cfg.assoc_scale
+            keep = w > 0
+            a = sp.coo_matrix((w[keep], (src[keep], dst[keep])), shape=(n, n))
             adjacency = (a + a.T).tocsr()
         else:
             adjacency = sp.csr_matrix((n, n))
@@ -211,13 +222,8 @@ class MemGAS(MemoryMethod):
         return _Index(units, adjacency, lexical)
 
     # -- search ------------------------------------------------------------------------------
-    def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Scored:
-        """Score the user's units for ``query``: router → seeds → Personalized PageRank."""
-        index = self._indexes.get(store, user_id)
+    def _hybrid_seeds(self, index: _Index, sims: np.ndarray, query: str) -> tuple[dict[str, float], np.ndarray]:
         masks = index.units.masks
-        if len(index.units.table) == 0:
-            return Scored(index.units, np.zeros(0))
-        sims = index.units.table.vectors @ self.embed_query(query)
         if index.lexical is not None:
             # Hybrid turn similarity: BM25 rescaled to the dense scale (its best turn scores as the
             # best cosine) and mixed in, so names and numbers the embedder misses still count.
@@ -235,7 +241,40 @@ class MemGAS(MemoryMethod):
         unit_w = np.zeros(len(sims))
         for g, rows in masks.items():
             unit_w[rows] = weights.get(g, 0.0)
-        seed = unit_w * np.clip(sims, 0.0, None)
+        return weights, unit_w * np.clip(sims, 0.0, None)
+
+    def _calibrated_seeds(self, index: _Index, sims: np.ndarray, query: str) -> tuple[dict[str, float], np.ndarray]:
+        masks = index.units.masks
+        channels = {g: (rows, sims[rows]) for g, rows in masks.items() if rows.size}
+        if index.lexical is not None and self.cfg.lexical_weight > 0:
+            lexical = index.lexical.scores(query)
+            if lexical.max() > 0:
+                channels["lexical"] = (masks["turn"], lexical)
+        z = {}
+        for c, (rows, s) in channels.items():
+            sd = float(s.std())
+            z[c] = (s - s.mean()) / sd if sd > 1e-9 else np.zeros_like(s)
+        if self.cfg.use_router:
+            weights = granularity_weights(z, temperature=self.cfg.temperature)
+        else:
+            weights = {c: 1.0 / len(z) for c in z}
+        seed = np.zeros(len(sims))
+        for c, (rows, _) in channels.items():
+            seed[rows] += weights[c] * np.clip(z[c], 0.0, None)
+        return weights, seed
+
+
+    def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Scored:
+        """Score the user's units for ``query``: router → seeds → Personalized PageRank."""
+        index = self._indexes.get(store, user_id)
+        masks = index.units.masks
+        if len(index.units.table) == 0:
+            return Scored(index.units, np.zeros(0))
+        sims = index.units.table.vectors @ self.embed_query(query)
+        if self.cfg.calibrate:
+            weights, seed = self._calibrated_seeds(index, sims, query)
+        else:
+            weights, seed = self._hybrid_seeds(index, sims, query)
         top = min(self.cfg.seeds, seed.size)
         seed_rows = np.argpartition(-seed, top - 1)[:top]
         personalization = np.zeros_like(seed)
