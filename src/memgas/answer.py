@@ -165,8 +165,9 @@ def filter_prompt(question: str, items: Sequence[MemoryItem], question_date: dat
     """Messages asking which memories to keep for answering ``question`` (items numbered from 1)."""
     when = f"\nThe question is asked on {_date(question_date)}." if question_date else ""
     user = (f"Question: {question}{when}\n\nMemories:\n{render_items(items)}\n\n"
-            'Return a JSON object {"keep": [numbers]} listing every memory that could help answer the question. '
-            "Leave out only memories that are unrelated to the question or that repeat what a kept memory says.")
+            'Return a JSON object {"keep": [numbers]} with the numbers of the memories that hold information '
+            "needed to answer the question. Leave out memories about other topics and memories that only repeat "
+            "what a kept memory says.")
     return [{"role": "system", "content": "You select the memories needed to answer a question. Reply with JSON only."},
             {"role": "user", "content": user}]
 

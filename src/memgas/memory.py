@@ -133,12 +133,15 @@ class Memory:
         return {"user_id": user_id, "deleted_sessions": 1}
 
     # -- reads -------------------------------------------------------------------------------
-    def search(self, query: str, *, user_id: str, k: int = 5) -> list[Hit]:
+    def search(
+        self, query: str, *, user_id: str, k: int = 5, query_time: str | datetime | None = None
+    ) -> list[Hit]:
         """The ``k`` sessions of ``user_id`` most relevant to ``query``, best first.
 
         Each :class:`~memgas.model.Hit` names the session, its best turns with their text, its
         timestamp and score, the router's granularity weights, and whether it came through an
-        association edge.
+        association edge. ``query_time`` (default: now) anchors time expressions in the query
+        ("last weekend", "in April") for the method's time prior.
 
         Raises:
             InvalidInputError: empty query or k < 1.
@@ -149,8 +152,9 @@ class Memory:
         if not isinstance(k, int) or k < 1:
             raise InvalidInputError(f"k must be a positive integer, got {k!r}")
         self._require_user(user_id)
+        when = parse_timestamp(query_time) if query_time is not None else datetime.now()
         t0 = time.perf_counter()
-        hits = self.method.search(self.store, user_id, query, k=k)
+        hits = self.method.search(self.store, user_id, query, k=k, query_time=when)
         self._timings["search"].append(time.perf_counter() - t0)
         return hits
 

@@ -59,7 +59,9 @@ def _overrides(pairs: list[str]) -> dict[str, Any]:
 def add_bench_parser(sub: Any) -> None:
     """Register the ``bench`` subcommand on the main parser's subparsers."""
     sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
-    sp.add_argument("dataset", choices=("locomo", "longmemeval"))
+    sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost"),
+                    help="a retrieval benchmark, or 'cost': add/search cost on LongMemEval-S sessions")
+    sp.add_argument("--sessions", type=int, default=500, help="cost: sessions to add to one user (default 500)")
     sp.add_argument("--method", default=DEFAULT_METHODS, help=f"comma-separated methods (default: {DEFAULT_METHODS})")
     sp.add_argument("--data", type=Path, help="dataset file (default: ../shared/data/...)")
     sp.add_argument("--limit", type=int, help="only the first N questions (LongMemEval) or conversations (LoCoMo)")
@@ -79,6 +81,27 @@ def add_bench_parser(sub: Any) -> None:
     sp.set_defaults(func=cmd_bench)
 
 
+def _cmd_cost(args: argparse.Namespace) -> int:
+    import json
+
+    from .cost import cost_markdown, run_cost
+    from .runner import DEFAULT_DATA
+
+    path = args.data or DEFAULT_DATA["longmemeval"]
+    if not Path(path).is_file():
+        raise InvalidInputError(f"LongMemEval data not found at {Path(path).resolve()}; pass --data PATH")
+    if args.sessions < 2:
+        raise InvalidInputError("--sessions must be at least 2")
+    result = run_cost(Path(path), n_sessions=args.sessions, window=min(50, args.sessions // 2))
+    out = args.out or Path("bench-out") / "cost"
+    out.mkdir(parents=True, exist_ok=True)
+    table = cost_markdown(result)
+    (out / "cost.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    (out / "cost.md").write_text(table, encoding="utf-8")
+    print(table)
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark, write results.json, report.md and recall_at_k.png, print the table."""
     from ..embed import EmbeddingCache, default_cache_path, get_embedder
@@ -86,6 +109,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .report import markdown_table, write_outputs
     from .runner import DEFAULT_DATA, DEFAULT_KS, run_locomo, run_longmemeval
 
+    if args.dataset == "cost":
+        return _cmd_cost(args)
     methods = [m.strip() for m in args.method.split(",") if m.strip()]
     unknown = [m for m in methods if m not in METHODS]
     if unknown:

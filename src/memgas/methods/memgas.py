@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from ..model import GRANULARITIES, Edge, Session, Unit
 from ..ppr import personalized_pagerank
 from ..router import granularity_weights
 from ..store import Store, UnitTable
+from ..temporal import parse_time_window
 from ..lexical import LexicalIndex
 from ..units import Keyworder, Summarizer, embedding_view
 from .base import IndexCache, IngestStats, MemoryMethod, Scored, UserIndex, build_user_index
@@ -56,6 +57,10 @@ class MemGASConfig:
         assoc_min_weight: cross-session edges below this cosine are left out of the search graph.
         assoc_scale: factor on cross-session edge weights in the search graph (intra-session links
             keep theirs), i.e. how much PageRank mass may flow between sessions.
+        calibrate: fuse the channels (four granularities + BM25) on z-scores (the router reads
+            softmax(z / λ)), instead of mixing BM25 into the turn cosine.
+        time_weight: γ of the time prior: seeds in sessions inside the window a query names
+            ("last weekend", "in April") are multiplied by 1 + γ (0 = off).
     """
 
     candidates: int = 50
@@ -71,6 +76,7 @@ class MemGASConfig:
     assoc_min_weight: float = 0.0
     assoc_scale: float = 1.0
     calibrate: bool = False
+    time_weight: float = 0.0
 
 
 @dataclass(slots=True)
@@ -243,6 +249,24 @@ class MemGAS(MemoryMethod):
             unit_w[rows] = weights.get(g, 0.0)
         return weights, unit_w * np.clip(sims, 0.0, None)
 
+    def _time_prior(self, units: UserIndex, query: str, query_time: datetime) -> np.ndarray:
+        """Per session: 1 + γ when the session falls in the time window the query names, else 1.
+
+        Sessions are when something was *said*, and people tell of events a while after they
+        happen, so the window is widened after its end by its own length (at least a week).
+        """
+        prior = np.ones(len(units.sessions))
+        window = parse_time_window(query, query_time)
+        if window is None:
+            return prior
+        after = max(window.end - window.start, timedelta(days=7))
+        lo, hi = window.start - timedelta(days=1), window.end + after
+        for i, sid in enumerate(units.sessions):
+            t = units.timestamps.get(sid)
+            if t is not None and lo <= t < hi:
+                prior[i] += self.cfg.time_weight
+        return prior
+
     def _calibrated_seeds(self, index: _Index, sims: np.ndarray, query: str) -> tuple[dict[str, float], np.ndarray]:
         masks = index.units.masks
         channels = {g: (rows, sims[rows]) for g, rows in masks.items() if rows.size}
@@ -275,6 +299,8 @@ class MemGAS(MemoryMethod):
             weights, seed = self._calibrated_seeds(index, sims, query)
         else:
             weights, seed = self._hybrid_seeds(index, sims, query)
+        if query_time is not None and self.cfg.time_weight > 0:
+            seed *= self._time_prior(index.units, query, query_time)[index.units.session_of]
         top = min(self.cfg.seeds, seed.size)
         seed_rows = np.argpartition(-seed, top - 1)[:top]
         personalization = np.zeros_like(seed)
