@@ -60,3 +60,15 @@ def test_missing_data_is_one_clear_line(tmp_path: Path, capsys) -> None:
 def test_unknown_method_is_refused(capsys) -> None:
     assert main(["bench", "locomo", "--method", "nope", "--no-progress"]) == 2
     assert "unknown method" in capsys.readouterr().err
+
+
+def test_cost_bench_compares_add_with_embedding_once(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "lme.json"
+    data.write_text(json.dumps(_lme_records()))
+    out = tmp_path / "cost"
+    assert main(["bench", "cost", "--data", str(data), "--sessions", "4", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "embed the same text once" in printed and "Memory.search" in printed
+    result = json.loads((out / "cost.json").read_text())
+    assert result["sessions"] >= 2 and result["add_first_s"] > 0 and result["embed_first_s"] > 0
+    assert result["search_p50_ms"] > 0 and result["query_embed_p50_ms"] > 0

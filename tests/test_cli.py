@@ -32,7 +32,7 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     hits = json.loads(r.stdout)
     assert hits[0]["session_id"] == "2024-04-27-biscuit-move"
-    assert set(hits[0]["weights"]) == {"session", "turn", "summary", "keyword"}
+    assert set(hits[0]["weights"]) == {"session", "turn", "summary", "keyword", "lexical"}
 
 
 def test_add_list_get_delete(tmp_path: Path) -> None:

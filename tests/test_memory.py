@@ -41,7 +41,7 @@ def test_hit_explains_itself(demo_db: str) -> None:
     with Memory(demo_db) as mem:
         hits = mem.search("What is my corgi called?", user_id="maya", k=3)
     h = hits[0]
-    assert set(h.weights) == {"session", "turn", "summary", "keyword"}
+    assert set(h.weights) == {"session", "turn", "summary", "keyword", "lexical"}  # "corgi" is in the text
     assert abs(sum(h.weights.values()) - 1.0) < 1e-6
     assert h.timestamp is not None and h.turns and h.turns[0].text
     assert isinstance(h.via_association, bool)

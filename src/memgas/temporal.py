@@ -393,7 +393,7 @@ _FORMS: tuple[tuple[str, Callable[[re.Match[str], datetime, datetime], _Span | N
     ),
     (rf"(?P<n>{_NUM})\s+(?P<u>{_UNIT})\s+ago\b", _ago),
     (
-        rf"(?P<rel>last|this\s+past|the\s+past|past|this|over\s+the)\s+weekend\b",
+        r"(?P<rel>last|this\s+past|the\s+past|past|this|over\s+the)\s+weekend\b",
         _weekend,
     ),
     (

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..embed import EmbeddingCache, OnnxMiniLMEmbedder, get_embedder
+from ..embed import OnnxMiniLMEmbedder, get_embedder
 from ..memory import Memory
 from ..model import Session, make_session
 from ..units import ExtractiveSummarizer, YakeKeyworder, embed_texts, embedding_view

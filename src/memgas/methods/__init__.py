@@ -1,4 +1,5 @@
-"""Memory methods, selectable by name (``memgas``, its ablations, and the baselines)."""
+"""Memory methods, selectable by name (``memgas``, its ablations, the baselines, and structured methods
+from the literature: ``sgmem``, ``memtree``, ``raptor``, ``episodic``, ``secom``)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,20 @@ from ..embed import Embedder
 from ..model import InvalidInputError
 from .base import IngestStats, MemoryMethod
 from .baselines import BM25Method, DenseMethod
+from .episodic import Episodic
 from .memgas import MemGAS, MemGASConfig
+from .memtree import MemTree
+from .raptor import Raptor
+from .secom import SeCom
+from .sgmem import SGMem
 
 __all__ = ["METHODS", "get_method", "MemoryMethod", "IngestStats", "MemGAS", "MemGASConfig", "DenseMethod",
-           "BM25Method"]
+           "BM25Method", "SGMem", "MemTree", "Raptor", "Episodic", "SeCom"]
 
 
 def _memgas(**fixed: Any) -> Callable[..., MemoryMethod]:
     def make(embedder: Embedder, **kwargs: Any) -> MemoryMethod:
-        return MemGAS(embedder, **{**fixed, **kwargs})
+        return MemGAS(embedder, **{**kwargs, **fixed})  # the ablated part stays off whatever else is set
 
     return make
 
@@ -31,13 +37,18 @@ METHODS: dict[str, Callable[..., MemoryMethod]] = {
     "memgas-no-assoc": _memgas(use_association=False),
     "memgas-no-router": _memgas(use_router=False),
     "memgas-no-ppr": _memgas(use_ppr=False),
-    "memgas-no-lexical": _memgas(lexical_weight=0.0),
+    "memgas-no-lexical": _memgas(use_lexical=False),
     "bm25": lambda embedder, **kwargs: BM25Method(embedder, side="user", **kwargs),
     "bm25-all": lambda embedder, **kwargs: BM25Method(embedder, side="all", **kwargs),
     "dense-session": _dense("session"),
     "dense-turn": _dense("turn"),
     "dense-summary": _dense("summary"),
     "dense-keyword": _dense("keyword"),
+    "sgmem": SGMem,
+    "memtree": MemTree,
+    "raptor": Raptor,
+    "episodic": Episodic,
+    "secom": SeCom,
 }
 
 

@@ -45,38 +45,34 @@ class MemGASConfig:
 
     Attributes:
         candidates: stored units per new unit whose similarities the GMM sees (top-N pre-selection).
-        temperature: router temperature λ in softmax(sim / λ).
+        temperature: router temperature λ in softmax(z / λ), z the standardised channel scores.
         seeds: number of top seed units kept in the personalization vector (α).
         damping: PageRank damping factor.
         tol, max_iter: PageRank convergence tolerance and iteration budget.
         use_association: add cross-session GMM edges (off = intra-session links only).
         use_router: entropy weights (off = uniform weights over granularities).
         use_ppr: propagate over the graph (off = rank by seed scores).
-        lexical_weight: β in the turn granularity's hybrid similarity
-            ``(1 - β) · cos + β · max_cos · bm25 / max_bm25`` (0 = dense only).
+        use_lexical: BM25 over the turns as a fifth channel (off = the four dense granularities).
         assoc_min_weight: cross-session edges below this cosine are left out of the search graph.
         assoc_scale: factor on cross-session edge weights in the search graph (intra-session links
             keep theirs), i.e. how much PageRank mass may flow between sessions.
-        calibrate: fuse the channels (four granularities + BM25) on z-scores (the router reads
-            softmax(z / λ)), instead of mixing BM25 into the turn cosine.
         time_weight: γ of the time prior: seeds in sessions inside the window a query names
             ("last weekend", "in April") are multiplied by 1 + γ (0 = off).
     """
 
     candidates: int = 50
-    temperature: float = 0.1
+    temperature: float = 2.0
     seeds: int = 30
-    damping: float = 0.5
+    damping: float = 0.3
     tol: float = 1e-6
     max_iter: int = 100
     use_association: bool = True
     use_router: bool = True
     use_ppr: bool = True
-    lexical_weight: float = 0.3
+    use_lexical: bool = True
     assoc_min_weight: float = 0.0
     assoc_scale: float = 1.0
-    calibrate: bool = False
-    time_weight: float = 0.0
+    time_weight: float = 0.5
 
 
 @dataclass(slots=True)
@@ -216,7 +212,7 @@ class MemGAS(MemoryMethod):
         else:
             adjacency = sp.csr_matrix((n, n))
         lexical = None
-        if self.cfg.lexical_weight > 0 and n:
+        if self.cfg.use_lexical and n:
             # BM25 reads each turn as its vector does (user words whole, replies' openings), so the
             # two channels see the same evidence and long assistant answers do not drown the user's.
             views = {}
@@ -228,27 +224,6 @@ class MemGAS(MemoryMethod):
         return _Index(units, adjacency, lexical)
 
     # -- search ------------------------------------------------------------------------------
-    def _hybrid_seeds(self, index: _Index, sims: np.ndarray, query: str) -> tuple[dict[str, float], np.ndarray]:
-        masks = index.units.masks
-        if index.lexical is not None:
-            # Hybrid turn similarity: BM25 rescaled to the dense scale (its best turn scores as the
-            # best cosine) and mixed in, so names and numbers the embedder misses still count.
-            lexical = index.lexical.scores(query)
-            turn_rows = masks["turn"]
-            if lexical.max() > 0 and turn_rows.size:
-                beta = self.cfg.lexical_weight
-                top = max(float(sims[turn_rows].max()), 0.0)
-                sims[turn_rows] = (1 - beta) * sims[turn_rows] + beta * top * lexical / lexical.max()
-        sims_by_g = {g: sims[rows] for g, rows in masks.items() if rows.size}
-        if self.cfg.use_router:
-            weights = granularity_weights(sims_by_g, temperature=self.cfg.temperature)
-        else:
-            weights = {g: 1.0 / len(sims_by_g) for g in sims_by_g}
-        unit_w = np.zeros(len(sims))
-        for g, rows in masks.items():
-            unit_w[rows] = weights.get(g, 0.0)
-        return weights, unit_w * np.clip(sims, 0.0, None)
-
     def _time_prior(self, units: UserIndex, query: str, query_time: datetime) -> np.ndarray:
         """Per session: 1 + γ when the session falls in the time window the query names, else 1.
 
@@ -267,10 +242,17 @@ class MemGAS(MemoryMethod):
                 prior[i] += self.cfg.time_weight
         return prior
 
-    def _calibrated_seeds(self, index: _Index, sims: np.ndarray, query: str) -> tuple[dict[str, float], np.ndarray]:
+    def _seeds(self, index: _Index, sims: np.ndarray, query: str) -> tuple[dict[str, float], np.ndarray]:
+        """Router weights per channel and the seed score of every unit.
+
+        Channels are the four granularities (cosine similarities of their units) and, over the
+        turn units, BM25. Their scales differ (cosines bunch around 0.1–0.6, BM25 is unbounded), so
+        each channel's scores are standardised (z-scores over its units) before the entropy router
+        reads them and before they are summed: a unit's seed is Σ_c w_c · max(z_c, 0).
+        """
         masks = index.units.masks
         channels = {g: (rows, sims[rows]) for g, rows in masks.items() if rows.size}
-        if index.lexical is not None and self.cfg.lexical_weight > 0:
+        if index.lexical is not None:
             lexical = index.lexical.scores(query)
             if lexical.max() > 0:
                 channels["lexical"] = (masks["turn"], lexical)
@@ -287,26 +269,21 @@ class MemGAS(MemoryMethod):
             seed[rows] += weights[c] * np.clip(z[c], 0.0, None)
         return weights, seed
 
-
     def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Scored:
         """Score the user's units for ``query``: router → seeds → Personalized PageRank."""
         index = self._indexes.get(store, user_id)
-        masks = index.units.masks
         if len(index.units.table) == 0:
             return Scored(index.units, np.zeros(0))
         sims = index.units.table.vectors @ self.embed_query(query)
-        if self.cfg.calibrate:
-            weights, seed = self._calibrated_seeds(index, sims, query)
-        else:
-            weights, seed = self._hybrid_seeds(index, sims, query)
+        weights, seed = self._seeds(index, sims, query)
+        if seed.max() <= 0:  # no unit stands out in any channel: all are equally good seeds
+            seed = np.ones_like(seed)
         if query_time is not None and self.cfg.time_weight > 0:
             seed *= self._time_prior(index.units, query, query_time)[index.units.session_of]
         top = min(self.cfg.seeds, seed.size)
         seed_rows = np.argpartition(-seed, top - 1)[:top]
         personalization = np.zeros_like(seed)
         personalization[seed_rows] = seed[seed_rows]
-        if personalization.sum() <= 0:
-            personalization[seed_rows] = 1.0
         if self.cfg.use_ppr and index.adjacency.nnz:
             scores = personalized_pagerank(
                 index.adjacency, personalization,
