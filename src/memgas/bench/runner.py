@@ -173,9 +173,11 @@ def _run(
                                       "n_gold_sessions": len(q.gold_sessions), "methods": {}}
             # Embed the query once, timed on its own; every method then finds it in the cache, so
             # method latencies compare search work alone.
+            inner = getattr(embedder, "inner", embedder)  # time the model itself, not a cache hit
             t2 = time.perf_counter()
-            embedder.embed([q.question])
+            inner.embed([q.question])
             result.timing["ingest"].setdefault("query_embed_s", []).append(time.perf_counter() - t2)
+            embedder.embed([q.question])
             for m, method in methods.items():
                 t2 = time.perf_counter()
                 ranking = method.rank(store, user_id, q.question, query_time=q.question_date)
