@@ -98,8 +98,9 @@ def _plot(result: BenchResult, path: Path) -> None:
     ks = result.config["ks"]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for ax, kind in zip(axes, ("recall_all", "recall_any")):
-        for m, vals in means.items():
-            ax.plot(ks, [vals.get(f"session_{kind}@{k}", 0.0) for k in ks], marker="o", label=m)
+        for i, (m, vals) in enumerate(means.items()):
+            style = {"color": "black", "linewidth": 2.5} if m == "memgas" else {"color": plt.cm.tab20(i % 20)}
+            ax.plot(ks, [vals.get(f"session_{kind}@{k}", 0.0) for k in ks], marker="o", label=m, **style)
         ax.set_xscale("log")
         ax.set_xticks(ks)
         ax.set_xticklabels([str(k) for k in ks])
