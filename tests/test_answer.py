@@ -20,6 +20,7 @@ from memgas.answer import (
     answer_question,
     filter_memories,
     filter_prompt,
+    filter_schema,
     fit_items,
     items_from_hits,
     judge_answer,
@@ -55,7 +56,7 @@ def llm_for(stub: OpenAIStub, context_tokens: int = 8192) -> LLM:
 def kind(body: dict[str, Any]) -> str:
     """Which prompt a request is: units, filter, answer or judge."""
     first = body["messages"][0]["content"]
-    return ("units" if "memory notes" in first else "filter" if "select the memories" in first
+    return ("units" if "memory notes" in first else "filter" if "which memories answer" in first
             else "answer" if "answer questions" in first else "judge")
 
 
@@ -68,13 +69,16 @@ def test_prompts_number_the_memories_and_carry_dates() -> None:
     assert render_items([MemoryItem("x", "t")]) == "[1] date unknown\nt"
     f = filter_prompt(Q, ITEMS, datetime(2023, 7, 1, 12, 0))[1]["content"]
     assert f.startswith(f"Question: {Q}\nThe question is asked on 2023-07-01 (Sat) 12:00.") and "[3] 2023-06-01" in f
+    assert filter_schema(2) == {"type": "object", "required": ["1", "2"], "additionalProperties": False,
+                                "properties": {"1": {"type": "boolean"}, "2": {"type": "boolean"}}}
     a = answer_prompt(Q, ITEMS)[1]["content"]
     assert "[1] 2023-05-20" in a and f"Question: {Q}\n\n" in a and '"sources"' in a
 
 
 def test_parse_filter_can_only_remove() -> None:
-    assert parse_filter({"keep": [3, 1, 3, 0, 4, -1, True, "2", 2.0]}, 3) == [0, 2]
-    assert parse_filter({"keep": []}, 3) == [] and parse_filter([1], 3) == [] and parse_filter({}, 3) == []
+    assert parse_filter({"3": True, "1": True, "2": False, "4": True, "0": True}, 3) == [0, 2]
+    assert parse_filter({"1": "true", "2": 1, "3": None}, 3) == []  # only a real true keeps
+    assert parse_filter({}, 3) == [] and parse_filter([1], 3) == []
 
 
 def test_parse_answer_maps_numbers_to_cited_sessions() -> None:
@@ -123,11 +127,12 @@ def test_items_from_hits_keep_turn_order() -> None:
 
 def test_filter_removes_and_falls_back(stub: OpenAIStub) -> None:
     llm = llm_for(stub)
-    stub.script = [{"text": '{"keep": [3, 1]}'}]
+    stub.script = [{"text": '{"1": true, "2": false, "3": true}'}]
     assert filter_memories(llm, Q, ITEMS) == [ITEMS[0], ITEMS[2]]
-    stub.script = [{"text": '{"keep": []}'}]
+    assert stub.requests[0]["max_tokens"] == 40 and "Reply with JSON only" in stub.requests[0]["messages"][0]["content"]
+    stub.script = [{"text": '{"1": false, "2": false, "3": false}'}]
     assert filter_memories(llm, Q, ITEMS) == ITEMS
-    stub.script = [{"text": '{"keep": [7, 8]}'}]
+    stub.script = [{"text": '{"1": false, "2": false, "3": false, "7": true}'}] * 2  # invalid twice: extra key
     assert filter_memories(llm, Q, ITEMS) == ITEMS
     stub.script = [{"status": 500}, {"status": 500}]
     assert filter_memories(llm, Q, ITEMS) == ITEMS
@@ -137,7 +142,7 @@ def test_filter_removes_and_falls_back(stub: OpenAIStub) -> None:
 
 def test_answer_question_filters_cites_and_counts(stub: OpenAIStub) -> None:
     llm = llm_for(stub)
-    stub.script = [{"text": '{"keep": [2, 3]}'}, {"text": '{"answer": "Lisbon", "sources": [2, 5]}'}]
+    stub.script = [{"text": '{"1": false, "2": true, "3": true}'}, {"text": '{"answer": "Lisbon", "sources": [2, 5]}'}]
     result = answer_question(llm, Q, ITEMS, question_date=datetime(2023, 7, 1))
     assert result.answer == "Lisbon" and result.sources == ["s-lisbon-again"]
     assert [m.session_id for m in result.memories] == ["s-lisbon", "s-lisbon-again"]  # chronological
@@ -183,7 +188,7 @@ def responder(body: dict[str, Any]) -> str:
     blocks = re.findall(r"^\[(\d+)\] [^\n]*\n(.*?)(?=\n\n|$)", body["messages"][1]["content"], re.S | re.M)
     lisbon = [int(n) for n, text in blocks if "Lisbon" in text]
     if k == "filter":
-        return json.dumps({"keep": lisbon})
+        return json.dumps({n: int(n) in lisbon for n, _ in blocks})
     return json.dumps({"answer": "Lisbon", "sources": lisbon})
 
 

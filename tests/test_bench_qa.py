@@ -115,11 +115,11 @@ def responder(body: dict[str, Any]) -> str:
     """Filter keeps the memories that mention Oslo or pottery; the answer names what they say; the judge
     says yes when the response contains the correct answer."""
     first, last = body["messages"][0]["content"], body["messages"][-1]["content"]
-    if "select the memories" in first or "answer questions" in first:
+    if "which memories answer" in first or "answer questions" in first:
         blocks = re.findall(r"^\[(\d+)\] [^\n]*\n(.*?)(?=\n\n\[|\n\nQuestion|\Z)", last, re.S | re.M)
         useful = [int(n) for n, text in blocks if "Oslo" in text or "pottery" in text]
-        if "select the memories" in first:
-            return json.dumps({"keep": useful})
+        if "which memories answer" in first:
+            return json.dumps({n: int(n) in useful for n, _ in blocks})
         said = " ".join(text for n, text in blocks if int(n) in useful)
         wanted = "pottery" if "class" in last else "Oslo"
         answer = wanted if wanted in said and "boat" not in last else "I don't know"

@@ -313,3 +313,17 @@ def test_part_files_are_found_in_installed_packages_in_order() -> None:
         if files:
             assert [int(f.stem.removeprefix("part")) for f in files] == list(range(1, len(files) + 1))
             assert all(f.is_file() for f in files)
+
+
+def test_local_provider_errors_name_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import sys
+
+    from memgas.llm_local import LocalChat
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as if llama-cpp-python were not installed
+    with pytest.raises(MissingDependencyError, match=r"memgas\[local\]"):
+        get_llm("local")
+    monkeypatch.undo()
+    pytest.importorskip("llama_cpp")
+    with pytest.raises(InvalidInputError, match="GGUF model not found"):
+        LocalChat(tmp_path / "missing.gguf")

@@ -4,8 +4,8 @@ Prompt building and output parsing are pure functions (``*_prompt``, ``parse_*``
 that call a model (:func:`filter_memories`, :func:`answer_question`, :func:`judge_answer`) only
 glue them to :meth:`memgas.llm.LLM.complete_json`.
 
-The filter can only remove: the model returns the numbers of the memories to keep, unknown
-numbers are ignored, and when the call fails or keeps nothing the unfiltered list is used.
+The filter can only remove: the model marks each numbered memory true (keep) or false, anything
+else is ignored, and when the call fails or keeps nothing the unfiltered list is used.
 """
 
 from __future__ import annotations
@@ -156,40 +156,47 @@ def _chronological(items: Sequence[MemoryItem]) -> list[MemoryItem]:
 
 
 def filter_schema(n: int) -> dict[str, Any]:
-    """The filter's JSON: ``{"keep": [numbers]}`` with at most ``n`` numbers."""
-    return {"type": "object", "required": ["keep"], "additionalProperties": False,
-            "properties": {"keep": {"type": "array", "items": {"type": "integer"}, "maxItems": n}}}
+    """The filter's JSON: one boolean per memory number, ``{"1": true, "2": false, ...}``."""
+    keys = [str(i) for i in range(1, n + 1)]
+    return {"type": "object", "required": keys, "additionalProperties": False,
+            "properties": {k: {"type": "boolean"} for k in keys}}
 
 
 def filter_prompt(question: str, items: Sequence[MemoryItem], question_date: datetime | None = None) -> Messages:
-    """Messages asking which memories to keep for answering ``question`` (items numbered from 1)."""
+    """Messages asking, memory by memory, whether it helps answer ``question`` (items numbered from 1).
+
+    A verdict per memory rather than a list of numbers to keep: asked for a list, the small local
+    models listed every number 1..n (3 of 3 LoCoMo questions); asked memory by memory, they kept the
+    evidence session and dropped 9 of 12 others (BENCHMARKS.md, "QA (issue 4)").
+    """
     when = f"\nThe question is asked on {_date(question_date)}." if question_date else ""
     user = (f"Question: {question}{when}\n\nMemories:\n{render_items(items)}\n\n"
-            'Return a JSON object {"keep": [numbers]} with the numbers of the memories that hold information '
-            "needed to answer the question. Leave out memories about other topics and memories that only repeat "
-            "what a kept memory says.")
-    return [{"role": "system", "content": "You select the memories needed to answer a question. Reply with JSON only."},
+            "For each memory, decide whether it contains information that answers the question. "
+            "Return a JSON object mapping each memory number to true (it helps answer) or false (it does not, "
+            "or it only repeats another memory marked true).")
+    return [{"role": "system", "content": "You judge which memories answer a question. Reply with JSON only."},
             {"role": "user", "content": user}]
 
 
 def parse_filter(value: Any, n: int) -> list[int]:
-    """The 0-based positions to keep, ascending: only integers in 1..n, each once (the filter can only remove)."""
-    keep = value.get("keep", []) if isinstance(value, dict) else []
-    return sorted({k - 1 for k in keep if isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= n})
+    """The 0-based positions marked ``true``, ascending; other keys and values are ignored (it can only remove)."""
+    if not isinstance(value, dict):
+        return []
+    return [i for i in range(n) if value.get(str(i + 1)) is True]
 
 
 def filter_memories(llm: LLM, question: str, items: Sequence[MemoryItem], *,
-                    question_date: datetime | None = None, max_tokens: int = 64) -> list[MemoryItem]:
-    """MemGAS's redundancy filter: the items the model keeps, in their order.
+                    question_date: datetime | None = None, max_tokens: int | None = None) -> list[MemoryItem]:
+    """MemGAS's redundancy filter: the items the model marks as helpful, in their order.
 
     Returns ``items`` unchanged when there are fewer than two, when the call fails (logged), or when
-    the model keeps none of them.
+    the model keeps none of them. ``max_tokens`` defaults to 16 + 8 per memory.
     """
     if len(items) < 2:
         return list(items)
     try:
         value = llm.complete_json(filter_prompt(question, items, question_date), filter_schema(len(items)),
-                                  max_tokens=max_tokens)
+                                  max_tokens=max_tokens or 16 + 8 * len(items))
     except LLMError as e:
         log.warning("memory filter failed, keeping all %d memories: %s", len(items), e)
         return list(items)

@@ -3,9 +3,9 @@ provider (:mod:`memgas.llm_local`), a SQLite response cache, validated JSON outp
 
 Pick one with :func:`get_llm`::
 
-    get_llm("openai:gpt-4o-mini")                                 # OpenAI, key from $MEMGAS_LLM_API_KEY / $OPENAI_API_KEY
-    get_llm("openai:qwen2.5:7b-instruct@http://localhost:11434/v1")  # Ollama, vLLM, LM Studio, llama.cpp server
-    get_llm("local")                                              # the GGUF model shipped in a PyPI package
+    get_llm("openai:gpt-4o-mini")            # OpenAI, key from $MEMGAS_LLM_API_KEY / $OPENAI_API_KEY
+    get_llm("openai:qwen2.5:7b-instruct@http://localhost:11434/v1")  # Ollama, vLLM, LM Studio, llama.cpp
+    get_llm("local")                         # the GGUF model shipped in a PyPI package
     get_llm("local:/models/any.gguf", cache=default_llm_cache_path())
 
 Every provider returns a :class:`Completion`; the :class:`LLM` wrapper adds the response cache, the
@@ -425,8 +425,8 @@ class OpenAIChat:
         if "temperature" not in self._refused:
             body["temperature"] = temperature
         if schema is not None and "response_format" not in self._refused:
-            body["response_format"] = {"type": "json_schema",
-                                       "json_schema": {"name": "memgas_output", "schema": dict(schema), "strict": False}}
+            spec = {"name": "memgas_output", "schema": dict(schema), "strict": False}
+            body["response_format"] = {"type": "json_schema", "json_schema": spec}
         return body
 
     def _parse(self, payload: Any, messages: Sequence[ChatMessage], seconds: float) -> Completion:

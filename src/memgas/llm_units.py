@@ -36,7 +36,8 @@ UNITS_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-_SYSTEM = "You write memory notes about conversations for a personal assistant's long-term memory. Reply with JSON only."
+_SYSTEM = ("You write memory notes about conversations for a personal assistant's long-term memory. "
+           "Reply with JSON only.")
 _INSTRUCTIONS = (
     "Write a JSON object with two fields:\n"
     '- "summary": 2 to 4 sentences stating the facts in this conversation: who did what, when and where, '

@@ -18,8 +18,7 @@ from .embed import Embedder, EmbeddingCache, get_embedder
 from .llm import LLM, ChatModel, Usage, get_llm, track_usage
 from .llm_units import LLMUnitWriter
 from .methods import MemoryMethod, get_method
-from .model import (EmbedderMismatchError, Hit, InvalidInputError, NotFoundError, check_id, make_session,
-                    parse_timestamp)
+from .model import EmbedderMismatchError, Hit, InvalidInputError, NotFoundError, check_id, make_session, parse_timestamp
 from .store import Store, open_store
 
 __all__ = ["Memory"]
@@ -190,9 +189,10 @@ class Memory:
             LLMError: the model could not be called.
         """
         if self.llm is None:
-            raise InvalidInputError("Memory.answer needs an LLM: Memory(..., llm='openai:<model>@<base_url>' or 'local')")
+            raise InvalidInputError("Memory.answer needs an LLM: Memory(..., llm='openai:<model>@<base_url>' "
+                                    "or llm='local')")
         when = parse_timestamp(question_date)
-        hits = self.search(question, user_id=user_id, k=k)
+        hits = self.search(question, user_id=user_id, k=k, query_time=when)
         t0 = time.perf_counter()
         result = answer_question(self.llm, question, items_from_hits(hits), question_date=when, use_filter=use_filter)
         self._timings["answer"].append(time.perf_counter() - t0)

@@ -259,10 +259,11 @@ def run_qa(
         for q in questions:
             items = {}
             if {"memgas", "memgas-nofilter"} & set(systems):
-                items["memgas"] = items_from_hits(ingester.search(store, user_id, q.question, k=k))
+                items["memgas"] = items_from_hits(ingester.search(store, user_id, q.question, k=k,
+                                                                  query_time=q.question_date))
             if "topk-sessions" in systems:
                 by_id = {s.session_id: s for s in sessions}
-                hits = dense.search(store, user_id, q.question, k=k)
+                hits = dense.search(store, user_id, q.question, k=k, query_time=q.question_date)
                 items["topk-sessions"] = items_from_sessions(by_id[h.session_id] for h in hits)
             record: dict[str, Any] = {"qid": q.qid, "type": q.qtype, "conv": q.conv_id, "question": q.question,
                                       "gold": q.answer, "gold_sessions": sorted(q.gold_sessions), "methods": {}}
@@ -423,7 +424,8 @@ def cmd_qa(args: argparse.Namespace, path: Path, embedder: Embedder) -> int:
                     max_questions=args.max_questions, llm_units=args.llm_units, bertscore=args.bertscore,
                     progress=not args.no_progress)
     out = args.out or Path("bench-out") / args.dataset
-    command = "memgas " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["bench"] else "memgas bench"
+    argv = sys.argv[1:] if sys.argv[1:2] == ["bench"] else ["bench"]
+    command = "memgas " + " ".join(shlex.quote(a) for a in argv)
     paths = write_qa_outputs(result, out, command)
     print(qa_markdown(result))
     print("wrote " + ", ".join(str(p) for p in paths.values()))

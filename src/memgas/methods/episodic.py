@@ -15,7 +15,8 @@ chronological stream (sessions oldest first); the stream is cut into *events*:
 3. **Refinement.** Each surprise boundary is moved, inside the window formed by the events on its
    two sides, to the split that maximises the modularity (Newman, 2006) of the turns' similarity
    graph (cosines clipped at 0), as EM-LLM's Algorithm 1 does with attention-key similarity.
-   Boundaries are refined one after the other, each with its neighbours' refined positions.
+   Boundaries are refined left to right, each window starting at the already refined boundary
+   on its left.
 4. **Indexing.** Each event is indexed by its most representative turn: the one closest to the
    event's centroid (largest summed cosine to the event's turns).
 

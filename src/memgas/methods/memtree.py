@@ -299,5 +299,5 @@ class MemTree(MemoryMethod):
         sims = tree.vectors @ self.embed_query(query)
         sims[0] = -np.inf  # the root holds nothing
         return tree_hits(index.units, index.rows, tree.texts, lambda node: index.cover_rows[node],
-                         np.asarray(tree.memory) >= 0,
-                         sims, self.cfg.top_k if k is None else k, self.cfg.threshold if threshold is None else threshold)
+                         np.asarray(tree.memory) >= 0, sims, self.cfg.top_k if k is None else k,
+                         self.cfg.threshold if threshold is None else threshold)

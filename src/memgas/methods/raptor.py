@@ -8,7 +8,8 @@ Sarthi et al., 2024, "RAPTOR: Recursive Abstractive Processing for Tree-Organize
    cluster whose posterior exceeds ``membership``, and at least its most likely one), so a node may
    have several parents;
 2. clustering is two-stage, as in the reference code: a global clustering, then a local one inside
-   each global cluster;
+   each global cluster; a cluster whose members' texts exceed ``max_cluster_tokens`` is clustered
+   again;
 3. each cluster becomes a node of the next layer holding a summary of its members
    (:class:`GroupSummarizer`); layers are added until a layer has at most ``dim + 1`` nodes, a
    clustering no longer reduces the layer, or ``max_levels`` is reached.
@@ -19,6 +20,8 @@ similarity (see :func:`memgas.segment.structure_scores`); :meth:`Raptor.retrieve
 nodes above a threshold, the context an LLM would read.
 
 Deviations from the paper, all stated: UMAP is replaced by PCA (no extra dependency, deterministic);
+the BIC is compared over a geometric grid of at most 12 component counts up to ``max_clusters``
+(the reference code fits every count, most of the build time);
 without an LLM a summary is extractive (:class:`ExtractiveGroupSummarizer`) and its node vector is the
 normalised centroid of its members (what an extractive selection stands for; no embedding pass);
 with an LLM summarizer (any object with ``summarize_group``) the summary text is embedded, as in the
@@ -93,7 +96,8 @@ class ExtractiveGroupSummarizer:
 
     def __init__(self, max_members: int = 3, max_chars: int = 600) -> None:
         if max_members < 1 or max_chars < 20 * max_members:
-            raise InvalidInputError("ExtractiveGroupSummarizer needs max_members >= 1 and max_chars >= 20 * max_members")
+            raise InvalidInputError("ExtractiveGroupSummarizer needs max_members >= 1 and "
+                                    "max_chars >= 20 * max_members")
         self.max_members = max_members
         self.max_chars = max_chars
 
@@ -283,6 +287,20 @@ def _soft_clusters(z: np.ndarray, max_clusters: int, membership: float, seed: in
     return [np.flatnonzero(col) for col in member.T if col.any()]
 
 
+def _two_stage(vectors: np.ndarray, dim: int, max_clusters: int, membership: float, seed: int) -> list[np.ndarray]:
+    """RAPTOR's global clustering, then a local clustering inside each global cluster of more than ``dim + 1`` rows."""
+    if vectors.shape[0] <= dim + 1:
+        return [np.arange(vectors.shape[0])]
+    out: list[np.ndarray] = []
+    for members in _soft_clusters(_reduce(vectors, dim), max_clusters, membership, seed):
+        if members.size <= dim + 1:
+            out.append(members)
+        else:
+            local = _soft_clusters(_reduce(vectors[members], dim), max_clusters, membership, seed)
+            out.extend(members[c] for c in local)
+    return out
+
+
 def raptor_clusters(
     vectors: np.ndarray,
     lengths: np.ndarray | None = None,
@@ -296,35 +314,24 @@ def raptor_clusters(
     """RAPTOR's clustering of the rows of ``vectors``: global, then local inside each global cluster.
 
     Each stage reduces the rows to ``dim`` dimensions (PCA) and fits the BIC-best Gaussian mixture;
-    a global cluster of at most ``dim + 1`` rows is kept whole. As in the reference code, a final
-    cluster whose texts are longer than ``max_cluster_tokens`` in all (by ``lengths``, tokens per
-    row) is clustered again, as long as that splits it.
+    a global cluster of at most ``dim + 1`` rows is kept whole. As in the reference code, a cluster
+    whose texts are longer than ``max_cluster_tokens`` in all (by ``lengths``, tokens per row) is
+    clustered again; a cluster that clustering returns whole (it cannot be split) is kept as it is.
 
     Returns:
         The clusters as arrays of row indexes; every row is in at least one cluster.
     """
-    n = vectors.shape[0]
-    if n <= dim + 1:
-        return [np.arange(n)]
-    found: list[np.ndarray] = []
-    for members in _soft_clusters(_reduce(vectors, dim), max_clusters, membership, seed):
-        if members.size <= dim + 1:
-            found.append(members)
-            continue
-        local = _soft_clusters(_reduce(vectors[members], dim), max_clusters, membership, seed)
-        found.extend(members[c] for c in local)
-    if lengths is None:
-        return found
-    out: list[np.ndarray] = []
-    for members in found:
-        if members.size > 1 and lengths[members].sum() > max_cluster_tokens:
-            parts = raptor_clusters(vectors[members], lengths[members], dim=dim, max_clusters=max_clusters,
-                                    membership=membership, max_cluster_tokens=max_cluster_tokens, seed=seed)
-            if len(parts) > 1:
-                out.extend(members[p] for p in parts)
-                continue
-        out.append(members)
-    return out
+    done: list[np.ndarray] = []
+    todo = [np.arange(vectors.shape[0])]
+    while todo:
+        rows = todo.pop()
+        for members in _two_stage(vectors[rows], dim, max_clusters, membership, seed):
+            # Only a strict subset is clustered again, so the loop ends.
+            too_long = lengths is not None and lengths[rows[members]].sum() > max_cluster_tokens
+            (todo if too_long and 1 < members.size < rows.size else done).append(rows[members])
+        if lengths is None:
+            break
+    return sorted(done, key=lambda c: int(c[0]))
 
 
 # ----------------------------------------------------------------------------- the tree
@@ -422,7 +429,8 @@ def build_raptor_tree(
         if len(clusters) >= current.size:  # no reduction: another layer would repeat this one
             break
         base = len(all_texts)
-        descriptions = [summarizer.summarize_group([all_texts[current[i]] for i in c], cur_vectors[c]) for c in clusters]
+        descriptions = [summarizer.summarize_group([all_texts[current[i]] for i in c], cur_vectors[c])
+                        for c in clusters]
         if embed is not None:
             new_vectors = embed_texts(embed, descriptions)
         else:
