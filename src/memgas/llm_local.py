@@ -137,7 +137,7 @@ class LocalChat:
     Args:
         model: a ``.gguf`` path or a :data:`BUNDLED` name; default the first bundled model installed.
         n_ctx: the context window in tokens.
-        n_threads: CPU threads; default all cores.
+        n_threads: CPU threads for prompt and generation; default all cores.
         seed: sampling seed (greedy decoding at temperature 0 does not use it).
         repeat_penalty: llama.cpp repetition penalty.
 
@@ -172,7 +172,8 @@ class LocalChat:
         self.context_tokens = n_ctx
         self.repeat_penalty = repeat_penalty
         self._lock = threading.Lock()
-        self._llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads or os.cpu_count() or 1,
+        threads = n_threads or os.cpu_count() or 1
+        self._llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
                           seed=seed, verbose=False)
 
     def complete(
