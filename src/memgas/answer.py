@@ -165,9 +165,9 @@ def filter_schema(n: int) -> dict[str, Any]:
 def filter_prompt(question: str, items: Sequence[MemoryItem], question_date: datetime | None = None) -> Messages:
     """Messages asking, memory by memory, whether it helps answer ``question`` (items numbered from 1).
 
-    A verdict per memory rather than a list of numbers to keep: asked for a list, the small local
-    models listed every number 1..n (3 of 3 LoCoMo questions); asked memory by memory, they kept the
-    evidence session and dropped 9 of 12 others (BENCHMARKS.md, "QA (issue 4)").
+    A verdict per memory rather than a list of numbers to keep: asked for a list, both local Qwen
+    models listed every number 1..n on every LoCoMo question tried; asked memory by memory, the 1.5B
+    kept the evidence session 3 of 3 times and dropped 9 of the 12 others (BENCHMARKS.md, "QA (issue 4)").
     """
     when = f"\nThe question is asked on {_date(question_date)}." if question_date else ""
     user = (f"Question: {question}{when}\n\nMemories:\n{render_items(items)}\n\n"
