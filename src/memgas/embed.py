@@ -19,22 +19,18 @@ sentence-transformers (measured on this project's machines; the int8 weights are
 from __future__ import annotations
 
 import hashlib
-import http.client
-import json
 import os
-import random
 import re
 import sqlite3
 import threading
 import time
-import urllib.error
-import urllib.request
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
+from .http import post_json
 from .model import InvalidInputError, MemgasError
 
 __all__ = [
@@ -413,9 +409,6 @@ class SentenceTransformerEmbedder(_WindowMixin):
 
 # ----------------------------------------------------------------------------- OpenAI-compatible HTTP
 
-_RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
-
-
 class OpenAIEmbedder(_WindowMixin):
     """An OpenAI-compatible ``/embeddings`` endpoint (OpenAI, vLLM, Ollama, llama.cpp server).
 
@@ -508,33 +501,14 @@ class OpenAIEmbedder(_WindowMixin):
         return [len(t.encode("utf-8", "surrogatepass")) // 3 + 1 for t in _check_texts(texts)]
 
     def _post(self, batch: list[str]) -> np.ndarray:
-        body = json.dumps({"model": self.model, "input": batch}).encode("utf-8")
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        problem = ""
-        for attempt in range(self.max_retries + 1):
-            retry_after: float | None = None
-            try:
-                req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    payload = json.loads(resp.read())
-                return self._parse(payload, len(batch))
-            except urllib.error.HTTPError as e:
-                detail = e.read(300).decode("utf-8", "replace").strip()
-                if e.code not in _RETRY_STATUS:
-                    raise MemgasError(f"embedding server {self.url} answered HTTP {e.code}: {detail}") from e
-                problem = f"HTTP {e.code}: {detail}"
-                retry_after = _seconds(e.headers.get("Retry-After"))
-            except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
-                problem = str(getattr(e, "reason", None) or e)
-            except json.JSONDecodeError as e:
-                raise MemgasError(f"embedding server {self.url} did not answer JSON: {e}") from e
-            if attempt == self.max_retries:
-                break
-            delay = min(self.max_backoff, self.backoff * 2**attempt) * (0.5 + random.random() / 2)
-            time.sleep(min(self.max_backoff, retry_after) if retry_after is not None else delay)
-        raise MemgasError(f"cannot reach embedding server {self.url} after {self.max_retries + 1} attempts: {problem}")
+        payload = post_json(
+            self.url, {"model": self.model, "input": batch}, headers, timeout=self.timeout,
+            max_retries=self.max_retries, backoff=self.backoff, max_backoff=self.max_backoff, what="embedding server",
+        )
+        return self._parse(payload, len(batch))
 
     def _parse(self, payload: Any, n: int) -> np.ndarray:
         try:
@@ -548,13 +522,6 @@ class OpenAIEmbedder(_WindowMixin):
             raise MemgasError(f"embedding server {self.url} returned dimension {vecs.shape[1]}, expected {self._dim}")
         self._dim = vecs.shape[1]
         return l2_normalise(vecs)
-
-
-def _seconds(value: str | None) -> float | None:
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:  # an HTTP date: fall back to our own backoff
-        return None
 
 
 # ----------------------------------------------------------------------------- cache

@@ -16,23 +16,20 @@ retry once with the validation error) and the counters (:class:`Usage`, :func:`t
 from __future__ import annotations
 
 import hashlib
-import http.client
 import json
 import os
-import random
 import re
 import sqlite3
 import threading
 import time
-import urllib.error
-import urllib.request
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Protocol, Sequence
 
-from .embed import _RETRY_STATUS, _seconds, default_cache_path
+from . import http as http_base
+from .embed import default_cache_path
 from .model import InvalidInputError, MemgasError
 
 __all__ = [
@@ -46,7 +43,6 @@ __all__ = [
     "get_llm",
     "default_llm_cache_path",
     "track_usage",
-    "post_json",
     "strip_think",
     "extract_json",
     "validate_json",
@@ -251,61 +247,12 @@ def validate_json(value: Any, schema: Mapping[str, Any], path: str = "$") -> lis
 
 
 class HTTPStatusError(LLMError):
-    """The server answered with a status that retrying will not fix (a 4xx other than 408/409/425/429)."""
+    """The LLM endpoint answered with a status that retrying will not fix (see :mod:`memgas.http`)."""
 
     def __init__(self, message: str, status: int, detail: str) -> None:
         super().__init__(message)
         self.status = status
         self.detail = detail
-
-
-def post_json(
-    url: str,
-    body: Mapping[str, Any],
-    headers: Mapping[str, str],
-    *,
-    timeout: float,
-    max_retries: int,
-    backoff: float,
-    max_backoff: float,
-    what: str = "server",
-) -> Any:
-    """POST ``body`` as JSON and return the parsed JSON answer, retrying transient failures.
-
-    Transient: HTTP 408/409/425/429/5xx, timeouts, refused or dropped connections. They are retried
-    ``max_retries`` times with exponential backoff (``backoff * 2**attempt``, capped at
-    ``max_backoff``) and jitter (x0.5-1), or after the server's ``Retry-After`` when it sends one
-    (capped too). The number of attempts is bounded: there is no infinite retry loop.
-
-    Raises:
-        HTTPStatusError: a non-transient HTTP status (not retried).
-        LLMError: the server could not be reached after every attempt, or answered non-JSON.
-    """
-    data = json.dumps(body).encode("utf-8")
-    problem = ""
-    for attempt in range(max_retries + 1):
-        retry_after: float | None = None
-        try:
-            req = urllib.request.Request(url, data=data, headers=dict(headers), method="POST")
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                raw = resp.read()
-            try:
-                return json.loads(raw)
-            except ValueError as e:
-                raise LLMError(f"{what} {url} did not answer JSON: {raw[:200]!r}") from e
-        except urllib.error.HTTPError as e:
-            detail = e.read(500).decode("utf-8", "replace").strip()
-            if e.code not in _RETRY_STATUS:
-                raise HTTPStatusError(f"{what} {url} answered HTTP {e.code}: {detail}", e.code, detail) from e
-            problem = f"HTTP {e.code}: {detail}"
-            retry_after = _seconds(e.headers.get("Retry-After"))
-        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
-            problem = f"{type(e).__name__}: {getattr(e, 'reason', None) or e}"
-        if attempt == max_retries:
-            break
-        delay = min(max_backoff, backoff * 2**attempt) * (0.5 + random.random() / 2)
-        time.sleep(min(max_backoff, retry_after) if retry_after is not None else delay)
-    raise LLMError(f"cannot reach {what} {url} after {max_retries + 1} attempts: {problem}")
 
 
 def _estimate_tokens(text: str) -> int:
@@ -331,7 +278,7 @@ class OpenAIChat:
     again; :class:`LLM` then extracts and validates the JSON itself. Likewise a server that wants
     ``max_completion_tokens`` instead of ``max_tokens``, or refuses ``temperature`` (reasoning models).
 
-    Reliability: see :func:`post_json` for the retries; at most ``max_concurrency`` requests are in
+    Reliability: see :func:`memgas.http.post_json` for the retries; at most ``max_concurrency`` requests are in
     flight per instance, whatever the number of calling threads.
 
     Args:
@@ -402,8 +349,11 @@ class OpenAIChat:
             body = self._body(messages, schema, max_tokens, temperature)
             try:
                 with self._slots:
-                    payload = post_json(self.url, body, headers, timeout=self.timeout, max_retries=self.max_retries,
-                                        backoff=self.backoff, max_backoff=self.max_backoff, what="LLM endpoint")
+                    payload = http_base.post_json(
+                        self.url, body, headers, timeout=self.timeout, max_retries=self.max_retries,
+                        backoff=self.backoff, max_backoff=self.max_backoff, what="LLM endpoint",
+                        error=LLMError, status_error=HTTPStatusError,
+                    )
                 break
             except HTTPStatusError as e:
                 refused = next((key for pattern, key in _ADAPTATIONS
