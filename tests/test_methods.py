@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from memgas.embed import get_embedder
-from memgas.methods import METHODS, MemGAS, get_method
+from memgas.methods import METHODS, NEEDS_LLM, MemGAS, get_method
 from memgas.methods.memgas import association_edges, session_edges
 from memgas.model import InvalidInputError, make_session
 from memgas.store import open_store
@@ -80,7 +80,7 @@ def test_association_links_related_sessions(filled) -> None:
     assert stats[0].association == {}  # the first session has no history to associate with
 
 
-@pytest.mark.parametrize("name", sorted(METHODS))
+@pytest.mark.parametrize("name", sorted(set(METHODS) - NEEDS_LLM))  # zep: tests/test_zep.py, with an LLM
 def test_every_method_ranks_every_session_and_turn(embedder, filled, name) -> None:
     store, _ = filled
     method = get_method(name, embedder)

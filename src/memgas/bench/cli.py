@@ -105,7 +105,7 @@ def _cmd_cost(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark, write results.json, report.md and recall_at_k.png, print the table."""
     from ..embed import EmbeddingCache, default_cache_path, get_embedder
-    from ..methods import METHODS
+    from ..methods import METHODS, NEEDS_LLM
     from .report import markdown_table, write_outputs
     from .runner import DEFAULT_DATA, DEFAULT_KS, run_locomo, run_longmemeval
 
@@ -125,8 +125,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_qa(args, Path(path), embedder)
     run = run_longmemeval if args.dataset == "longmemeval" else run_locomo
     ks = args.k or (list(DEFAULT_KS) if args.dataset == "longmemeval" else [1, 3, 5, 10])
+    llm = None
+    if NEEDS_LLM & set(methods):  # e.g. zep: the same --llm as the QA benchmark, responses cached
+        from ..llm import ResponseCache, default_llm_cache_path, get_llm
+
+        llm = get_llm(args.llm, cache=None if args.no_llm_cache else ResponseCache(args.llm_cache or
+                                                                                    default_llm_cache_path()))
     result = run(Path(path), methods, embedder, limit=args.limit, ks=ks, progress=not args.no_progress,
-                 store_dir=args.stores, overrides=_overrides(args.set))
+                 store_dir=args.stores, overrides=_overrides(args.set), llm=llm)
     out = args.out or Path("bench-out") / args.dataset
     command = "memgas " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["bench"] else "memgas bench"
     paths = write_outputs(result, out, command)

@@ -23,7 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..embed import Embedder
-from ..methods import MemGAS, MemoryMethod, get_method
+from ..methods import NEEDS_LLM, MemGAS, MemoryMethod, get_method
 from ..model import Session, Unit
 from ..store import open_store
 from .datasets import BenchQuestion, load_locomo, load_longmemeval, locomo_dia_ids
@@ -138,10 +138,14 @@ def _run(
     progress: bool,
     store_dir: Path | None,
     overrides: dict[str, Any] | None = None,
+    llm: Any = None,
 ) -> BenchResult:
-    methods: dict[str, MemoryMethod] = {
-        m: get_method(m, embedder, **(overrides or {}) if m.startswith("memgas") else {}) for m in method_names
-    }
+    def options(m: str) -> dict[str, Any]:
+        if m.startswith("memgas"):
+            return dict(overrides or {})
+        return {"llm": llm} if m in NEEDS_LLM and llm is not None else {}
+
+    methods: dict[str, MemoryMethod] = {m: get_method(m, embedder, **options(m)) for m in method_names}
     ingester = MemGAS(embedder)
     memo = _UnitMemo()
     ingester.build = memo.wrap(ingester.build)  # type: ignore[method-assign]
@@ -207,6 +211,7 @@ def run_longmemeval(
     progress: bool = True,
     store_dir: Path | None = None,
     overrides: dict[str, Any] | None = None,
+    llm: Any = None,
 ) -> BenchResult:
     """Retrieval on LongMemEval: every scorable question, its own haystack, official metrics.
 
@@ -222,7 +227,7 @@ def run_longmemeval(
         groups.append((q.sessions[0].user_id, q.sessions, [q]))
     config = {"dataset": "longmemeval", "data": str(path), "limit": limit, "ks": list(ks), "embedder": embedder.id}
     result = _run("longmemeval", groups, method_names, embedder, ks, config, lambda q, r: {}, progress, store_dir,
-                  overrides)
+                  overrides, llm)
     result.skipped = skipped
     return result
 
@@ -237,6 +242,7 @@ def run_locomo(
     progress: bool = True,
     store_dir: Path | None = None,
     overrides: dict[str, Any] | None = None,
+    llm: Any = None,
 ) -> BenchResult:
     """Retrieval on LoCoMo: per conversation, its sessions and turns are the corpus.
 
@@ -265,7 +271,7 @@ def run_locomo(
         return out
 
     config = {"dataset": "locomo", "data": str(path), "limit": limit, "ks": list(ks), "embedder": embedder.id}
-    result = _run("locomo", groups, method_names, embedder, ks, config, official, progress, store_dir, overrides)
+    result = _run("locomo", groups, method_names, embedder, ks, config, official, progress, store_dir, overrides, llm)
     result.skipped = skipped
     result.notes.append(
         f"evidence ids dropped (no such turn): {len(report.dropped_evidence)}; "

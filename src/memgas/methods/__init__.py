@@ -15,9 +15,10 @@ from .memtree import MemTree
 from .raptor import Raptor
 from .secom import SeCom
 from .sgmem import SGMem
+from .zep import Zep
 
 __all__ = ["METHODS", "get_method", "MemoryMethod", "IngestStats", "MemGAS", "MemGASConfig", "DenseMethod",
-           "BM25Method", "SGMem", "MemTree", "Raptor", "Episodic", "SeCom"]
+           "BM25Method", "SGMem", "MemTree", "Raptor", "Episodic", "SeCom", "Zep", "NEEDS_LLM"]
 
 
 def _memgas(**fixed: Any) -> Callable[..., MemoryMethod]:
@@ -49,7 +50,10 @@ METHODS: dict[str, Callable[..., MemoryMethod]] = {
     "raptor": Raptor,
     "episodic": Episodic,
     "secom": SeCom,
+    "zep": Zep,
 }
+#: Methods that cannot work without an LLM: they take ``llm=`` (a spec or an instance).
+NEEDS_LLM: frozenset[str] = frozenset({"zep"})
 
 
 def get_method(name: str, embedder: Embedder, **kwargs: Any) -> MemoryMethod:

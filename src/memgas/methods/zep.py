@@ -1,0 +1,335 @@
+"""``zep``: a temporal knowledge-graph memory in the style of Zep/Graphiti, over the shared store.
+
+Every stored message is an episode (event time = its session's timestamp). An LLM extracts
+(subject, relation, object) facts from each message in the context of the few before it; each fact is
+checked against the facts of its entities and the most similar facts: exact and near-exact duplicates
+without an LLM call, the rest by an LLM judge (duplicate / contradiction / new). Contradicted facts are
+closed (``invalid_at``), never deleted (see :mod:`memgas.kg`).
+
+Retrieval fuses (RRF) dense and BM25 rankings of the facts with a breadth-first expansion from the
+entities that best match the query (by embedding and BM25 over entity names), reranks the head by
+MMR, and maps each fact's score to the turns of its source episodes, so the benchmark harness ranks
+sessions and turns as for every other method. Facts not valid at the query time still count, at
+``history_weight`` of their score (the evidence of an update is in the old session too).
+
+The graph of a user is built from the store on first use and extended incrementally with new sessions
+(rebuilt when a session was deleted); LLM answers go through the response cache of :mod:`memgas.llm`,
+so a rebuild repeats no call. A failed LLM call never loses an episode: the episode stays, the failure
+is counted (``stats``), and a fact whose judge call failed is written as new.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..embed import Embedder
+from ..kg import (
+    EXTRACT_SCHEMA,
+    JUDGE_SCHEMA,
+    Episode,
+    Fact,
+    TemporalGraph,
+    Triple,
+    Verdict,
+    bfs_distances,
+    extraction_messages,
+    judge_messages,
+    mmr,
+    normalise_name,
+    parse_triples,
+    parse_verdict,
+    reciprocal_rank_fusion,
+)
+from ..lexical import LexicalIndex
+from ..llm import LLM, ChatModel, LLMError, ResponseCache, get_llm
+from ..model import InvalidInputError, Session
+from ..store import Store
+from .base import IndexCache, IngestStats, MemoryMethod, Scored, UserIndex
+from .baselines import _turn_docs
+
+__all__ = ["Zep", "FactHit"]
+
+#: The counters of :meth:`Zep.stats` that the build keeps.
+_COUNTS = ("episodes", "triples", "new", "duplicate", "duplicate_free", "contradiction", "invalidated",
+           "extraction_failures", "judge_failures")
+_NO_LLM = ("the 'zep' method needs an LLM to extract facts: pass llm='openai:<model>@<base_url>' or llm='local' "
+           "(e.g. get_method('zep', embedder, llm=...))")
+
+
+@dataclass(frozen=True, slots=True)
+class FactHit:
+    """A retrieved fact with its fused score and its source episodes."""
+
+    fact: Fact
+    score: float
+    episodes: tuple[Episode, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable view."""
+        return {**self.fact.to_dict(), "score": round(self.score, 6),
+                "sources": [{"id": e.id, "session_id": e.session_id, "turn": e.turn, "speaker": e.speaker,
+                             "content": e.content} for e in self.episodes]}
+
+
+@dataclass(slots=True)
+class _UserGraph:
+    """A user's graph and what was folded into it (kept across store versions)."""
+
+    graph: TemporalGraph
+    sessions: set[str] = field(default_factory=set)
+    stats: Counter[str] = field(default_factory=Counter)
+    name_vectors: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Index:
+    """The retrieval view of a user's graph at one store version."""
+
+    state: _UserGraph
+    docs: UserIndex  # one row per turn
+    row_of: dict[tuple[str, int], int]
+    fact_vectors: np.ndarray
+    fact_lexical: LexicalIndex
+    entity_keys: list[str]
+    entity_vectors: np.ndarray
+    entity_lexical: LexicalIndex
+
+
+class Zep(MemoryMethod):
+    """The temporal knowledge-graph method (see the module notes).
+
+    Args:
+        embedder: embeds facts, entity names and queries.
+        llm: an :func:`memgas.llm.get_llm` spec or instance; required at first use (ingest or search).
+        llm_cache: the response cache for a spec (a :class:`ResponseCache` or a path); default in memory.
+        context_messages: previous messages of the session shown with each message to extract from.
+        roles: the roles whose messages are extracted from (all are kept as episodes).
+        max_chars: characters of a message shown to the extractor (a pasted file is cut; the episode is whole).
+        seed_entities: entities matched to the query (per ranking) that start the breadth-first search.
+        bfs_depth: hops of the breadth-first expansion.
+        candidates: head of each ranking fused, and of the fusion reranked by MMR.
+        mmr_lambda: MMR's relevance weight (1 = no diversity).
+        history_weight: score factor of facts not valid at the query time.
+        refresh_every: new facts between two Louvain community refreshes.
+    """
+
+    name = "zep"
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        *,
+        llm: str | LLM | ChatModel | None = None,
+        llm_cache: ResponseCache | str | Path | None = None,
+        context_messages: int = 3,
+        roles: Sequence[str] = ("user", "assistant"),
+        max_chars: int = 4000,
+        seed_entities: int = 3,
+        bfs_depth: int = 1,
+        candidates: int = 50,
+        mmr_lambda: float = 0.7,
+        history_weight: float = 0.5,
+        refresh_every: int = 50,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(embedder, **kwargs)
+        if context_messages < 0 or max_chars < 1 or seed_entities < 1 or bfs_depth < 0 or candidates < 1:
+            raise InvalidInputError("context_messages >= 0, max_chars >= 1, seed_entities >= 1, bfs_depth >= 0 and "
+                                    "candidates >= 1")
+        if not 0 <= mmr_lambda <= 1 or not 0 <= history_weight <= 1:
+            raise InvalidInputError("mmr_lambda and history_weight must be in [0, 1]")
+        self.llm = None if llm is None else get_llm(llm, cache=llm_cache if llm_cache is not None else ResponseCache())
+        self.context_messages = context_messages
+        self.roles = tuple(roles)
+        self.max_chars = max_chars
+        self.seed_entities = seed_entities
+        self.bfs_depth = bfs_depth
+        self.candidates = candidates
+        self.mmr_lambda = mmr_lambda
+        self.history_weight = history_weight
+        self.refresh_every = refresh_every
+        self._graphs: weakref.WeakKeyDictionary[Store, dict[str, _UserGraph]] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+        self._indexes: IndexCache[_Index] = IndexCache(self._build)
+
+    # ------------------------------------------------------------------ building
+
+    def _require_llm(self) -> LLM:
+        if self.llm is None:
+            raise InvalidInputError(_NO_LLM)
+        return self.llm
+
+    def ingest(self, store: Store, session: Session) -> IngestStats:
+        """Store the session (as every method does), then fold its messages into the user's graph."""
+        self._require_llm()
+        stats = super().ingest(store, session)
+        self.prepare(store, session.user_id)
+        return stats
+
+    def _build(self, store: Store, user_id: str) -> _Index:
+        llm = self._require_llm()
+        with self._lock:
+            infos = store.list_sessions(user_id)
+            ids = {i.session_id for i in infos}
+            users = self._graphs.setdefault(store, {})
+            state = users.get(user_id)
+            if state is None or not state.sessions <= ids:  # first use, or a session was deleted: rebuild
+                state = users[user_id] = _UserGraph(TemporalGraph(refresh_every=self.refresh_every))
+            fresh = [i for i in infos if i.session_id not in state.sessions]
+            fresh.sort(key=lambda i: (i.timestamp is None, (i.timestamp or datetime.min).replace(tzinfo=None),
+                                      i.session_id))  # oldest first; aware times are UTC
+            for info in fresh:
+                self._fold(llm, state, store.get_session(user_id, info.session_id))
+                state.sessions.add(info.session_id)
+            return self._view(store, user_id, state)
+
+    def _fold(self, llm: LLM, state: _UserGraph, session: Session) -> None:
+        """Add a session's messages as episodes and their extracted facts to the graph."""
+        graph = state.graph
+        turn_of = {m: t.index for t in session.turns for m in range(t.msg_start, t.msg_end)}
+        lines = [f"{m.name or m.role}: {m.content}" for m in session.messages]
+        for i, msg in enumerate(session.messages):
+            episode = Episode(f"{session.session_id}#{i}", session.session_id, turn_of[i], msg.name or msg.role,
+                              msg.content, session.timestamp)
+            graph.add_episode(episode)  # first: whatever fails below, the episode is kept
+            state.stats["episodes"] += 1
+            if msg.role not in self.roles:
+                continue
+            context = [line[: self.max_chars // 4] for line in lines[max(0, i - self.context_messages) : i]]
+            prompt = extraction_messages(msg.content[: self.max_chars], episode.speaker, context, session.timestamp)
+            try:
+                value = llm.complete_json(prompt, EXTRACT_SCHEMA, max_tokens=600)
+                triples = parse_triples(value)
+            except (LLMError, InvalidInputError):
+                state.stats["extraction_failures"] += 1
+                continue
+            state.stats["triples"] += len(triples)
+            vectors = self.embedder.embed([t.text for t in triples]) if triples else []
+            for triple, vector in zip(triples, vectors):
+                self._add(llm, state, triple, episode, np.asarray(vector, dtype=np.float32))
+
+    def _add(self, llm: LLM, state: _UserGraph, triple: Triple, episode: Episode, vector: np.ndarray) -> None:
+        def judge(t: Triple, candidates: Sequence[Fact]) -> Verdict:
+            return parse_verdict(llm.complete_json(judge_messages(t, candidates), JUDGE_SCHEMA, max_tokens=100),
+                                 candidates)
+
+        kwargs: dict[str, Any] = {"episode_id": episode.id, "valid_at": episode.event_time, "embedding": vector}
+        try:
+            decision = state.graph.add_fact(triple, judge=judge, **kwargs)
+        except (LLMError, InvalidInputError):
+            state.stats["judge_failures"] += 1
+            decision = state.graph.add_fact(triple, **kwargs)  # never drop a fact on a failed judge call
+        state.stats[decision.kind + ("" if decision.by_llm or decision.kind != "duplicate" else "_free")] += 1
+        state.stats["invalidated"] += len(decision.invalidated)
+
+    def _view(self, store: Store, user_id: str, state: _UserGraph) -> _Index:
+        docs = _turn_docs(store, user_id, "all")
+        row_of = {(s, int(t)): r for r, (s, t) in enumerate(zip(docs.table.session_ids, docs.table.turn_start))}
+        facts = state.graph.facts
+        dim = self.embedder.dim
+        empty = np.zeros((0, dim), np.float32)
+        fact_vectors = np.stack([f.embedding for f in facts]) if facts else empty  # type: ignore[misc]
+        keys = list(state.graph.entities)
+        missing = [k for k in keys if k not in state.name_vectors]
+        if missing:
+            names = [state.graph.entities[k].name for k in missing]
+            state.name_vectors.update(zip(missing, self.embedder.embed(names)))
+        entity_vectors = np.stack([state.name_vectors[k] for k in keys]) if keys else empty
+        return _Index(state, docs, row_of, fact_vectors, LexicalIndex([f.text for f in facts]), keys, entity_vectors,
+                      LexicalIndex([state.graph.entities[k].name for k in keys]))
+
+    # ------------------------------------------------------------------ retrieval
+
+    def _fact_scores(self, index: _Index, query: str, as_of: datetime | None) -> np.ndarray:
+        """Fused, MMR-reranked score of every fact for ``query`` (0 = not retrieved)."""
+        facts = index.state.graph.facts
+        n = len(facts)
+        if n == 0:
+            return np.zeros(0)
+        q = self.embed_query(query)
+        c = self.candidates
+        dense = index.fact_vectors @ q
+        lexical = index.fact_lexical.scores(query)
+        rankings = [np.argsort(-dense, kind="stable")[:c], _positive_order(lexical)[:c]]
+        if index.entity_keys:
+            ent_dense = np.argsort(-(index.entity_vectors @ q), kind="stable")[: self.seed_entities]
+            ent_lex = _positive_order(index.entity_lexical.scores(query))[: self.seed_entities]
+            seeds = [index.entity_keys[i] for i in dict.fromkeys([*ent_lex.tolist(), *ent_dense.tolist()])]
+            dist = bfs_distances(index.state.graph.graph, seeds, self.bfs_depth)
+            hops = [min(dist.get(normalise_name(f.subject), 99), dist.get(normalise_name(f.object), 99)) for f in facts]
+            near = sorted((h, -dense[i], i) for i, h in enumerate(hops) if h < 99)  # closest, then most similar
+            rankings.append(np.array([i for _, _, i in near[:c]], dtype=np.int64))
+        fused = reciprocal_rank_fusion(rankings, n)
+        valid = np.fromiter((f.valid(as_of) for f in facts), bool, n)
+        fused[~valid] *= self.history_weight
+        head = _positive_order(fused)[:c]
+        order = mmr(index.fact_vectors.astype(np.float64), fused, head, lam=self.mmr_lambda)
+        fused[order] = np.sort(fused[head])[::-1]  # the same scores, in MMR's order
+        return fused
+
+    def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Scored:
+        """Score every turn by its best fact (a fact scores the turns of its source episodes)."""
+        index = self._indexes.get(store, user_id)
+        fact_scores = self._fact_scores(index, query, query_time)
+        scores = np.full(len(index.docs.table), -np.inf)
+        episodes = index.state.graph.episodes
+        for i in np.flatnonzero(fact_scores > 0):
+            for ep_id in index.state.graph.facts[i].episodes:
+                ep = episodes[ep_id]
+                row = index.row_of.get((ep.session_id, ep.turn))
+                if row is not None:
+                    scores[row] = max(scores[row], fact_scores[i])
+        return Scored(index.docs, scores)
+
+    def search_facts(self, store: Store, user_id: str, query: str, *, k: int = 10, as_of: datetime | None = None,
+                     include_invalid: bool = False) -> list[FactHit]:
+        """The ``k`` best facts for ``query``: valid at ``as_of`` (default now), or any with ``include_invalid``."""
+        index = self._indexes.get(store, user_id)
+        graph = index.state.graph
+        scores = self._fact_scores(index, query, as_of)
+        keep = [i for i in _positive_order(scores) if include_invalid or graph.facts[i].valid(as_of)][:k]
+        return [FactHit(graph.facts[i], float(scores[i]), tuple(graph.episodes[e] for e in graph.facts[i].episodes))
+                for i in keep]
+
+    # ------------------------------------------------------------------ reading the graph
+
+    def graph(self, store: Store, user_id: str) -> TemporalGraph:
+        """The user's temporal graph, up to date with the store."""
+        return self._indexes.get(store, user_id).state.graph
+
+    def facts(self, store: Store, user_id: str, *, entity: str | None = None, as_of: datetime | None = None,
+              include_invalid: bool = False) -> list[Fact]:
+        """The user's facts (see :meth:`memgas.kg.TemporalGraph.facts_of`)."""
+        return self.graph(store, user_id).facts_of(entity, as_of=as_of, include_invalid=include_invalid)
+
+    def history(self, store: Store, user_id: str, fact_id: int) -> list[Fact]:
+        """How a fact changed, oldest version first (see :meth:`memgas.kg.TemporalGraph.history`)."""
+        return self.graph(store, user_id).history(fact_id)
+
+    def stats(self, store: Store, user_id: str) -> dict[str, int]:
+        """Counts for the user: episodes, triples, new, duplicate (by the judge), duplicate_free (without an
+        LLM call), contradiction, invalidated, extraction_failures, judge_failures, judge_calls."""
+        state = self._indexes.get(store, user_id).state
+        return {**{name: state.stats[name] for name in _COUNTS}, "judge_calls": state.graph.judge_calls,
+                "facts": len(state.graph.facts), "entities": len(state.graph.entities)}
+
+    def config(self) -> dict[str, Any]:
+        return {**super().config(), "llm": None if self.llm is None else self.llm.id,
+                "context_messages": self.context_messages, "roles": list(self.roles), "max_chars": self.max_chars,
+                "seed_entities": self.seed_entities, "bfs_depth": self.bfs_depth, "candidates": self.candidates,
+                "mmr_lambda": self.mmr_lambda, "history_weight": self.history_weight,
+                "refresh_every": self.refresh_every}
+
+
+def _positive_order(scores: np.ndarray) -> np.ndarray:
+    """Indexes of the positive scores, best first."""
+    pos = np.flatnonzero(scores > 0)
+    return pos[np.argsort(-scores[pos], kind="stable")]

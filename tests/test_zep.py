@@ -1,0 +1,147 @@
+"""The ``zep`` method end to end: a real SQLite store, the real embedder, and a scripted LLM over loopback HTTP."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import pytest
+from openai_stub import OpenAIStub
+
+from memgas.embed import get_embedder
+from memgas.llm import LLM, OpenAIChat, ResponseCache
+from memgas.methods.zep import Zep
+from memgas.model import InvalidInputError, make_session
+from memgas.store import open_store
+
+#: What the scripted model extracts from each user message (assistant messages state nothing).
+FACTS = {
+    "I live in Paris and my dog is called Rex.": [("user", "lives in", "Paris"), ("user", "has dog", "Rex")],
+    "I moved to London last month, new flat!": [("user", "lives in", "London")],
+    "Rex loves the parks here.": [("User", "has dog", "Rex."), ("Rex", "loves", "parks")],
+    "I started a job at Acme as a nurse.": [("user", "works at", "Acme")],
+}
+SESSIONS = [
+    ("s1", "2024-01-10T09:00:00", "I live in Paris and my dog is called Rex."),
+    ("s2", "2024-03-05T09:00:00", "I moved to London last month, new flat!"),
+    ("s3", "2024-04-01T09:00:00", "Rex loves the parks here."),
+]
+
+
+def respond(body: dict[str, Any]) -> str:
+    """The scripted model: extraction from a table, and a judge that flags a second home as a contradiction."""
+    system, user = body["messages"][0]["content"], body["messages"][1]["content"]
+    if system.startswith("You extract facts"):
+        message = user.split("CURRENT MESSAGE:\n", 1)[1].split(": ", 1)[1]
+        triples = FACTS.get(message, [])
+        return json.dumps({"facts": [{"subject": s, "relation": r, "object": o} for s, r, o in triples]})
+    existing, new = user.split("EXISTING FACTS:\n", 1)[1].split("\n\nNEW FACT:\n")
+    homes = [int(line.split(".", 1)[0]) for line in existing.splitlines() if " lives in " in line]
+    if " lives in " in new and homes:
+        return json.dumps({"verdict": "contradiction", "ids": homes})
+    return json.dumps({"verdict": "new", "ids": []})
+
+
+def _session(sid: str, ts: str, text: str, user: str = "u") -> Any:
+    msgs = [{"role": "user", "content": text}, {"role": "assistant", "content": "Thanks for telling me."}]
+    return make_session(msgs, user_id=user, session_id=sid, timestamp=ts)
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return get_embedder()
+
+
+@pytest.fixture()
+def stub():
+    with OpenAIStub(respond) as s:
+        yield s
+
+
+def _method(embedder, stub: OpenAIStub) -> Zep:
+    llm = LLM(OpenAIChat("tiny", base_url=stub.base_url, max_retries=0, timeout=10), ResponseCache())
+    return Zep(embedder, llm=llm)
+
+
+def _judge_calls(stub: OpenAIStub) -> int:
+    return sum(b["messages"][0]["content"].startswith("You maintain") for b in stub.requests)
+
+
+def test_extraction_contradiction_and_free_duplicates(embedder, stub, tmp_path) -> None:
+    store = open_store(tmp_path / "m.sqlite")
+    zep = _method(embedder, stub)
+    for sid, ts, text in SESSIONS:
+        zep.ingest(store, _session(sid, ts, text))
+    current = {(f.subject, f.relation, f.object) for f in zep.facts(store, "u")}
+    assert current == {("user", "lives in", "London"), ("user", "has dog", "Rex"), ("Rex", "loves", "parks")}
+    paris = next(f for f in zep.facts(store, "u", include_invalid=True) if f.object == "Paris")
+    assert paris.invalid_at == datetime(2024, 3, 5, 9) and paris.episodes == ["s1#0"]
+    assert [f.object for f in zep.history(store, "u", paris.id)] == ["Paris", "London"]
+    assert [f.object for f in zep.facts(store, "u", entity="User", as_of=datetime(2024, 2, 1))] == ["Paris", "Rex"]
+    rex = next(f for f in zep.facts(store, "u") if f.object == "Rex")
+    assert rex.episodes == ["s1#0", "s3#0"]  # the repeat was merged, without a judge call
+    stats = zep.stats(store, "u")
+    assert stats["episodes"] == 6 and stats["duplicate_free"] == 1 and stats["contradiction"] == 1
+    assert stats["extraction_failures"] == 0 and _judge_calls(stub) == stats["judge_calls"] == 3
+    assert len(stub.requests) == 6 + 3  # one extraction per message, one judge call per non-trivial fact
+
+
+def test_retrieval_puts_the_current_value_first_and_maps_to_sessions(embedder, stub, tmp_path) -> None:
+    store = open_store(tmp_path / "m.sqlite")
+    zep = _method(embedder, stub)
+    for sid, ts, text in SESSIONS:
+        zep.ingest(store, _session(sid, ts, text))
+    hits = zep.search_facts(store, "u", "Where does the user live?", k=5)
+    assert hits[0].fact.object == "London" and all(h.fact.object != "Paris" for h in hits)
+    assert hits[0].episodes[0].content == "I moved to London last month, new flat!"
+    with_history = zep.search_facts(store, "u", "Where does the user live?", k=5, include_invalid=True)
+    objects = [h.fact.object for h in with_history]
+    assert objects[0] == "London" and "Paris" in objects  # history after the current value (halved, MMR-diverse)
+    past = zep.search_facts(store, "u", "Where does the user live?", as_of=datetime(2024, 2, 1))
+    assert past[0].fact.object == "Paris"
+    ranking = zep.rank(store, "u", "Where do I live now?")
+    assert ranking.sessions[0] == "s2" and ranking.turns[0] == ("s2", 0)
+    assert sorted(ranking.sessions) == ["s1", "s2", "s3"]
+    search = zep.search(store, "u", "my dog Rex", k=3)
+    assert search[0].session_id in ("s1", "s3") and search[0].method == "zep"
+
+
+def test_a_failed_call_keeps_the_episode_and_is_counted(embedder, stub, tmp_path) -> None:
+    store = open_store(tmp_path / "m.sqlite")
+    zep = _method(embedder, stub)
+    stub.script.append({"status": 500})  # the first extraction call fails
+    zep.ingest(store, _session("s1", "2024-01-10T09:00:00", "I started a job at Acme as a nurse."))
+    graph = zep.graph(store, "u")
+    assert graph.episodes["s1#0"].content == "I started a job at Acme as a nurse."
+    assert zep.stats(store, "u")["extraction_failures"] == 1 and graph.facts == []
+    assert zep.llm is not None and zep.llm.usage.failures == 1
+    # a later session is still processed, and the failed episode stays stored for a rebuild
+    zep.ingest(store, _session("s2", "2024-02-10T09:00:00", "I started a job at Acme as a nurse."))
+    assert [f.object for f in zep.facts(store, "u")] == ["Acme"]
+    assert len(zep.graph(store, "u").episodes) == 4
+
+
+def test_incremental_build_and_a_rebuild_repeat_no_call(embedder, stub, tmp_path) -> None:
+    store = open_store(tmp_path / "m.sqlite")
+    zep = _method(embedder, stub)
+    zep.ingest(store, _session(*SESSIONS[0]))
+    first = len(stub.requests)
+    zep.ingest(store, _session(*SESSIONS[1]))
+    assert len(stub.requests) - first == 2 + 1  # only the new session's messages (and one judge call)
+    before = len(stub.requests)
+    store.delete_session("u", "s2")  # forces a rebuild from the store: every answer comes from the cache
+    assert [f.object for f in zep.facts(store, "u")] == ["Paris", "Rex"]
+    assert len(stub.requests) == before and zep.llm is not None and zep.llm.usage.cached >= 2
+
+
+def test_without_an_llm_the_method_says_how_to_configure_one(embedder, tmp_path) -> None:
+    store = open_store(tmp_path / "m.sqlite")
+    zep = Zep(embedder)
+    with pytest.raises(InvalidInputError, match="llm='openai:<model>@<base_url>'"):
+        zep.ingest(store, _session(*SESSIONS[0]))
+    assert store.list_sessions("u") == []  # nothing written
+    with pytest.raises(InvalidInputError, match="needs an LLM"):
+        zep.rank(store, "u", "anything")
+    with pytest.raises(InvalidInputError):
+        Zep(embedder, mmr_lambda=2.0)
