@@ -145,3 +145,24 @@ def test_without_an_llm_the_method_says_how_to_configure_one(embedder, tmp_path)
         zep.rank(store, "u", "anything")
     with pytest.raises(InvalidInputError):
         Zep(embedder, mmr_lambda=2.0)
+
+
+def test_the_memory_facade_serves_facts_and_history(stub, tmp_path) -> None:
+    from memgas import Memory
+
+    llm = LLM(OpenAIChat("tiny", base_url=stub.base_url, max_retries=0, timeout=10), ResponseCache())
+    with Memory(str(tmp_path / "z.db"), method="zep", llm=llm, llm_units=False) as mem:
+        for sid, ts, text in SESSIONS:
+            mem.add([{"role": "user", "content": text}, {"role": "assistant", "content": "Thanks for telling me."}],
+                    user_id="u", session_id=sid, timestamp=ts)
+        now = {(f.relation, f.object) for f in mem.facts(user_id="u", entity="user")}
+        assert ("lives in", "London") in now and ("lives in", "Paris") not in now
+        before = {f.object for f in mem.facts(user_id="u", entity="user", as_of="2024-02-01T00:00:00")}
+        assert "Paris" in before
+        paris = next(f for f in mem.facts(user_id="u", include_invalid=True) if f.object == "Paris")
+        assert [f.object for f in mem.history(paris.id, user_id="u")] == ["Paris", "London"]
+        assert mem.search("Where do I live now?", user_id="u", k=1)[0].session_id == "s2"
+    with Memory() as plain:
+        plain.add([{"role": "user", "content": "hello"}], user_id="u", session_id="x")
+        with pytest.raises(InvalidInputError, match="keeps no facts"):
+            plain.facts(user_id="u")

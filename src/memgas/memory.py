@@ -202,6 +202,37 @@ class Memory:
             self._llm_usage["answer"].add(result.usage)
         return result
 
+    def facts(
+        self,
+        *,
+        user_id: str,
+        entity: str | None = None,
+        as_of: str | datetime | None = None,
+        include_invalid: bool = False,
+    ) -> list[Any]:
+        """The user's facts from a temporal knowledge-graph method (``method="zep"``).
+
+        By default only facts valid now (or at ``as_of``); ``include_invalid`` adds the invalidated
+        history, which is never deleted.
+
+        Raises:
+            InvalidInputError: the memory's method keeps no facts.
+            NotFoundError: the user has no memory.
+        """
+        self._require_user(user_id)
+        return self._fact_method().facts(self.store, user_id, entity=entity, as_of=parse_timestamp(as_of),
+                                         include_invalid=include_invalid)
+
+    def history(self, fact_id: int, *, user_id: str) -> list[Any]:
+        """How one fact changed, oldest version first (``method="zep"``)."""
+        self._require_user(user_id)
+        return self._fact_method().history(self.store, user_id, fact_id)
+
+    def _fact_method(self) -> Any:
+        if not hasattr(self.method, "facts"):
+            raise InvalidInputError(f"method {self.method.name!r} keeps no facts; use Memory(method='zep', llm=...)")
+        return self.method
+
     def get(self, session_id: str, *, user_id: str) -> dict[str, Any]:
         """One stored session: its id, timestamp, metadata and messages.
 
