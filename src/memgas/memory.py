@@ -39,7 +39,7 @@ class Memory:
             ``None`` (default): no LLM, extractive units, no :meth:`answer`.
         llm_units: with an LLM, write each session's summary and keywords with it (one call per
             ``add``; the extractive units are the fallback when a call fails).
-        **method_options: parameters of the method (e.g. ``temperature=0.1`` for MemGAS).
+        **method_options: parameters of the method (e.g. ``damping=0.5`` for MemGAS).
 
     Raises:
         EmbedderMismatchError: the store holds vectors of another embedder.

@@ -6,10 +6,13 @@ similarities are clustered by a two-component Gaussian mixture (:mod:`memgas.gmm
 high component becomes weighted association edges. Units of one session are linked to each
 other (session chunk ↔ its turns, summary and keywords ↔ chunks).
 
-Search: the entropy router (:mod:`memgas.router`) weights each granularity by the inverse
-entropy of the query's similarity distribution over its units; the weighted similarities of the
-top ``seeds`` units seed Personalized PageRank (:mod:`memgas.ppr`) over the association graph;
-node scores are mapped back to sessions and turns.
+Search: five channels score the units — the four granularities (cosine similarity) and BM25 over
+the turns (:mod:`memgas.lexical`). Each channel's scores are standardised (z-scores) and the
+entropy router (:mod:`memgas.router`) weights each channel by the inverse entropy of
+softmax(z / λ); a unit's seed is the weighted sum of its positive z-scores, times a time prior
+when the query names a time window (:mod:`memgas.temporal`). The top ``seeds`` units seed
+Personalized PageRank (:mod:`memgas.ppr`) over the association graph; node scores are mapped
+back to sessions (a session scores as its best unit) and turns.
 
 Reference: Xu et al., "Towards Multi-Granularity Memory Association and Selection for
 Long-Term Conversational Agents" (MemGAS), 2025.
