@@ -144,3 +144,27 @@ def test_retrieval_finds_the_memory(embedder, store) -> None:
     assert ("car", 1) in hits[0].turns
     assert all(h.leaf == (len(h.turns) == 1) for h in hits)
     assert method.search(store, "u", "Lisbon trip", k=1)[0].session_id == "travel"
+
+
+def test_an_llm_writes_the_descriptions_through_real_http(embedder, store) -> None:
+    import json
+
+    from openai_stub import OpenAIStub
+
+    from memgas.llm import LLM, OpenAIChat, ResponseCache
+    from memgas.methods.raptor import LLMGroupSummarizer
+
+    with OpenAIStub(lambda body: json.dumps({"description": "Notes about errands and plans."})) as stub:
+        writer = LLMGroupSummarizer(LLM(OpenAIChat("tiny", base_url=stub.base_url, max_retries=0, timeout=10),
+                                        ResponseCache()))
+        method = MemTree(embedder, group_summarizer=writer)
+        method.prepare(store, "u")
+        tree = method._indexes.get(store, "u").tree
+        inner = [n for n in range(1, len(tree)) if not tree.is_leaf(n)]
+        assert inner and all(tree.texts[n] == "Notes about errands and plans." for n in inner)
+        assert writer.written >= len(inner) and writer.fallbacks == 0 and len(stub.requests) >= 1
+    # the endpoint is gone: every description falls back to the extractive one, and is counted
+    fallback = LLMGroupSummarizer(LLM(OpenAIChat("tiny", base_url=stub.base_url, max_retries=0, timeout=2)))
+    tree = MemTree(embedder, group_summarizer=fallback)
+    tree.prepare(store, "u")
+    assert fallback.fallbacks >= 1 and fallback.written == 0

@@ -17,7 +17,8 @@ from .answer import Answer, answer_question, items_from_hits
 from .embed import Embedder, EmbeddingCache, get_embedder
 from .llm import LLM, ChatModel, Usage, get_llm, track_usage
 from .llm_units import LLMUnitWriter
-from .methods import NEEDS_LLM, MemoryMethod, get_method
+from .methods import LLM_DESCRIBED, NEEDS_LLM, MemoryMethod, get_method
+from .methods.raptor import LLMGroupSummarizer
 from .model import EmbedderMismatchError, Hit, InvalidInputError, NotFoundError, check_id, make_session, parse_timestamp
 from .store import Store, open_store
 
@@ -72,6 +73,8 @@ class Memory:
             method_options.setdefault("keyworder", self._unit_writer)
         if method in NEEDS_LLM and self.llm is not None:
             method_options.setdefault("llm", self.llm)
+        if method in LLM_DESCRIBED and self.llm is not None:
+            method_options.setdefault("group_summarizer", LLMGroupSummarizer(self.llm))
         self.method: MemoryMethod = get_method(method, self.embedder, **method_options)
         self._lock = threading.Lock()
         self._timings: dict[str, list[float]] = {"add": [], "search": [], "answer": []}

@@ -18,7 +18,8 @@ from .sgmem import SGMem
 from .zep import Zep
 
 __all__ = ["METHODS", "get_method", "MemoryMethod", "IngestStats", "MemGAS", "MemGASConfig", "DenseMethod",
-           "BM25Method", "SGMem", "MemTree", "Raptor", "Episodic", "SeCom", "Zep", "NEEDS_LLM"]
+           "BM25Method", "SGMem", "MemTree", "Raptor", "Episodic", "SeCom", "Zep", "NEEDS_LLM",
+           "LLM_DESCRIBED"]
 
 
 def _memgas(**fixed: Any) -> Callable[..., MemoryMethod]:
@@ -54,6 +55,8 @@ METHODS: dict[str, Callable[..., MemoryMethod]] = {
 }
 #: Methods that cannot work without an LLM: they take ``llm=`` (a spec or an instance).
 NEEDS_LLM: frozenset[str] = frozenset({"zep"})
+#: Methods whose tree nodes get LLM-written descriptions when an LLM is configured (``group_summarizer=``).
+LLM_DESCRIBED: frozenset[str] = frozenset({"memtree", "raptor"})
 
 
 def get_method(name: str, embedder: Embedder, **kwargs: Any) -> MemoryMethod:

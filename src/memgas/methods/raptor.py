@@ -50,6 +50,8 @@ from .base import IndexCache, MemoryMethod, Scored, UserIndex, build_user_index
 __all__ = [
     "GroupSummarizer",
     "ExtractiveGroupSummarizer",
+    "LLMGroupSummarizer",
+    "GROUP_SCHEMA",
     "TreeHit",
     "GaussianMixture",
     "fit_gaussian_mixture",
@@ -114,6 +116,61 @@ class ExtractiveGroupSummarizer:
         top = np.argsort(-(vectors @ vectors.mean(axis=0)), kind="stable")[: self.max_members]
         width = self.max_chars // len(top) - 1
         return "\n".join(_clip(texts[i], width) for i in top)
+
+
+#: The JSON an LLM group summarizer must return.
+GROUP_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"description": {"type": "string", "minLength": 1}},
+    "required": ["description"],
+    "additionalProperties": False,
+}
+
+
+class LLMGroupSummarizer:
+    """Descriptions of tree nodes written by an LLM (one call per node), the extractive ones as fallback.
+
+    The model gets the members' texts (each cut to an equal share of ``max_input_chars``) and returns
+    ``{"description"}``; a failed call or invalid output falls back to
+    :class:`ExtractiveGroupSummarizer` and is counted in ``fallbacks``. Calls go through the LLM
+    layer, so its response cache makes a rebuilt tree cost no new calls.
+
+    Args:
+        llm: a :class:`memgas.llm.LLM`.
+        max_input_chars: characters of member text shown to the model.
+        max_tokens: the description's token budget.
+    """
+
+    def __init__(self, llm: Any, max_input_chars: int = 6000, max_tokens: int = 200) -> None:
+        self.llm = llm
+        self.max_input_chars = max_input_chars
+        self.max_tokens = max_tokens
+        self.fallback = ExtractiveGroupSummarizer()
+        self.written = 0
+        self.fallbacks = 0
+
+    def summarize_group(self, texts: Sequence[str], vectors: np.ndarray) -> str:
+        """The LLM's description of ``texts`` (see the class notes)."""
+        from ..llm import LLMError
+
+        share = max(80, self.max_input_chars // max(len(texts), 1))
+        listing = "\n".join(f"{i + 1}. {' '.join(t.split())[:share]}" for i, t in enumerate(texts))
+        messages = [
+            {"role": "system", "content": "You organise a personal assistant's long-term memory. Reply with JSON only."},
+            {"role": "user", "content": "These memories belong together. Write a JSON object with one field, "
+                                        '"description": 1 to 3 sentences stating what they are about, keeping '
+                                        "names, places, dates and numbers.\n\n" + listing},
+        ]
+        try:
+            value = self.llm.complete_json(messages, GROUP_SCHEMA, max_tokens=self.max_tokens)
+            description = str(value["description"]).strip()
+            if not description:
+                raise LLMError("empty description")
+        except (LLMError, InvalidInputError, KeyError, TypeError):
+            self.fallbacks += 1
+            return self.fallback.summarize_group(texts, vectors)
+        self.written += 1
+        return description
 
 
 def _clip(text: str, width: int) -> str:
