@@ -139,3 +139,21 @@ def test_retrieval_brings_the_event_and_its_neighbours(embedder, store) -> None:
     assert len(set(index.event_of[no_buffer.scores[index.rows] >= SELECTED_OFFSET - 1].tolist())) == 1
     with pytest.raises(InvalidInputError):
         Episodic(embedder, contiguity=-1)
+
+
+def test_token_nll_surprise_from_the_real_local_model() -> None:
+    """EM-LLM's own surprise (token NLL of a GGUF model) where llama-cpp-python and a model are installed."""
+    pytest.importorskip("llama_cpp")
+    from memgas.embed import MissingDependencyError
+    from memgas.llm_local import TokenNLLSurprise
+
+    try:
+        scorer = TokenNLLSurprise(max_unit_tokens=24, n_ctx=256, n_threads=2)
+    except MissingDependencyError as e:
+        pytest.skip(str(e))
+    texts = ["I bake sourdough bread every Sunday morning.", "The bread needs a long, slow rise overnight.",
+             "The bread needs a long, slow rise overnight.", "Quantum chromodynamics describes the strong force."]
+    nll = scorer.surprise(texts, np.zeros((4, 2)), np.array([True, False, False, False]))
+    assert np.isnan(nll[0]) and np.isfinite(nll[1:]).all() and (nll[1:] > 0).all()
+    assert nll[2] < nll[1]  # a repeat of what was just said is barely surprising
+    assert nll[3] > nll[2]  # a jump to physics is

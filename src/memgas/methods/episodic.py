@@ -7,9 +7,10 @@ chronological stream (sessions oldest first); the stream is cut into *events*:
 1. **Surprise.** Each turn gets a surprise score (:class:`Surprise`). EM-LLM uses the LLM's negative
    log-likelihood of the next tokens. The default here is NOT that: it is an **embedding-drift
    surprise** (:class:`EmbeddingDriftSurprise`), ``1 − cos(v_t, mean of the previous turns' vectors)``
-   within the session: how far the conversation moved away from what was just being discussed. The
-   LLM seam is the :class:`Surprise` protocol: an object computing each turn's mean token NLL given
-   the preceding turns with the local GGUF model would plug in unchanged; none ships here.
+   within the session: how far the conversation moved away from what was just being discussed.
+   EM-LLM's own surprise, each turn's mean token NLL given the preceding turns under a local GGUF
+   model, is :class:`memgas.llm_local.TokenNLLSurprise` (needs llama-cpp-python and a bundled
+   model; seconds per turn on 2 CPU cores): ``Episodic(embedder, surprise=TokenNLLSurprise())``.
 2. **Boundaries.** A turn starts a new event when its surprise exceeds ``μ + γ·σ`` of the surprises
    of the ``window`` turns before it (EM-LLM's threshold); every session start is a boundary too.
 3. **Refinement.** Each surprise boundary is moved, inside the window formed by the events on its
