@@ -25,7 +25,7 @@ from .embed import MissingDependencyError, default_cache_path
 from .llm import ChatMessage, Completion, LLMError
 from .model import InvalidInputError
 
-__all__ = ["BundledModel", "BUNDLED", "LocalChat", "TokenNLLSurprise", "bundled_model_path"]
+__all__ = ["BundledModel", "BUNDLED", "LocalChat", "TokenNLLSurprise", "bundled_model_path", "resolve_model"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +129,21 @@ def bundled_model_path(name: str | None = None, cache_dir: str | Path | None = N
                                  + " or ".join(f"`{m.install}`" for m in wanted))
 
 
+def resolve_model(model: str | Path | None) -> Path:
+    """The GGUF file for ``model``: a bundled model's name, a path, or ``None`` for the best bundled one.
+
+    Raises:
+        MissingDependencyError: no bundled model is installed.
+        InvalidInputError: a path that is not a file.
+    """
+    if model is None or str(model) in {m.name for m in BUNDLED}:
+        return bundled_model_path(None if model is None else str(model))
+    path = Path(model)
+    if not path.is_file():
+        raise InvalidInputError(f"GGUF model not found: {path}")
+    return path
+
+
 class LocalChat:
     """A GGUF chat model run in-process by llama-cpp-python.
 
@@ -163,12 +178,7 @@ class LocalChat:
             raise MissingDependencyError(
                 f"the local LLM needs llama-cpp-python: pip install 'memgas[local]' ({e})"
             ) from e
-        if model is None or str(model) in {m.name for m in BUNDLED}:
-            path = bundled_model_path(None if model is None else str(model))
-        else:
-            path = Path(model)
-            if not path.is_file():
-                raise InvalidInputError(f"GGUF model not found: {path}")
+        path = resolve_model(model)
         self.path = path
         self.id = f"local:{path.stem}:{path.stat().st_size}"
         self.context_tokens = n_ctx
@@ -244,10 +254,7 @@ class TokenNLLSurprise:
             raise MissingDependencyError(
                 f"token surprise needs llama-cpp-python: pip install 'memgas[local]' ({e})"
             ) from e
-        path = bundled_model_path(None if model is None else str(model)) if model is None or str(model) in {
-            m.name for m in BUNDLED} else Path(model)
-        if not path.is_file():
-            raise InvalidInputError(f"GGUF model not found: {path}")
+        path = resolve_model(model)
         self.context = context
         self.max_unit_tokens = max_unit_tokens
         threads = n_threads or os.cpu_count() or 1
