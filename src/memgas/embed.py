@@ -30,7 +30,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-from .http import post_json
+from .http import json_headers, post_json
 from .model import InvalidInputError, MemgasError
 
 __all__ = [
@@ -501,11 +501,8 @@ class OpenAIEmbedder(_WindowMixin):
         return [len(t.encode("utf-8", "surrogatepass")) // 3 + 1 for t in _check_texts(texts)]
 
     def _post(self, batch: list[str]) -> np.ndarray:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
         payload = post_json(
-            self.url, {"model": self.model, "input": batch}, headers, timeout=self.timeout,
+            self.url, {"model": self.model, "input": batch}, json_headers(self._api_key), timeout=self.timeout,
             max_retries=self.max_retries, backoff=self.backoff, max_backoff=self.max_backoff, what="embedding server",
         )
         return self._parse(payload, len(batch))

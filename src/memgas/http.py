@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 
 from .model import MemgasError
 
-__all__ = ["RETRY_STATUS", "HTTPStatusError", "retry_after_seconds", "post_json"]
+__all__ = ["RETRY_STATUS", "HTTPStatusError", "json_headers", "retry_after_seconds", "post_json"]
 
 #: Statuses worth retrying: timeouts, conflicts, rate limits, server errors.
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -28,6 +28,14 @@ class HTTPStatusError(MemgasError):
         super().__init__(message)
         self.status = status
         self.detail = detail
+
+
+def json_headers(api_key: str | None) -> dict[str, str]:
+    """Headers of a JSON request, with a bearer token when there is a key."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
 
 
 def retry_after_seconds(value: str | None) -> float | None:

@@ -341,9 +341,7 @@ class OpenAIChat:
         Raises:
             LLMError: unreachable after the retries, a refused request, or a response without a message.
         """
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
+        headers = http_base.json_headers(self._api_key)
         t0 = time.perf_counter()
         while True:
             body = self._body(messages, schema, max_tokens, temperature)

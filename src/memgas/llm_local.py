@@ -25,7 +25,7 @@ from .embed import MissingDependencyError, default_cache_path
 from .llm import ChatMessage, Completion, LLMError
 from .model import InvalidInputError
 
-__all__ = ["BundledModel", "BUNDLED", "LocalChat", "TokenNLLSurprise", "bundled_model_path", "resolve_model"]
+__all__ = ["BundledModel", "BUNDLED", "LocalChat", "TokenNLLSurprise", "bundled_model_path", "load_llama", "resolve_model"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +144,23 @@ def resolve_model(model: str | Path | None) -> Path:
     return path
 
 
+def load_llama(model: str | Path | None, *, n_ctx: int, n_threads: int | None = None, **options: Any) -> tuple[Path, Any]:
+    """The GGUF file for ``model`` (see :func:`resolve_model`) loaded by llama-cpp-python, quietly.
+
+    Raises:
+        MissingDependencyError: llama-cpp-python or the model packages are missing.
+        InvalidInputError: a path that is not a file.
+    """
+    try:
+        from llama_cpp import Llama
+    except ImportError as e:
+        raise MissingDependencyError(f"the local LLM needs llama-cpp-python: pip install 'memgas[local]' ({e})") from e
+    path = resolve_model(model)
+    threads = n_threads or os.cpu_count() or 1
+    return path, Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
+                       verbose=False, **options)
+
+
 class LocalChat:
     """A GGUF chat model run in-process by llama-cpp-python.
 
@@ -172,21 +189,11 @@ class LocalChat:
         seed: int = 0,
         repeat_penalty: float = 1.1,
     ) -> None:
-        try:
-            from llama_cpp import Llama
-        except ImportError as e:
-            raise MissingDependencyError(
-                f"the local LLM needs llama-cpp-python: pip install 'memgas[local]' ({e})"
-            ) from e
-        path = resolve_model(model)
-        self.path = path
-        self.id = f"local:{path.stem}:{path.stat().st_size}"
+        self.path, self._llm = load_llama(model, n_ctx=n_ctx, n_threads=n_threads, seed=seed)
+        self.id = f"local:{self.path.stem}:{self.path.stat().st_size}"
         self.context_tokens = n_ctx
         self.repeat_penalty = repeat_penalty
         self._lock = threading.Lock()
-        threads = n_threads or os.cpu_count() or 1
-        self._llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
-                          seed=seed, verbose=False)
 
     def complete(
         self,
@@ -248,18 +255,9 @@ class TokenNLLSurprise:
 
     def __init__(self, model: str | Path | None = None, *, context: int = 3, max_unit_tokens: int = 96,
                  n_ctx: int = 512, n_threads: int | None = None) -> None:
-        try:
-            from llama_cpp import Llama
-        except ImportError as e:
-            raise MissingDependencyError(
-                f"token surprise needs llama-cpp-python: pip install 'memgas[local]' ({e})"
-            ) from e
-        path = resolve_model(model)
         self.context = context
         self.max_unit_tokens = max_unit_tokens
-        threads = n_threads or os.cpu_count() or 1
-        self._llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
-                          logits_all=True, verbose=False)
+        _, self._llm = load_llama(model, n_ctx=n_ctx, n_threads=n_threads, logits_all=True)
         self._n_ctx = n_ctx
         self._lock = threading.Lock()
 

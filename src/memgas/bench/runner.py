@@ -13,7 +13,7 @@ import json
 import platform
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -71,13 +71,10 @@ class _UnitMemo:
     def wrap(self, build: Callable[..., list[Unit]]) -> Callable[..., list[Unit]]:
         def cached(session: Session, *args: Any, **kwargs: Any) -> list[Unit]:
             hit = self._memo.get(session.session_id)
-            if hit is not None and hit[0] is session.messages:
-                return [Unit(u.session_id, u.granularity, u.text, u.turn_start, u.turn_end, u.chunk, u.vector)
-                        for u in hit[1]]
-            units = build(session, *args, **kwargs)
-            self._memo[session.session_id] = (session.messages, units)
-            return [Unit(u.session_id, u.granularity, u.text, u.turn_start, u.turn_end, u.chunk, u.vector)
-                    for u in units]
+            if hit is None or hit[0] is not session.messages:
+                hit = self._memo[session.session_id] = (session.messages, build(session, *args, **kwargs))
+            # fresh Unit objects each time: a store may set ids on what it is given
+            return [replace(u, id=None) for u in hit[1]]
 
         return cached
 
@@ -179,9 +176,10 @@ def _run(
             # method latencies compare search work alone.
             inner = getattr(embedder, "inner", embedder)  # time the model itself, not a cache hit
             t2 = time.perf_counter()
-            inner.embed([q.question])
+            vector = inner.embed([q.question])
             result.timing["ingest"].setdefault("query_embed_s", []).append(time.perf_counter() - t2)
-            embedder.embed([q.question])
+            if inner is not embedder:  # the methods then find it in the cache
+                embedder.cache.put_many(embedder.id, [q.question], vector)
             for m, method in methods.items():
                 t2 = time.perf_counter()
                 ranking = method.rank(store, user_id, q.question, query_time=q.question_date)
