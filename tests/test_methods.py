@@ -106,12 +106,27 @@ def test_ablations_change_only_their_part(embedder, filled) -> None:
     q = "vegetarian dinner ideas"
     full = get_method("memgas", embedder).score(store, "u", q)
     no_router = get_method("memgas-no-router", embedder).score(store, "u", q)
-    no_ppr = get_method("memgas-no-ppr", embedder).score(store, "u", q)
+    no_ppr = get_method("memgas-no-ppr", embedder, session_weight=0.0).score(store, "u", q)
     assert len(set(no_router.weights.values())) == 1  # uniform over the channels
     assert full.weights != no_router.weights
-    # without PPR the scores are the (normalised) seeds themselves
+    # without PPR (and without session evidence) the scores are the (normalised) seeds themselves
     np.testing.assert_allclose(no_ppr.scores, no_ppr.seed / no_ppr.seed.sum())
-    assert not np.allclose(full.scores, full.seed / full.seed.sum())
+    no_session = get_method("memgas-no-session", embedder).score(store, "u", q)
+    assert not np.allclose(no_session.scores, no_session.seed / no_session.seed.sum())
+
+
+def test_session_evidence_adds_one_bonus_per_session(embedder, filled) -> None:
+    store, _ = filled
+    q = "which trail did I hike with my corgi"
+    full = MemGAS(embedder, session_weight=2.0).score(store, "u", q)
+    plain = MemGAS(embedder, session_weight=0.0).score(store, "u", q)
+    np.testing.assert_allclose(full.seed, plain.seed)  # evidence does not touch the seeds
+    bonus = full.scores - plain.scores / plain.scores.max()
+    session_of = full.index.session_of
+    per_session = [bonus[session_of == s] for s in range(len(full.index.sessions))]
+    assert all(np.ptp(b) < 1e-9 for b in per_session)  # the same bonus for every unit of a session
+    values = np.array([b[0] for b in per_session])
+    assert values.min() >= 0 and abs(values.max() - 2.0) < 1e-9  # β times evidence scaled to a maximum of 1
 
 
 def test_bm25_finds_rare_names(embedder, filled) -> None:

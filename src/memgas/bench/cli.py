@@ -14,7 +14,7 @@ from .qa import add_qa_arguments, cmd_qa
 __all__ = ["add_bench_parser", "cmd_bench"]
 
 DEFAULT_METHODS = (
-    "memgas,memgas-no-assoc,memgas-no-router,memgas-no-ppr,memgas-no-lexical,"
+    "memgas,memgas-no-assoc,memgas-no-router,memgas-no-ppr,memgas-no-lexical,memgas-no-session,"
     "bm25,bm25-all,dense-session,dense-turn,dense-summary,dense-keyword"
 )
 

@@ -40,6 +40,7 @@ METHODS: dict[str, Callable[..., MemoryMethod]] = {
     "memgas-no-router": _memgas(use_router=False),
     "memgas-no-ppr": _memgas(use_ppr=False),
     "memgas-no-lexical": _memgas(use_lexical=False),
+    "memgas-no-session": _memgas(session_weight=0.0),
     "bm25": lambda embedder, **kwargs: BM25Method(embedder, side="user", **kwargs),
     "bm25-all": lambda embedder, **kwargs: BM25Method(embedder, side="all", **kwargs),
     "dense-session": _dense("session"),

@@ -61,12 +61,15 @@ class MemGASConfig:
             keep theirs), i.e. how much PageRank mass may flow between sessions.
         time_weight: γ of the time prior: seeds in sessions inside the window a query names
             ("last weekend", "in April") are multiplied by 1 + γ (0 = off).
+        session_weight: β of session evidence: every unit's score (PageRank, scaled to a maximum
+            of 1) gains β times its session's evidence Σ_c w_c · max(0, best z_c in the session),
+            scaled the same way (0 = off).
     """
 
     candidates: int = 50
     temperature: float = 2.0
     seeds: int = 30
-    damping: float = 0.3
+    damping: float = 0.5
     tol: float = 1e-6
     max_iter: int = 100
     use_association: bool = True
@@ -76,6 +79,7 @@ class MemGASConfig:
     assoc_min_weight: float = 0.0
     assoc_scale: float = 1.0
     time_weight: float = 0.5
+    session_weight: float = 1.0
 
 
 @dataclass(slots=True)
@@ -245,7 +249,9 @@ class MemGAS(MemoryMethod):
                 prior[i] += self.cfg.time_weight
         return prior
 
-    def _seeds(self, index: _Index, sims: np.ndarray, query: str) -> tuple[dict[str, float], np.ndarray]:
+    def _seeds(
+        self, index: _Index, sims: np.ndarray, query: str
+    ) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
         """Router weights per channel and the seed score of every unit.
 
         Channels are the four granularities (cosine similarities of their units) and, over the
@@ -268,9 +274,14 @@ class MemGAS(MemoryMethod):
         else:
             weights = {c: 1.0 / len(z) for c in z}
         seed = np.zeros(len(sims))
+        evidence = np.zeros(len(index.units.sessions))
         for c, (rows, _) in channels.items():
-            seed[rows] += weights[c] * np.clip(z[c], 0.0, None)
-        return weights, seed
+            positive = np.clip(z[c], 0.0, None)
+            seed[rows] += weights[c] * positive
+            best = np.zeros_like(evidence)
+            np.maximum.at(best, index.units.session_of[rows], positive)
+            evidence += weights[c] * best
+        return weights, seed, evidence
 
     def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Scored:
         """Score the user's units for ``query``: router → seeds → Personalized PageRank."""
@@ -278,11 +289,13 @@ class MemGAS(MemoryMethod):
         if len(index.units.table) == 0:
             return Scored(index.units, np.zeros(0))
         sims = index.units.table.vectors @ self.embed_query(query)
-        weights, seed = self._seeds(index, sims, query)
+        weights, seed, evidence = self._seeds(index, sims, query)
         if seed.max() <= 0:  # no unit stands out in any channel: all are equally good seeds
             seed = np.ones_like(seed)
         if query_time is not None and self.cfg.time_weight > 0:
-            seed *= self._time_prior(index.units, query, query_time)[index.units.session_of]
+            prior = self._time_prior(index.units, query, query_time)
+            seed *= prior[index.units.session_of]
+            evidence *= prior
         top = min(self.cfg.seeds, seed.size)
         seed_rows = np.argpartition(-seed, top - 1)[:top]
         personalization = np.zeros_like(seed)
@@ -294,4 +307,8 @@ class MemGAS(MemoryMethod):
             ).scores
         else:
             scores = personalization / personalization.sum()
+        if self.cfg.session_weight > 0 and evidence.max() > 0:
+            # Evidence spread over a session's granularities (its best chunk, turn, summary, keywords
+            # and BM25 hit together) outweighs one unit that a single channel favours.
+            scores = scores / scores.max() + self.cfg.session_weight * (evidence / evidence.max())[index.units.session_of]
         return Scored(index.units, scores, weights, personalization)
