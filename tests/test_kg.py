@@ -15,9 +15,12 @@ from memgas.kg import (
     Triple,
     Verdict,
     bfs_distances,
+    community_messages,
     extraction_messages,
+    extractive_community_summary,
     judge_messages,
     mmr,
+    parse_community_summary,
     parse_triples,
     parse_verdict,
     reciprocal_rank_fusion,
@@ -135,6 +138,23 @@ def test_new_entities_inherit_their_neighbours_community_and_batches_refresh() -
     for a, b in [("A", "B"), ("B", "C"), ("C", "A")]:
         g2.add_fact(Triple(a, "knows", b), episode_id="s#0", valid_at=JAN)
     assert {e.community for e in g2.entities.values()} == {0}  # refreshed after the batch of 3
+    assert g2.communities == {0: ["a", "b", "c"]}  # what summaries are written for, kept until the next batch
+    g2.add_fact(Triple("D", "knows", "A"), episode_id="s#1", valid_at=JAN)
+    assert g2.communities == {0: ["a", "b", "c"]} and g2.entities["d"].community == 0
+
+
+def test_community_summary_prompt_parsing_and_fallback() -> None:
+    facts = [Fact(0, "Anna", "lives in", "Berlin", JAN), Fact(1, "Anna", "works at", "Siemens", JAN)]
+    messages = community_messages(["Anna", "Berlin", "Siemens"], facts)
+    assert "ENTITIES: Anna, Berlin, Siemens" in messages[1]["content"]
+    assert "- Anna works at Siemens" in messages[1]["content"]
+    assert parse_community_summary({"summary": "  Anna lives in\nBerlin.  "}) == "Anna lives in Berlin."
+    assert len(parse_community_summary({"summary": "x " * 2000}, max_chars=50)) == 50
+    for bad in ({"summary": "  "}, {"text": "Anna"}, ["Anna"], None):
+        with pytest.raises(InvalidInputError, match="community summary"):
+            parse_community_summary(bad)
+    assert extractive_community_summary(["Anna", "Berlin"], facts, max_facts=1) == "Anna, Berlin: Anna lives in Berlin."
+    assert extractive_community_summary(["Anna"], []) == "Anna."
 
 
 def test_episodes_are_kept_raw() -> None:

@@ -21,7 +21,15 @@ FACTS = {
     "I moved to London last month, new flat!": [("user", "lives in", "London")],
     "Rex loves the parks here.": [("User", "has dog", "Rex."), ("Rex", "loves", "parks")],
     "I started a job at Acme as a nurse.": [("user", "works at", "Acme")],
+    "My sister Anna lives in Berlin.": [("Anna", "is sister of", "user"), ("Anna", "lives in", "Berlin")],
+    "Anna works at Siemens now.": [("Anna", "works at", "Siemens")],
+    "Anna's husband Tom is a pilot.": [("Tom", "is married to", "Anna"), ("Tom", "works as", "pilot")],
 }
+FAMILY = [
+    ("f1", "2024-01-10T09:00:00", "My sister Anna lives in Berlin."),
+    ("f2", "2024-02-10T09:00:00", "Anna works at Siemens now."),
+    ("f3", "2024-03-10T09:00:00", "Anna's husband Tom is a pilot."),
+]
 SESSIONS = [
     ("s1", "2024-01-10T09:00:00", "I live in Paris and my dog is called Rex."),
     ("s2", "2024-03-05T09:00:00", "I moved to London last month, new flat!"),
@@ -32,6 +40,9 @@ SESSIONS = [
 def respond(body: dict[str, Any]) -> str:
     """The scripted model: extraction from a table, and a judge that flags a second home as a contradiction."""
     system, user = body["messages"][0]["content"], body["messages"][1]["content"]
+    if system.startswith("You summarise"):
+        names = user.split("ENTITIES: ", 1)[1].split("\n", 1)[0]
+        return json.dumps({"summary": f"Family and work: {names}."})
     if system.startswith("You extract facts"):
         message = user.split("CURRENT MESSAGE:\n", 1)[1].split(": ", 1)[1]
         triples = FACTS.get(message, [])
@@ -59,9 +70,13 @@ def stub():
         yield s
 
 
-def _method(embedder, stub: OpenAIStub) -> Zep:
+def _method(embedder, stub: OpenAIStub, **options: Any) -> Zep:
     llm = LLM(OpenAIChat("tiny", base_url=stub.base_url, max_retries=0, timeout=10), ResponseCache())
-    return Zep(embedder, llm=llm)
+    return Zep(embedder, llm=llm, **options)
+
+
+def _summary_calls(stub: OpenAIStub) -> int:
+    return sum(b["messages"][0]["content"].startswith("You summarise") for b in stub.requests)
 
 
 def _judge_calls(stub: OpenAIStub) -> int:
@@ -162,7 +177,45 @@ def test_the_memory_facade_serves_facts_and_history(stub, tmp_path) -> None:
         paris = next(f for f in mem.facts(user_id="u", include_invalid=True) if f.object == "Paris")
         assert [f.object for f in mem.history(paris.id, user_id="u")] == ["Paris", "London"]
         assert mem.search("Where do I live now?", user_id="u", k=1)[0].session_id == "s2"
+        assert mem.communities(user_id="u") == []  # 4 facts: no batch of 50 yet
     with Memory() as plain:
         plain.add([{"role": "user", "content": "hello"}], user_id="u", session_id="x")
         with pytest.raises(InvalidInputError, match="keeps no facts"):
             plain.facts(user_id="u")
+
+
+def test_communities_are_summarised_once_per_batch_and_join_retrieval(embedder, stub, tmp_path) -> None:
+    store = open_store(tmp_path / "m.sqlite")
+    zep = _method(embedder, stub, refresh_every=3)
+    zep.ingest(store, _session(*FAMILY[0]))
+    assert zep.communities(store, "u") == [] and _summary_calls(stub) == 0  # 2 facts: no batch yet
+    zep.ingest(store, _session(*FAMILY[1]))  # the 3rd fact closes a batch: Louvain, then one summary
+    (community,) = zep.communities(store, "u")
+    assert community.by_llm and _summary_calls(stub) == 1
+    assert community.members == ("anna", "berlin", "siemens", "user")
+    assert community.summary == "Family and work: Anna, Berlin, Siemens, user."
+    zep.ingest(store, _session(*FAMILY[2]))  # 2 more facts, no new batch: Tom joins by inheritance only
+    assert zep.graph(store, "u").entities["tom"].community == 0
+    assert _summary_calls(stub) == 1 and zep.communities(store, "u") == [community]
+    assert zep.stats(store, "u")["community_summaries"] == 1
+    # "family" is in no fact, only in the community's summary: the community channel brings its facts
+    plain = _method(embedder, stub, refresh_every=3, seed_communities=0)
+    with_channel = zep.search_facts(store, "u", "family", k=3)
+    without = plain.search_facts(store, "u", "family", k=3)
+    assert with_channel[0].score > without[0].score
+    assert {h.fact.subject for h in with_channel} <= {"Anna", "Tom"}
+
+
+def test_a_failed_community_call_falls_back_to_an_extractive_summary(embedder, stub, tmp_path) -> None:
+    store = open_store(tmp_path / "m.sqlite")
+    zep = _method(embedder, stub, refresh_every=3)
+    zep.ingest(store, _session(*FAMILY[0]))
+    # the model now answers the summary prompt with prose, twice (the retry quoting the error too)
+    stub.responder = lambda body: ("Sure! Here is a summary." if body["messages"][0]["content"].startswith("You summarise")
+                                   else respond(body))
+    zep.ingest(store, _session(*FAMILY[1]))
+    (community,) = zep.communities(store, "u")
+    assert not community.by_llm and "Anna lives in Berlin" in community.summary
+    stats = zep.stats(store, "u")
+    assert stats["community_failures"] == 1 and stats["community_summaries"] == 1
+    assert len(zep.graph(store, "u").episodes) == 4  # nothing lost

@@ -46,6 +46,10 @@ __all__ = [
     "jaccard",
     "EXTRACT_SCHEMA",
     "JUDGE_SCHEMA",
+    "COMMUNITY_SCHEMA",
+    "community_messages",
+    "parse_community_summary",
+    "extractive_community_summary",
     "extraction_messages",
     "parse_triples",
     "judge_messages",
@@ -208,6 +212,8 @@ class TemporalGraph:
         self.facts: list[Fact] = []
         self.graph = nx.MultiGraph()  # entity key → entity key, one edge per fact (key = fact id)
         self.judge_calls = 0
+        #: label → entity keys, as of the last Louvain refresh (empty before the first).
+        self.communities: dict[int, list[str]] = {}
         self._since_refresh = 0
         self._next_label = 0
 
@@ -340,7 +346,8 @@ class TemporalGraph:
                 self.entities[key].community = label
         self._next_label = len(groups)
         self._since_refresh = 0
-        return {label: group for label, group in enumerate(groups)}
+        self.communities = {label: group for label, group in enumerate(groups)}
+        return dict(self.communities)
 
     # ------------------------------------------------------------------ reading
 
@@ -480,6 +487,43 @@ def parse_verdict(value: Any, candidates: Sequence[Fact]) -> Verdict:
     if kind == "new" or not idx:
         return Verdict("new")
     return Verdict(kind, tuple(candidates[i].id for i in (idx[:1] if kind == "duplicate" else idx)))
+
+
+COMMUNITY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"summary": {"type": "string"}},
+    "required": ["summary"],
+}
+_COMMUNITY_SYSTEM = (
+    "You summarise one group of related entities from a user's long-term memory, so that the group can be "
+    "found by a question about any of them. From the FACTS only, write 2 to 4 plain sentences naming the "
+    "entities and what links them; invent nothing. Reply with JSON only: {\"summary\": \"...\"}."
+)
+
+
+def community_messages(names: Sequence[str], facts: Sequence[Fact]) -> list[dict[str, str]]:
+    """The chat messages of one community-summary call: the members' names and their facts."""
+    listed = "\n".join(f"- {f.text}" for f in facts) or "(none)"
+    user = f"ENTITIES: {', '.join(names)}\n\nFACTS:\n{listed}"
+    return [{"role": "system", "content": _COMMUNITY_SYSTEM}, {"role": "user", "content": user}]
+
+
+def parse_community_summary(value: Any, max_chars: int = 1200) -> str:
+    """The summary text of a community-summary reply, whitespace collapsed and cut to ``max_chars``.
+
+    Raises:
+        InvalidInputError: the reply is not an object with a non-empty ``summary`` string.
+    """
+    text = value.get("summary") if isinstance(value, Mapping) else None
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInputError(f"a community summary must be {{'summary': '...'}}, got {json.dumps(value)[:120]}")
+    return " ".join(text.split())[:max_chars]
+
+
+def extractive_community_summary(names: Sequence[str], facts: Sequence[Fact], max_facts: int = 8) -> str:
+    """A community described without an LLM: its members' names, then its first ``max_facts`` facts."""
+    lines = "; ".join(f.text for f in facts[:max_facts])
+    return f"{', '.join(names)}: {lines}." if lines else f"{', '.join(names)}."
 
 
 # ----------------------------------------------------------------------------- retrieval kernels

@@ -231,6 +231,11 @@ class Memory:
         self._require_user(user_id)
         return self._fact_method().history(self.store, user_id, fact_id)
 
+    def communities(self, *, user_id: str) -> list[Any]:
+        """The user's entity communities with their summaries (``method="zep"``), as of the last batch refresh."""
+        self._require_user(user_id)
+        return self._fact_method().communities(self.store, user_id)
+
     def _fact_method(self) -> Any:
         if not hasattr(self.method, "facts"):
             raise InvalidInputError(f"method {self.method.name!r} keeps no facts; use Memory(method='zep', llm=...)")

@@ -59,8 +59,9 @@ def _overrides(pairs: list[str]) -> dict[str, Any]:
 def add_bench_parser(sub: Any) -> None:
     """Register the ``bench`` subcommand on the main parser's subparsers."""
     sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
-    sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost"),
-                    help="a retrieval benchmark, or 'cost': add/search cost on LongMemEval-S sessions")
+    sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost", "kg"),
+                    help="a retrieval benchmark; 'cost': add/search cost on LongMemEval-S sessions; 'kg': the "
+                         "temporal knowledge graph's update behaviour on the LongMemEval oracle (needs --llm)")
     sp.add_argument("--sessions", type=int, default=500, help="cost: sessions to add to one user (default 500)")
     sp.add_argument("--method", default=DEFAULT_METHODS, help=f"comma-separated methods (default: {DEFAULT_METHODS})")
     sp.add_argument("--data", type=Path, help="dataset file (default: ../shared/data/...)")
@@ -77,6 +78,10 @@ def add_bench_parser(sub: Any) -> None:
                     help="override a MemGAS search parameter for the memgas* methods, e.g. --set temperature=0.2 "
                          "(repeatable; see MemGASConfig)")
     sp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sp.add_argument("--types", default="knowledge-update,temporal-reasoning",
+                    help="kg: LongMemEval question types to run (default knowledge-update,temporal-reasoning); "
+                         "--limit is then per type")
+    sp.add_argument("--roles", default="user", help="kg: roles whose messages facts are extracted from (default user)")
     add_qa_arguments(sp)
     sp.set_defaults(func=cmd_bench)
 
@@ -102,6 +107,33 @@ def _cmd_cost(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_kg(args: argparse.Namespace, embedder: Any) -> int:
+    import json
+    from dataclasses import asdict
+
+    from ..llm import ResponseCache, default_llm_cache_path, get_llm
+    from .kg import DEFAULT_ORACLE, kg_markdown, run_kg
+
+    path = args.data or DEFAULT_ORACLE
+    if not Path(path).is_file():
+        raise InvalidInputError(f"LongMemEval oracle data not found at {Path(path).resolve()}; pass --data PATH")
+    llm = get_llm(args.llm, cache=None if args.no_llm_cache else ResponseCache(args.llm_cache or
+                                                                                default_llm_cache_path()))
+    types = [t.strip() for t in args.types.split(",") if t.strip()]
+    roles = [r.strip() for r in args.roles.split(",") if r.strip()]
+    result = run_kg(Path(path), embedder, llm, types=types, per_type=args.limit, roles=roles,
+                    progress=not args.no_progress)
+    out = args.out or Path("bench-out") / "kg"
+    out.mkdir(parents=True, exist_ok=True)
+    command = "memgas " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["bench"] else "memgas bench kg"
+    table = f"Command: `{command}`\n\n" + kg_markdown(result)
+    (out / "results.json").write_text(json.dumps(asdict(result), indent=1, default=str), encoding="utf-8")
+    (out / "report.md").write_text(table, encoding="utf-8")
+    print(table)
+    print(f"wrote {out / 'results.json'}, {out / 'report.md'}")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark, write results.json, report.md and recall_at_k.png, print the table."""
     from ..embed import EmbeddingCache, default_cache_path, get_embedder
@@ -111,6 +143,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.dataset == "cost":
         return _cmd_cost(args)
+    if args.dataset == "kg":
+        if args.limit is not None and args.limit < 1:
+            raise InvalidInputError("--limit must be a positive integer")
+        return _cmd_kg(args, get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path())))
     methods = [m.strip() for m in args.method.split(",") if m.strip()]
     unknown = [m for m in methods if m not in METHODS]
     if unknown:

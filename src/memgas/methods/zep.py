@@ -6,9 +6,14 @@ checked against the facts of its entities and the most similar facts: exact and 
 without an LLM call, the rest by an LLM judge (duplicate / contradiction / new). Contradicted facts are
 closed (``invalid_at``), never deleted (see :mod:`memgas.kg`).
 
+Communities: the entities are clustered by Louvain in batches (every ``refresh_every`` new facts, see
+:class:`memgas.kg.TemporalGraph`); after a batch, each community of at least ``min_community`` entities
+whose membership changed gets a summary written by the LLM from its facts (an extractive description
+when the call fails), embedded for retrieval. Unchanged communities keep theirs: no call per add.
+
 Retrieval fuses (RRF) dense and BM25 rankings of the facts with a breadth-first expansion from the
-entities that best match the query (by embedding and BM25 over entity names), reranks the head by
-MMR, and maps each fact's score to the turns of its source episodes, so the benchmark harness ranks
+entities that best match the query (by embedding and BM25 over entity names) and with the facts of the
+communities whose summaries best match it (by embedding and BM25), reranks the head by MMR, and maps each fact's score to the turns of its source episodes, so the benchmark harness ranks
 sessions and turns as for every other method. Facts not valid at the query time still count, at
 ``history_weight`` of their score (the evidence of an update is in the old session too).
 
@@ -32,6 +37,7 @@ import numpy as np
 
 from ..embed import Embedder
 from ..kg import (
+    COMMUNITY_SCHEMA,
     EXTRACT_SCHEMA,
     JUDGE_SCHEMA,
     Episode,
@@ -40,10 +46,13 @@ from ..kg import (
     Triple,
     Verdict,
     bfs_distances,
+    community_messages,
     extraction_messages,
+    extractive_community_summary,
     judge_messages,
     mmr,
     normalise_name,
+    parse_community_summary,
     parse_triples,
     parse_verdict,
     reciprocal_rank_fusion,
@@ -55,11 +64,11 @@ from ..store import Store
 from .base import IndexCache, IngestStats, MemoryMethod, Scored, UserIndex
 from .baselines import _turn_docs
 
-__all__ = ["Zep", "FactHit"]
+__all__ = ["Zep", "FactHit", "CommunitySummary"]
 
 #: The counters of :meth:`Zep.stats` that the build keeps.
 _COUNTS = ("episodes", "triples", "new", "duplicate", "duplicate_free", "contradiction", "invalidated",
-           "extraction_failures", "judge_failures")
+           "extraction_failures", "judge_failures", "community_summaries", "community_failures")
 _NO_LLM = ("the 'zep' method needs an LLM to extract facts: pass llm='openai:<model>@<base_url>' or llm='local' "
            "(e.g. get_method('zep', embedder, llm=...))")
 
@@ -79,6 +88,20 @@ class FactHit:
                              "content": e.content} for e in self.episodes]}
 
 
+@dataclass(frozen=True, slots=True)
+class CommunitySummary:
+    """A community of entities (keys) with its description; ``by_llm`` is false for the extractive fallback."""
+
+    members: tuple[str, ...]
+    summary: str
+    by_llm: bool
+    vector: np.ndarray = field(repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable view (no vector)."""
+        return {"members": list(self.members), "summary": self.summary, "by_llm": self.by_llm}
+
+
 @dataclass(slots=True)
 class _UserGraph:
     """A user's graph and what was folded into it (kept across store versions)."""
@@ -87,6 +110,7 @@ class _UserGraph:
     sessions: set[str] = field(default_factory=set)
     stats: Counter[str] = field(default_factory=Counter)
     name_vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    summaries: dict[frozenset[str], CommunitySummary] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -101,6 +125,8 @@ class _Index:
     entity_keys: list[str]
     entity_vectors: np.ndarray
     entity_lexical: LexicalIndex
+    communities: list[CommunitySummary]
+    community_lexical: LexicalIndex
 
 
 class Zep(MemoryMethod):
@@ -118,7 +144,11 @@ class Zep(MemoryMethod):
         candidates: head of each ranking fused, and of the fusion reranked by MMR.
         mmr_lambda: MMR's relevance weight (1 = no diversity).
         history_weight: score factor of facts not valid at the query time.
-        refresh_every: new facts between two Louvain community refreshes.
+        refresh_every: new facts between two Louvain community refreshes (a batch).
+        min_community: least entities of a community that gets a summary.
+        community_facts: most facts (newest first) shown to the LLM for one community summary.
+        seed_communities: communities matched to the query (per ranking) whose facts join the fusion
+            (0 = no community channel).
     """
 
     name = "zep"
@@ -138,6 +168,9 @@ class Zep(MemoryMethod):
         mmr_lambda: float = 0.7,
         history_weight: float = 0.5,
         refresh_every: int = 50,
+        min_community: int = 3,
+        community_facts: int = 20,
+        seed_communities: int = 2,
         **kwargs: Any,
     ) -> None:
         super().__init__(embedder, **kwargs)
@@ -146,6 +179,8 @@ class Zep(MemoryMethod):
                                     "candidates >= 1")
         if not 0 <= mmr_lambda <= 1 or not 0 <= history_weight <= 1:
             raise InvalidInputError("mmr_lambda and history_weight must be in [0, 1]")
+        if min_community < 2 or community_facts < 1 or seed_communities < 0:
+            raise InvalidInputError("min_community >= 2, community_facts >= 1 and seed_communities >= 0")
         self.llm = None if llm is None else get_llm(llm, cache=llm_cache if llm_cache is not None else ResponseCache())
         self.context_messages = context_messages
         self.roles = tuple(roles)
@@ -156,6 +191,9 @@ class Zep(MemoryMethod):
         self.mmr_lambda = mmr_lambda
         self.history_weight = history_weight
         self.refresh_every = refresh_every
+        self.min_community = min_community
+        self.community_facts = community_facts
+        self.seed_communities = seed_communities
         self._graphs: weakref.WeakKeyDictionary[Store, dict[str, _UserGraph]] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self._indexes: IndexCache[_Index] = IndexCache(self._build)
@@ -189,6 +227,7 @@ class Zep(MemoryMethod):
             for info in fresh:
                 self._fold(llm, state, store.get_session(user_id, info.session_id))
                 state.sessions.add(info.session_id)
+            self._summarize(llm, state)
             return self._view(store, user_id, state)
 
     def _fold(self, llm: LLM, state: _UserGraph, session: Session) -> None:
@@ -230,6 +269,35 @@ class Zep(MemoryMethod):
         state.stats[decision.kind + ("" if decision.by_llm or decision.kind != "duplicate" else "_free")] += 1
         state.stats["invalidated"] += len(decision.invalidated)
 
+    def _summarize(self, llm: LLM, state: _UserGraph) -> None:
+        """Describe the communities of the last Louvain refresh that have no summary yet; drop stale ones.
+
+        Membership changes only at a refresh (a batch of ``refresh_every`` facts), so this calls the LLM
+        once per new or changed community per batch, never per add.
+        """
+        graph = state.graph
+        groups = {frozenset(g): g for g in graph.communities.values() if len(g) >= self.min_community}
+        state.summaries = {k: v for k, v in state.summaries.items() if k in groups}
+        todo = [(k, g) for k, g in groups.items() if k not in state.summaries]
+        texts: list[tuple[frozenset[str], tuple[str, ...], str, bool]] = []
+        for key, members in todo:
+            ids = sorted({i for n in members for _, _, i in graph.graph.edges(n, keys=True)}, reverse=True)
+            facts = [graph.facts[i] for i in ids if graph.facts[i].invalid_at is None][: self.community_facts]
+            names = [graph.entities[n].name for n in members]
+            try:
+                text = parse_community_summary(
+                    llm.complete_json(community_messages(names, facts), COMMUNITY_SCHEMA, max_tokens=250))
+                by_llm = True
+            except (LLMError, InvalidInputError):
+                state.stats["community_failures"] += 1
+                text, by_llm = extractive_community_summary(names, facts), False
+            state.stats["community_summaries"] += 1
+            texts.append((key, tuple(members), text, by_llm))
+        if texts:
+            vectors = self.embedder.embed([t for _, _, t, _ in texts])
+            for (key, members, text, by_llm), vector in zip(texts, vectors):
+                state.summaries[key] = CommunitySummary(members, text, by_llm, np.asarray(vector, dtype=np.float32))
+
     def _view(self, store: Store, user_id: str, state: _UserGraph) -> _Index:
         docs = _turn_docs(store, user_id, "all")
         row_of = {(s, int(t)): r for r, (s, t) in enumerate(zip(docs.table.session_ids, docs.table.turn_start))}
@@ -243,8 +311,10 @@ class Zep(MemoryMethod):
             names = [state.graph.entities[k].name for k in missing]
             state.name_vectors.update(zip(missing, self.embedder.embed(names)))
         entity_vectors = np.stack([state.name_vectors[k] for k in keys]) if keys else empty
+        communities = sorted(state.summaries.values(), key=lambda c: c.members)
         return _Index(state, docs, row_of, fact_vectors, LexicalIndex([f.text for f in facts]), keys, entity_vectors,
-                      LexicalIndex([state.graph.entities[k].name for k in keys]))
+                      LexicalIndex([state.graph.entities[k].name for k in keys]), communities,
+                      LexicalIndex([c.summary for c in communities]))
 
     # ------------------------------------------------------------------ retrieval
 
@@ -267,6 +337,8 @@ class Zep(MemoryMethod):
             hops = [min(dist.get(normalise_name(f.subject), 99), dist.get(normalise_name(f.object), 99)) for f in facts]
             near = sorted((h, -dense[i], i) for i, h in enumerate(hops) if h < 99)  # closest, then most similar
             rankings.append(np.array([i for _, _, i in near[:c]], dtype=np.int64))
+        if index.communities and self.seed_communities:
+            rankings.append(self._community_ranking(index, query, q, dense)[:c])
         fused = reciprocal_rank_fusion(rankings, n)
         valid = np.fromiter((f.valid(as_of) for f in facts), bool, n)
         fused[~valid] *= self.history_weight
@@ -274,6 +346,20 @@ class Zep(MemoryMethod):
         order = mmr(index.fact_vectors.astype(np.float64), fused, head, lam=self.mmr_lambda)
         fused[order] = np.sort(fused[head])[::-1]  # the same scores, in MMR's order
         return fused
+
+    def _community_ranking(self, index: _Index, query: str, q: np.ndarray, dense: np.ndarray) -> np.ndarray:
+        """Facts of the communities whose summaries best match the query: best community first, then by
+        the fact's own similarity."""
+        vectors = np.stack([c.vector for c in index.communities])
+        k = self.seed_communities
+        picked = dict.fromkeys([*np.argsort(-(vectors @ q), kind="stable")[:k].tolist(),
+                                *_positive_order(index.community_lexical.scores(query))[:k].tolist()])
+        graph = index.state.graph
+        order: list[int] = []
+        for c in picked:
+            ids = {i for n in index.communities[c].members for _, _, i in graph.graph.edges(n, keys=True)}
+            order += sorted(ids - set(order), key=lambda i: (-dense[i], i))
+        return np.array(order, dtype=np.int64)
 
     def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Scored:
         """Score every turn by its best fact (a fact scores the turns of its source episodes)."""
@@ -314,9 +400,14 @@ class Zep(MemoryMethod):
         """How a fact changed, oldest version first (see :meth:`memgas.kg.TemporalGraph.history`)."""
         return self.graph(store, user_id).history(fact_id)
 
+    def communities(self, store: Store, user_id: str) -> list[CommunitySummary]:
+        """The user's summarised communities (those of at least ``min_community`` entities), as of the last batch."""
+        return list(self._indexes.get(store, user_id).communities)
+
     def stats(self, store: Store, user_id: str) -> dict[str, int]:
         """Counts for the user: episodes, triples, new, duplicate (by the judge), duplicate_free (without an
-        LLM call), contradiction, invalidated, extraction_failures, judge_failures, judge_calls."""
+        LLM call), contradiction, invalidated, extraction_failures, judge_failures, community_summaries
+        (written, by the LLM or extractive), community_failures (fell back to extractive), judge_calls."""
         state = self._indexes.get(store, user_id).state
         return {**{name: state.stats[name] for name in _COUNTS}, "judge_calls": state.graph.judge_calls,
                 "facts": len(state.graph.facts), "entities": len(state.graph.entities)}
@@ -326,7 +417,8 @@ class Zep(MemoryMethod):
                 "context_messages": self.context_messages, "roles": list(self.roles), "max_chars": self.max_chars,
                 "seed_entities": self.seed_entities, "bfs_depth": self.bfs_depth, "candidates": self.candidates,
                 "mmr_lambda": self.mmr_lambda, "history_weight": self.history_weight,
-                "refresh_every": self.refresh_every}
+                "refresh_every": self.refresh_every, "min_community": self.min_community,
+                "community_facts": self.community_facts, "seed_communities": self.seed_communities}
 
 
 def _positive_order(scores: np.ndarray) -> np.ndarray:
