@@ -72,3 +72,28 @@ def test_cost_bench_compares_add_with_embedding_once(tmp_path: Path, capsys) -> 
     result = json.loads((out / "cost.json").read_text())
     assert result["sessions"] >= 2 and result["add_first_s"] > 0 and result["embed_first_s"] > 0
     assert result["search_p50_ms"] > 0 and result["query_embed_p50_ms"] > 0
+
+
+def test_locomo_first_sessions_with_an_llm_method_reports_llm_use(tmp_path: Path, capsys, monkeypatch) -> None:
+    from openai_stub import OpenAIStub
+    from test_zep import respond
+
+    monkeypatch.setenv("MEMGAS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([_locomo_sample()]))
+    out = tmp_path / "out"
+    with OpenAIStub(respond) as stub:
+        assert main(["bench", "locomo", "--data", str(data), "--out", str(out), "--method", "zep,bm25-all",
+                     "--max-sessions", "1", "--llm", f"openai:tiny@{stub.base_url}", "--llm-cache",
+                     str(tmp_path / "llm.sqlite"), "--stores", str(tmp_path / "stores"), "--no-progress"]) == 0
+        calls = len(stub.requests)
+    report = (out / "report.md").read_text()
+    assert "### locomo: 1 questions" in report  # only the question whose evidence is in session 1
+    assert "2 evidence beyond the first 1 sessions" in report
+    row = next(line for line in report.splitlines() if line.startswith("| zep | 4 |"))  # 4 messages in session 1
+    assert row.split(" | ")[2] == f"{calls / 4:.2f}"  # one extraction call per message, no fact to judge
+    results = json.loads((out / "results.json").read_text())
+    assert results["config"]["max_sessions"] == 1 and results["llm_usage"]["zep"]["calls"] == calls == 4
+    assert (tmp_path / "stores" / "first-1-sessions" / "locomo").is_dir()  # apart from full-conversation stores
+    assert main(["bench", "longmemeval", "--max-sessions", "1", "--data", str(data), "--no-progress"]) == 2

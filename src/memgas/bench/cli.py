@@ -81,6 +81,9 @@ def add_bench_parser(sub: Any) -> None:
     sp.add_argument("--types", default="knowledge-update,temporal-reasoning",
                     help="kg: LongMemEval question types to run (default knowledge-update,temporal-reasoning); "
                          "--limit is then per type")
+    sp.add_argument("--max-sessions", type=int, default=None,
+                    help="locomo: keep each conversation's first N sessions and the questions whose evidence lies "
+                         "in them (for costly methods such as zep with a local model)")
     sp.add_argument("--roles", default="user", help="kg: roles whose messages facts are extracted from (default user)")
     add_qa_arguments(sp)
     sp.set_defaults(func=cmd_bench)
@@ -167,8 +170,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         llm = get_llm(args.llm, cache=None if args.no_llm_cache else ResponseCache(args.llm_cache or
                                                                                     default_llm_cache_path()))
+    extra = {"max_sessions": args.max_sessions} if args.dataset == "locomo" else {}
+    if args.max_sessions is not None and args.dataset != "locomo":
+        raise InvalidInputError("--max-sessions applies to locomo only")
     result = run(Path(path), methods, embedder, limit=args.limit, ks=ks, progress=not args.no_progress,
-                 store_dir=args.stores, overrides=_overrides(args.set), llm=llm)
+                 store_dir=args.stores, overrides=_overrides(args.set), llm=llm, **extra)
     out = args.out or Path("bench-out") / args.dataset
     command = "memgas " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["bench"] else "memgas bench"
     paths = write_outputs(result, out, command)

@@ -80,6 +80,16 @@ def markdown_table(result: BenchResult) -> str:
     lines.append("|---|---:|---:|---:|")
     for m, t in timing.items():
         lines.append(f"| {m} | {t['index_s']:.3f} | {t['query_p50_ms']:.1f} | {t['query_p95_ms']:.1f} |")
+    if result.llm_usage:
+        lines += ["", "LLM use while building each method's index, per haystack message (calls answered from the "
+                  "response cache cost no tokens or seconds):", "",
+                  "| method | messages | LLM calls | from cache | failures | prompt tokens | completion tokens | seconds |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for m, u in result.llm_usage.items():
+            n = max(u["messages"], 1.0)
+            lines.append(f"| {m} | {int(u['messages'])} | {u.get('calls', 0) / n:.2f} | {u.get('cached', 0) / n:.2f} "
+                         f"| {u.get('failures', 0) / n:.3f} | {u.get('prompt_tokens', 0) / n:.0f} "
+                         f"| {u.get('completion_tokens', 0) / n:.0f} | {u.get('seconds', 0) / n:.1f} |")
     if result.skipped:
         lines += ["", "Skipped (as in the official scoring): "
                   + ", ".join(f"{n} {reason}" for reason, n in sorted(result.skipped.items()))]
@@ -127,6 +137,7 @@ def write_outputs(result: BenchResult, out_dir: Path, command: str) -> dict[str,
         "notes": result.notes,
         "summary": summarize(result),
         "timing": timing_summary(result),
+        "llm_usage": result.llm_usage,
         "questions": result.questions,
     }
     paths["results"].write_text(json.dumps(payload, indent=1, default=str), encoding="utf-8")

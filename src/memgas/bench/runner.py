@@ -23,8 +23,9 @@ import numpy as np
 from tqdm import tqdm
 
 from ..embed import Embedder
+from ..llm import track_usage
 from ..methods import NEEDS_LLM, MemGAS, MemoryMethod, get_method
-from ..model import Session, Unit
+from ..model import InvalidInputError, Session, Unit
 from ..store import open_store
 from .datasets import BenchQuestion, load_locomo, load_longmemeval, locomo_dia_ids
 from .metrics import locomo_recall, ndcg_any_at_k, recall_all_at_k, recall_any_at_k
@@ -49,6 +50,8 @@ class BenchResult:
     skipped: dict[str, int] = field(default_factory=dict)
     timing: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: method → LLM use while building its index (calls, tokens, seconds; ``messages`` = haystack messages).
+    llm_usage: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def versions() -> dict[str, str]:
@@ -167,8 +170,14 @@ def _run(
                 ing[f"{name}_s"].append(parts.get(name, 0.0))
         for m, method in methods.items():
             t1 = time.perf_counter()
-            method.prepare(store, user_id)
+            with track_usage() as usage:
+                method.prepare(store, user_id)
             result.timing[m]["index_s"].append(time.perf_counter() - t1)
+            if m in NEEDS_LLM:
+                acc = result.llm_usage.setdefault(m, {"messages": 0.0})
+                acc["messages"] += sum(len(s.messages) for s in sessions)
+                for name, value in usage.to_dict().items():
+                    acc[name] = acc.get(name, 0.0) + value
         for q in questions:
             record: dict[str, Any] = {"qid": q.qid, "type": q.qtype, "conv": q.conv_id,
                                       "n_gold_sessions": len(q.gold_sessions), "methods": {}}
@@ -241,24 +250,38 @@ def run_locomo(
     store_dir: Path | None = None,
     overrides: dict[str, Any] | None = None,
     llm: Any = None,
+    max_sessions: int | None = None,
 ) -> BenchResult:
     """Retrieval on LoCoMo: per conversation, its sessions and turns are the corpus.
 
     Besides recall_any/recall_all/ndcg at session and turn level, each question gets the official
     LoCoMo recall (fraction of evidence found) at session and turn level. Category 5 (adversarial)
-    and questions without valid evidence are skipped and counted.
+    and questions without valid evidence are skipped and counted. ``max_sessions`` keeps only each
+    conversation's first sessions (for costly methods, e.g. a local LLM) and the questions whose
+    evidence lies in them; the others are skipped and counted.
+
+    Raises:
+        InvalidInputError: ``max_sessions`` below 1.
     """
+    if max_sessions is not None and max_sessions < 1:
+        raise InvalidInputError("--max-sessions must be a positive integer")
     convs, report = load_locomo(path, limit=limit)
     skipped: dict[str, int] = {}
     groups = []
+    beyond = f"evidence beyond the first {max_sessions} sessions"
     for c in convs:
+        sessions = c.sessions[:max_sessions] if max_sessions else c.sessions
+        kept = {s.session_id for s in sessions}
         qs = []
         for q in c.questions:
-            if q.scorable:
+            reason = q.skip_reason if not q.scorable else (beyond if not q.gold_sessions <= kept else None)
+            if reason is None:
                 qs.append(q)
             else:
-                skipped[q.skip_reason or "unscorable"] = skipped.get(q.skip_reason or "unscorable", 0) + 1
-        groups.append((c.sessions[0].user_id, c.sessions, qs))
+                skipped[reason or "unscorable"] = skipped.get(reason or "unscorable", 0) + 1
+        groups.append((c.sessions[0].user_id, sessions, qs))
+    if max_sessions is not None and store_dir is not None:
+        store_dir = store_dir / f"first-{max_sessions}-sessions"  # never reuse (or rebuild) the full stores
 
     def official(q: BenchQuestion, ranking: Any) -> dict[str, float]:
         out = {}
@@ -268,7 +291,8 @@ def run_locomo(
                                                            q.gold_turn_ids)
         return out
 
-    config = {"dataset": "locomo", "data": str(path), "limit": limit, "ks": list(ks), "embedder": embedder.id}
+    config = {"dataset": "locomo", "data": str(path), "limit": limit, "max_sessions": max_sessions, "ks": list(ks),
+              "embedder": embedder.id}
     result = _run("locomo", groups, method_names, embedder, ks, config, official, progress, store_dir, overrides, llm)
     result.skipped = skipped
     result.notes.append(
