@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memgas.gmm import GMM1D, AcceptResult, accept_mask, fit_gmm_1d
+from memgas.gmm import GMM1D, AcceptResult, accept_mask, accept_masks, fit_gmm_1d
 from memgas.model import InvalidInputError
 
 
@@ -217,3 +217,67 @@ def test_bad_parameters_raise(kwargs: dict) -> None:
 def test_two_dimensional_input_raises() -> None:
     with pytest.raises(InvalidInputError, match="1-D"):
         accept_mask(np.ones((4, 4)))
+
+
+def _reference_em(x: np.ndarray, max_iter: int = 100, tol: float = 1e-6, min_var: float = 1e-6):
+    """A plain one-sample EM written out loop by loop (the textbook algorithm, same start and stop rule)."""
+    xs = np.sort(x)
+    n = xs.size
+    best, k_best = -1.0, 1
+    for k in range(1, n):
+        lo, hi = xs[:k].mean(), xs[k:].mean()
+        score = k * (n - k) * (hi - lo) ** 2
+        if score > best:
+            best, k_best = score, k
+    lo, hi = xs[:k_best], xs[k_best:]
+    mu = [lo.mean(), hi.mean()]
+    var = [max(lo.var(), min_var), max(hi.var(), min_var)]
+    w = [lo.size / n, hi.size / n]
+    prev, it = -np.inf, 0
+    for it in range(1, max_iter + 1):
+        dens = np.array([[w[c] / np.sqrt(2 * np.pi * var[c]) * np.exp(-(v - mu[c]) ** 2 / (2 * var[c]))
+                          for c in (0, 1)] for v in x])
+        ll = float(np.log(dens.sum(axis=1)).mean())
+        resp = dens / dens.sum(axis=1, keepdims=True)
+        nk = resp.sum(axis=0)
+        w = list(nk / n)
+        mu = list((resp * x[:, None]).sum(axis=0) / nk)
+        var = [max(float((resp[:, c] * (x - mu[c]) ** 2).sum() / nk[c]), min_var) for c in (0, 1)]
+        if abs(ll - prev) < tol:
+            break
+        prev = ll
+    order = np.argsort(mu)
+    return np.array(mu)[order], np.array(var)[order], np.array(w)[order], it
+
+
+def test_batched_fits_match_a_reference_em_row_by_row() -> None:
+    rng = np.random.default_rng(7)
+    rows = [np.concatenate([rng.normal(0.2, 0.05, 40), rng.normal(0.6, 0.04, 10)]),  # two modes
+            rng.normal(0.3, 0.08, 50),                                                # one mode
+            np.concatenate([rng.normal(0.1, 0.02, 25), rng.normal(0.5, 0.2, 25)]),
+            np.full(50, 0.4)]                                                         # constant
+    x = np.stack(rows)
+    results = accept_masks(x)
+    for row, got in zip(rows, results):
+        assert got.gmm is not None
+        alone = accept_mask(row)
+        assert alone.method == got.method and np.array_equal(alone.mask, got.mask)
+        if np.ptp(row) == 0:  # both means equal up to rounding: which one is "high" is arbitrary
+            continue
+        mu, var, w, it = _reference_em(row)
+        np.testing.assert_allclose(got.gmm.means, mu, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(got.gmm.variances, var, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(got.gmm.weights, w, rtol=1e-9, atol=1e-12)
+        assert got.gmm.n_iter == it  # each row stops at its own iteration, unaffected by the others
+    assert len({r.gmm.n_iter for r in results}) > 1  # the rows did converge at different iterations
+
+
+def test_batched_accept_masks_edge_cases() -> None:
+    assert accept_masks(np.zeros((3, 0)))[0].method == "empty"
+    few = accept_masks(np.array([[0.9, 0.1], [0.2, 0.3]]))
+    assert [r.method for r in few] == ["fallback-few"] * 2 and few[0].mask.tolist() == [True, False]
+    assert accept_masks(np.zeros((0, 10))) == []
+    with pytest.raises(InvalidInputError, match="2-D"):
+        accept_masks(np.zeros(5))
+    with pytest.raises(InvalidInputError, match="NaN"):
+        accept_masks(np.array([[0.1, np.nan, 0.2, 0.3]]))

@@ -61,7 +61,7 @@ from scipy.optimize import brentq
 
 from .model import InvalidInputError
 
-__all__ = ["GMM1D", "AcceptResult", "fit_gmm_1d", "accept_mask"]
+__all__ = ["GMM1D", "AcceptResult", "fit_gmm_1d", "accept_mask", "accept_masks"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _MIN_VAR = 1e-6
@@ -134,20 +134,83 @@ def _log_joint(x: np.ndarray, means: np.ndarray, variances: np.ndarray, weights:
 
 
 def _split_init(x: np.ndarray, min_var: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Initial parameters from the exact 1-D two-means split (Otsu's threshold) of the sorted sample."""
-    xs = np.sort(x)
-    n = xs.size
+    """Initial parameters per row from the exact 1-D two-means split (Otsu's threshold) of the sorted row.
+
+    ``x`` is ``(m, n)``; returns means, variances and weights of shape ``(m, 2)``.
+    """
+    xs = np.sort(x, axis=1)
+    m, n = xs.shape
     k = np.arange(1, n)  # size of the low group
-    csum = np.cumsum(xs)[:-1]
+    csum = np.cumsum(xs, axis=1)[:, :-1]
     mean_lo = csum / k
-    mean_hi = (xs.sum() - csum) / (n - k)
+    mean_hi = (xs.sum(axis=1, keepdims=True) - csum) / (n - k)
     # Between-group variance; ties resolve to the first (lowest) best split.
-    k_best = int(k[np.argmax(k * (n - k) * (mean_hi - mean_lo) ** 2)])
-    lo, hi = xs[:k_best], xs[k_best:]
-    means = np.array([lo.mean(), hi.mean()])
-    variances = np.maximum([lo.var(), hi.var()], min_var)
-    weights = np.array([lo.size, hi.size], dtype=np.float64) / n
+    k_best = k[np.argmax(k * (n - k) * (mean_hi - mean_lo) ** 2, axis=1)]
+    low = np.arange(n)[None, :] < k_best[:, None]
+    n_lo, n_hi = k_best.astype(np.float64), (n - k_best).astype(np.float64)
+    mu_lo = np.where(low, xs, 0.0).sum(axis=1) / n_lo
+    mu_hi = np.where(low, 0.0, xs).sum(axis=1) / n_hi
+    var_lo = np.where(low, (xs - mu_lo[:, None]) ** 2, 0.0).sum(axis=1) / n_lo
+    var_hi = np.where(low, 0.0, (xs - mu_hi[:, None]) ** 2).sum(axis=1) / n_hi
+    means = np.stack([mu_lo, mu_hi], axis=1)
+    variances = np.maximum(np.stack([var_lo, var_hi], axis=1), min_var)
+    weights = np.stack([n_lo, n_hi], axis=1) / n
     return means, variances, weights
+
+
+def _log_joint_rows(x: np.ndarray, means: np.ndarray, variances: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``log(w_k · N(x | μ_k, σ_k²))`` for ``(m, n)`` values and ``(m, 2)`` parameters: shape ``(m, n, 2)``."""
+    diff = x[:, :, None] - means[:, None, :]
+    return (np.log(weights) - 0.5 * (_LOG_2PI + np.log(variances)))[:, None, :] - 0.5 * diff * diff / variances[:, None, :]
+
+
+def _check_fit_args(max_iter: int, tol: float, min_var: float) -> None:
+    if max_iter < 1:
+        raise InvalidInputError(f"max_iter must be at least 1, got {max_iter}")
+    if not tol > 0:
+        raise InvalidInputError(f"tol must be positive, got {tol}")
+    if not min_var > 0:
+        raise InvalidInputError(f"min_var must be positive, got {min_var}")
+
+
+def _fit_rows(x: np.ndarray, max_iter: int, tol: float, min_var: float) -> list[GMM1D]:
+    """EM on every row of ``x`` (``(m, n)``, n >= 2) at once; each row stops when its own fit converges.
+
+    Rows are independent: a row's iterations, and so its result, are those of fitting it alone.
+    """
+    m = x.shape[0]
+    means, variances, weights = _split_init(x, min_var)
+    # Keeps a component that lost every point from dividing by zero (as sklearn does).
+    tiny = 10.0 * np.finfo(np.float64).eps
+    prev = np.full(m, -np.inf)
+    n_iter = np.zeros(m, dtype=np.int64)
+    converged = np.zeros(m, dtype=bool)
+    active = np.arange(m)
+    for it in range(1, max_iter + 1):
+        xa = x[active]
+        lj = _log_joint_rows(xa, means[active], variances[active], weights[active])
+        norm = np.logaddexp(lj[..., 0], lj[..., 1])
+        ll = norm.mean(axis=1)
+        resp = np.exp(lj - norm[..., None])
+        nk = resp.sum(axis=1) + tiny
+        weights[active] = nk / nk.sum(axis=1, keepdims=True)
+        mu = np.einsum("rnk,rn->rk", resp, xa) / nk
+        means[active] = mu
+        diff = xa[:, :, None] - mu[:, None, :]
+        variances[active] = np.maximum((resp * diff * diff).sum(axis=1) / nk, min_var)
+        n_iter[active] = it
+        done = np.abs(ll - prev[active]) < tol
+        converged[active[done]] = True
+        prev[active] = ll
+        active = active[~done]
+        if active.size == 0:
+            break
+    order = np.argsort(means, axis=1, kind="stable")
+    means, variances, weights = (np.take_along_axis(a, order, axis=1) for a in (means, variances, weights))
+    lj = _log_joint_rows(x, means, variances, weights)
+    totals = np.logaddexp(lj[..., 0], lj[..., 1]).sum(axis=1)
+    return [GMM1D(means=means[r], variances=variances[r], weights=weights[r], log_likelihood=float(totals[r]),
+                  n_iter=int(n_iter[r]), converged=bool(converged[r])) for r in range(m)]
 
 
 def fit_gmm_1d(
@@ -175,10 +238,11 @@ def fit_gmm_1d(
         InvalidInputError: fewer than two values, non-finite values, or bad parameters.
 
     Notes:
-        Initialisation is deterministic: means at the 25th and 75th percentiles, both variances
-        equal to the sample variance, equal weights. Each iteration is one vectorised E step
+        Initialisation is deterministic: the exact two-means split of the sorted sample (each
+        group's mean, variance and share). Each iteration is one vectorised E step
         (responsibilities via log-sum-exp) and one M step (closed-form weighted means and
         variances, the latter floored at ``min_var``). The log-likelihood is non-decreasing.
+        :func:`accept_masks` runs the same EM on many samples at once.
 
     References:
         A. P. Dempster, N. M. Laird, D. B. Rubin, "Maximum likelihood from incomplete data via the
@@ -186,46 +250,10 @@ def fit_gmm_1d(
         §9.2, 2006.
     """
     x = _as_finite_1d(x, "x")
-    n = x.size
-    if n < 2:
-        raise InvalidInputError(f"a two-component mixture needs at least 2 values, got {n}")
-    if max_iter < 1:
-        raise InvalidInputError(f"max_iter must be at least 1, got {max_iter}")
-    if not tol > 0:
-        raise InvalidInputError(f"tol must be positive, got {tol}")
-    if not min_var > 0:
-        raise InvalidInputError(f"min_var must be positive, got {min_var}")
-
-    means, variances, weights = _split_init(x, min_var)
-    # Keeps a component that lost every point from dividing by zero (as sklearn does).
-    tiny = 10.0 * np.finfo(np.float64).eps
-
-    prev = -np.inf
-    converged = False
-    n_iter = 0
-    for n_iter in range(1, max_iter + 1):
-        lj = _log_joint(x, means, variances, weights)
-        norm = np.logaddexp(lj[:, 0], lj[:, 1])
-        ll = float(norm.mean())
-        resp = np.exp(lj - norm[:, None])
-        nk = resp.sum(axis=0) + tiny
-        weights = nk / nk.sum()
-        means = resp.T @ x / nk
-        diff = x[:, None] - means[None, :]
-        variances = np.maximum((resp * diff * diff).sum(axis=0) / nk, min_var)
-        if abs(ll - prev) < tol:
-            converged = True
-            break
-        prev = ll
-
-    order = np.argsort(means, kind="stable")
-    means, variances, weights = means[order], variances[order], weights[order]
-    lj = _log_joint(x, means, variances, weights)
-    total = float(np.logaddexp(lj[:, 0], lj[:, 1]).sum())
-    return GMM1D(
-        means=means, variances=variances, weights=weights,
-        log_likelihood=total, n_iter=n_iter, converged=converged,
-    )
+    if x.size < 2:
+        raise InvalidInputError(f"a two-component mixture needs at least 2 values, got {x.size}")
+    _check_fit_args(max_iter, tol, min_var)
+    return _fit_rows(x[None, :], max_iter, tol, min_var)[0]
 
 
 def _boundary(gmm: GMM1D) -> float | None:
@@ -256,6 +284,63 @@ def _top_above(x: np.ndarray, threshold: float, k: int) -> np.ndarray:
         idx = idx[np.argsort(-x[idx], kind="stable")[:k]]
     mask[idx] = True
     return mask
+
+
+def _check_accept_args(min_candidates: int, fallback_top: int, max_accept_fraction: float) -> None:
+    if min_candidates < 2:
+        raise InvalidInputError(f"min_candidates must be at least 2, got {min_candidates}")
+    if fallback_top < 0:
+        raise InvalidInputError(f"fallback_top must be non-negative, got {fallback_top}")
+    if not 0.0 < max_accept_fraction <= 1.0:
+        raise InvalidInputError(f"max_accept_fraction must be in (0, 1], got {max_accept_fraction}")
+
+
+def _decide(x: np.ndarray, gmm: GMM1D, min_separation: float, floor: float, fallback_top: int,
+            max_accept_fraction: float) -> AcceptResult:
+    """The accept set of one sample from its fitted mixture (the ``"gmm"`` or ``"fallback-unimodal"`` rule)."""
+    boundary = _boundary(gmm) if gmm.ashman_d >= min_separation and _bic_prefers_two(x, gmm) else None
+    if boundary is not None and np.count_nonzero(x > boundary) <= max_accept_fraction * x.size:
+        threshold = max(boundary, floor)
+        return AcceptResult(x > threshold, "gmm", threshold, gmm)
+    threshold = max(float(x.mean() + x.std()), floor)
+    return AcceptResult(_top_above(x, threshold, fallback_top), "fallback-unimodal", threshold, gmm)
+
+
+def accept_masks(
+    x: np.ndarray,
+    *,
+    min_candidates: int = 4,
+    min_separation: float = 2.5,
+    min_high_sim: float | None = None,
+    fallback_top: int = 2,
+    few_floor: float = 0.5,
+    max_accept_fraction: float = 0.5,
+) -> list[AcceptResult]:
+    """:func:`accept_mask` for every row of ``x`` (``(m, n)``), the mixtures fitted together.
+
+    Each row's result is the one :func:`accept_mask` gives for that row alone; fitting the rows in
+    one vectorised EM makes associating a new session's units one pass instead of one fit per unit.
+
+    Raises:
+        InvalidInputError: ``x`` is not 2-D or holds NaN/inf, or a parameter is out of range.
+    """
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.ndim != 2:
+        raise InvalidInputError(f"similarities must be a 2-D array (one row per sample), got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise InvalidInputError("similarities contain NaN or infinite values")
+    _check_accept_args(min_candidates, fallback_top, max_accept_fraction)
+    floor = -math.inf if min_high_sim is None else float(min_high_sim)
+    m, n = arr.shape
+    if n == 0:
+        return [AcceptResult(np.zeros(0, dtype=bool), "empty", math.inf, None) for _ in range(m)]
+    if n < min_candidates:
+        threshold = max(few_floor, floor)
+        return [AcceptResult(_top_above(row, threshold, fallback_top), "fallback-few", threshold, None) for row in arr]
+    if m == 0:
+        return []
+    gmms = _fit_rows(arr, 100, 1e-6, _MIN_VAR)
+    return [_decide(row, g, min_separation, floor, fallback_top, max_accept_fraction) for row, g in zip(arr, gmms)]
 
 
 def accept_mask(
@@ -289,26 +374,6 @@ def accept_mask(
         InvalidInputError: ``x`` is not 1-D or holds NaN/inf, or a parameter is out of range.
     """
     x = _as_finite_1d(x, "similarities")
-    if min_candidates < 2:
-        raise InvalidInputError(f"min_candidates must be at least 2, got {min_candidates}")
-    if fallback_top < 0:
-        raise InvalidInputError(f"fallback_top must be non-negative, got {fallback_top}")
-    if not 0.0 < max_accept_fraction <= 1.0:
-        raise InvalidInputError(f"max_accept_fraction must be in (0, 1], got {max_accept_fraction}")
-    floor = -math.inf if min_high_sim is None else float(min_high_sim)
-    n = x.size
-
-    if n == 0:
-        return AcceptResult(np.zeros(0, dtype=bool), "empty", math.inf, None)
-    if n < min_candidates:
-        threshold = max(few_floor, floor)
-        return AcceptResult(_top_above(x, threshold, fallback_top), "fallback-few", threshold, None)
-
-    gmm = fit_gmm_1d(x)
-    boundary = _boundary(gmm) if gmm.ashman_d >= min_separation and _bic_prefers_two(x, gmm) else None
-    if boundary is not None and np.count_nonzero(x > boundary) <= max_accept_fraction * n:
-        threshold = max(boundary, floor)
-        return AcceptResult(x > threshold, "gmm", threshold, gmm)
-
-    threshold = max(float(x.mean() + x.std()), floor)
-    return AcceptResult(_top_above(x, threshold, fallback_top), "fallback-unimodal", threshold, gmm)
+    return accept_masks(x[None, :], min_candidates=min_candidates, min_separation=min_separation,
+                        min_high_sim=min_high_sim, fallback_top=fallback_top, few_floor=few_floor,
+                        max_accept_fraction=max_accept_fraction)[0]

@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..embed import Embedder
-from ..gmm import accept_mask
+from ..gmm import accept_masks
 from ..model import GRANULARITIES, Edge, Session, Unit
 from ..ppr import personalized_pagerank
 from ..router import granularity_weights
@@ -124,7 +124,8 @@ def association_edges(
 
     For each new unit, the ``candidates`` most similar stored units of the same granularity are
     pre-selected (so insert cost grows with history size only through one matrix product), and a
-    two-component GMM over their similarities picks the accept set (:func:`memgas.gmm.accept_mask`).
+    two-component GMM over their similarities picks the accept set (:func:`memgas.gmm.accept_masks`,
+    which fits the mixtures of all new units of one granularity in one vectorised EM).
 
     Returns:
         The edges (new unit refs ``-(i + 1)`` → stored unit ids) and counts of how each accept
@@ -145,11 +146,10 @@ def association_edges(
         cand = np.argpartition(-sims, top - 1, axis=1)[:, :top] if top < old_rows.size else np.tile(
             np.arange(old_rows.size), (len(new_rows), 1)
         )
-        for r, i in enumerate(new_rows):
-            cand_sims = sims[r, cand[r]]
-            result = accept_mask(cand_sims)
+        cand_sims = np.take_along_axis(sims, cand, axis=1)
+        for r, (i, result) in enumerate(zip(new_rows, accept_masks(cand_sims))):  # one batched EM per granularity
             decisions[result.method] = decisions.get(result.method, 0) + 1
-            for j, s in zip(cand[r][result.mask], cand_sims[result.mask]):
+            for j, s in zip(cand[r][result.mask], cand_sims[r][result.mask]):
                 if s > 0:
                     edges.append(Edge(-(i + 1), int(table.ids[old_rows[j]]), float(s)))
     return edges, decisions
