@@ -219,3 +219,19 @@ def test_a_failed_community_call_falls_back_to_an_extractive_summary(embedder, s
     stats = zep.stats(store, "u")
     assert stats["community_failures"] == 1 and stats["community_summaries"] == 1
     assert len(zep.graph(store, "u").episodes) == 4  # nothing lost
+
+
+def test_a_new_process_rebuilds_the_graph_from_the_store_without_calling_again(stub, tmp_path) -> None:
+    from memgas import Memory
+
+    spec = f"openai:tiny@{stub.base_url}"
+    with Memory(str(tmp_path / "z.db"), method="zep", llm=spec, llm_units=False) as mem:
+        for sid, ts, text in SESSIONS:
+            mem.add([{"role": "user", "content": text}, {"role": "assistant", "content": "Thanks for telling me."}],
+                    user_id="u", session_id=sid, timestamp=ts)
+        before = sorted((f.relation, f.object, f.invalid_at) for f in mem.facts(user_id="u", include_invalid=True))
+    calls = len(stub.requests)
+    with Memory(str(tmp_path / "z.db"), method="zep", llm=spec, llm_units=False) as again:  # e.g. after a restart
+        after = sorted((f.relation, f.object, f.invalid_at) for f in again.facts(user_id="u", include_invalid=True))
+    assert after == before and len(stub.requests) == calls  # every answer came from the default response cache
+    assert (tmp_path / "llm-cache.sqlite").exists()  # (tests/conftest.py points the default at the test's folder)

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from .answer import Answer, answer_question, items_from_hits
 from .embed import Embedder, EmbeddingCache, get_embedder
-from .llm import LLM, ChatModel, Usage, get_llm, track_usage
+from .llm import LLM, ChatModel, Usage, default_llm_cache_path, get_llm, track_usage
 from .llm_units import LLMUnitWriter
 from .methods import LLM_DESCRIBED, NEEDS_LLM, MemoryMethod, get_method
 from .methods.raptor import LLMGroupSummarizer
@@ -40,6 +40,9 @@ class Memory:
             ``None`` (default): no LLM, extractive units, no :meth:`answer`.
         llm_units: with an LLM, write each session's summary and keywords with it (one call per
             ``add``; the extractive units are the fallback when a call fails).
+        llm_cache: the SQLite response cache for an LLM given by spec (default ``llm.sqlite`` beside
+            the embedding cache): what the LLM derived from a stored session (e.g. ``zep``'s facts,
+            rebuilt from the store in a new process) costs no second call.
         **method_options: parameters of the method (e.g. ``damping=0.5`` for MemGAS).
 
     Raises:
@@ -55,6 +58,7 @@ class Memory:
         embedding_cache: str | Path | None = None,
         llm: str | LLM | ChatModel | None = None,
         llm_units: bool = True,
+        llm_cache: str | Path | None = None,
         **method_options: Any,
     ) -> None:
         self.store = open_store(path)
@@ -66,7 +70,7 @@ class Memory:
                 f"this store holds vectors of embedder {bound!r}, not {self.embedder.id!r}; "
                 "open it with the same embedder or use a new store"
             )
-        self.llm = get_llm(llm) if llm is not None else None
+        self.llm = get_llm(llm, cache=llm_cache or default_llm_cache_path()) if llm is not None else None
         self._unit_writer = LLMUnitWriter(self.llm) if self.llm is not None and llm_units else None
         if self._unit_writer is not None:
             method_options.setdefault("summarizer", self._unit_writer)
