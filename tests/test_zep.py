@@ -235,3 +235,25 @@ def test_a_new_process_rebuilds_the_graph_from_the_store_without_calling_again(s
         after = sorted((f.relation, f.object, f.invalid_at) for f in again.facts(user_id="u", include_invalid=True))
     assert after == before and len(stub.requests) == calls  # every answer came from the default response cache
     assert (tmp_path / "llm-cache.sqlite").exists()  # (tests/conftest.py points the default at the test's folder)
+
+
+def test_the_command_line_adds_with_zep_and_prints_facts(stub, tmp_path, capsys) -> None:
+    from memgas.cli import main
+
+    db, spec = str(tmp_path / "cli.db"), f"openai:tiny@{stub.base_url}"
+    for sid, ts, text in SESSIONS[:2]:
+        path = tmp_path / f"{sid}.json"
+        path.write_text(json.dumps({"session_id": sid, "timestamp": ts, "messages": [
+            {"role": "user", "content": text}, {"role": "assistant", "content": "Thanks for telling me."}]}))
+        assert main(["add", str(path), "--user", "u", "--db", db, "--method", "zep", "--llm", spec]) == 0
+    capsys.readouterr()
+    assert main(["facts", "--user", "u", "--db", db, "--llm", spec]) == 0
+    now = capsys.readouterr().out
+    assert "user | lives in | London" in now and "Paris" not in now and "still valid" in now
+    assert main(["facts", "--user", "u", "--db", db, "--llm", spec, "--all", "--json"]) == 0
+    paris = next(f for f in json.loads(capsys.readouterr().out) if f["object"] == "Paris")
+    assert paris["invalid_at"] == "2024-03-05T09:00:00" and paris["episodes"] == ["s1#0"]
+    assert main(["facts", "--user", "u", "--db", db, "--llm", spec, "--as-of", "2024-02-01T00:00:00"]) == 0
+    assert "user | lives in | Paris" in capsys.readouterr().out
+    assert main(["facts", "--user", "u", "--db", db]) == 2  # zep without an LLM: one clear error line
+    assert "needs an LLM" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""The ``memgas`` command: demo, add, search, list, get, delete, stats, bench.
+"""The ``memgas`` command: demo, add, search, list, get, delete, stats, facts, bench.
 
 Errors end the command with a one-line message on stderr and exit status 2 (bad input) or 1.
 """
@@ -48,7 +48,7 @@ def _print_hits(hits: list[Any], *, width: int = 110) -> None:
 def _memory(args: argparse.Namespace) -> Any:
     from .memory import Memory
 
-    return Memory(args.db, method=getattr(args, "method", "memgas"))
+    return Memory(args.db, method=getattr(args, "method", "memgas"), llm=getattr(args, "llm", None))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -142,6 +142,21 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_facts(args: argparse.Namespace) -> int:
+    """Print the user's facts from the temporal knowledge graph (valid now, at --as-of, or all with --all)."""
+    with _memory(args) as mem:
+        facts = mem.facts(user_id=args.user, entity=args.entity, as_of=args.as_of, include_invalid=args.all)
+        if args.json:
+            print(json.dumps([f.to_dict() for f in facts], indent=2))
+        for f in [] if args.json else facts:
+            until = f"until {f.invalid_at.date().isoformat()}" if f.invalid_at else "still valid"
+            since = f.valid_at.date().isoformat() if f.valid_at else "undated"
+            print(f"  #{f.id} {f.subject} | {f.relation} | {f.object}   ({since}, {until}; from {', '.join(f.episodes)})")
+        if not facts and not args.json:
+            print("  (no facts)")
+    return 0
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     """Print store statistics."""
     with _memory(args) as mem:
@@ -154,9 +169,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="memgas", description="Long-term memory for LLM agents (MemGAS), offline.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def common(sp: argparse.ArgumentParser, user: bool = True, user_required: bool = False) -> None:
+    def common(sp: argparse.ArgumentParser, user: bool = True, user_required: bool = False,
+               method: str = "memgas") -> None:
         sp.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file (default {DEFAULT_DB}; ':memory:' for none)")
-        sp.add_argument("--method", default="memgas", help="memory method (default memgas)")
+        sp.add_argument("--method", default=method, help=f"memory method (default {method})")
+        sp.add_argument("--llm", default=None, help="LLM spec: openai:<model>[@<base_url>] or local "
+                                                     "(needed by --method zep; default none)")
         if user:
             sp.add_argument("--user", required=user_required, help="user id")
 
@@ -194,6 +212,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("session_id", nargs="?")
     sp.add_argument("--all", action="store_true")
     sp.set_defaults(func=cmd_delete)
+
+    sp = sub.add_parser("facts", help="a user's facts from the temporal knowledge graph (method zep, needs --llm)")
+    common(sp, user_required=True, method="zep")
+    sp.add_argument("--entity", help="only the facts of this entity")
+    sp.add_argument("--as-of", help="the facts valid at this time (ISO 8601; default now)")
+    sp.add_argument("--all", action="store_true", help="include invalidated facts (the history)")
+    sp.add_argument("--json", action="store_true", help="print facts as JSON")
+    sp.set_defaults(func=cmd_facts)
 
     sp = sub.add_parser("stats", help="store statistics")
     common(sp)
