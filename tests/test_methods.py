@@ -167,3 +167,41 @@ def test_time_prior_favours_sessions_in_the_named_window(embedder) -> None:
     # no time expression: the prior does nothing, both score alike
     plain = m.score(store, "u", "How many days did I spend at conferences?", query_time=asked)
     assert np.allclose(plain.seed, MemGAS(embedder).score(store, "u", "How many days did I spend at conferences?").seed)
+
+
+def _edge_set(store, user: str = "u") -> set[tuple[str, str, int, int]]:
+    """Edges as (session, session, granularity, granularity) of their ends: comparable across stores."""
+    table, edges = store.load_units(user), store.load_edges(user)
+    row = {int(i): r for r, i in enumerate(table.ids)}
+    out = set()
+    for a, b in zip(edges.src.tolist(), edges.dst.tolist()):
+        ra, rb = row[a], row[b]
+        out.add((table.session_ids[ra], table.session_ids[rb], int(table.turn_start[ra]), int(table.turn_start[rb]),
+                 int(table.granularity[ra]), int(table.granularity[rb])))
+    return out
+
+
+def test_association_sees_every_writer_and_every_delete(embedder) -> None:
+    names = list(TOPICS)
+    alone = open_store(None)
+    one = MemGAS(embedder)
+    for sid in names:
+        one.ingest(alone, _session(sid, TOPICS[sid]))
+    shared = open_store(None)
+    a, b = MemGAS(embedder), MemGAS(embedder)  # two writers: each one's cached table goes stale in turn
+    for i, sid in enumerate(names):
+        (a if i % 2 == 0 else b).ingest(shared, _session(sid, TOPICS[sid]))
+    assert _edge_set(shared) == _edge_set(alone)
+    # after a delete the next add associates with what is left, exactly as a store that never had it
+    shared.delete_session("u", names[1])
+    a.ingest(shared, _session("again", TOPICS[names[1]]))
+    fresh = open_store(None)
+    c = MemGAS(embedder)
+    for sid in [n for n in names if n != names[1]]:
+        c.ingest(fresh, _session(sid, TOPICS[sid]))
+    c.ingest(fresh, _session("again", TOPICS[names[1]]))
+
+    def of_again(store) -> set:
+        return {e for e in _edge_set(store) if "again" in e[:2]}
+
+    assert of_again(shared) == of_again(fresh) and of_again(shared)

@@ -426,3 +426,27 @@ def test_open_store_factory(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError):
         open_store(42)  # type: ignore[arg-type]
     assert issubclass(SQLiteStore, Store)
+
+
+def test_load_units_after_reads_what_was_added_and_counts_what_is_left(store: SQLiteStore,
+                                                                        rng: np.random.Generator) -> None:
+    first = _session("u", "a")
+    store.add_session(first, _units(first, rng), [])
+    before = store.load_units("u")
+    for sid in ("b", "c"):
+        s = _session("u", sid)
+        store.add_session(s, _units(s, rng), [])
+    kept, added = store.load_units_after("u", int(before.ids[-1]))
+    assert kept == len(before) and set(added.session_ids) == {"b", "c"}
+    whole = store.load_units("u")
+    refreshed = before.extended(added)
+    assert refreshed.ids.tolist() == whole.ids.tolist() and refreshed.texts == whole.texts
+    np.testing.assert_array_equal(refreshed.vectors, whole.vectors)
+    store.delete_session("u", "a")
+    kept, added = store.load_units_after("u", int(before.ids[-1]))
+    assert kept == 0 and len(added) == len(whole) - len(before)  # a deletion shows in the count
+    assert store.load_units_after("nobody", 0)[0] == 0
+    with pytest.raises(InvalidInputError, match="larger ids"):
+        whole.extended(before)
+    picked = whole.select(whole.granularity == 1)
+    assert len(picked) == int((whole.granularity == 1).sum()) and set(picked.granularity.tolist()) == {1}

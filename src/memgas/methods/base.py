@@ -156,11 +156,15 @@ class IndexCache(Generic[T]):
     Rebuilding an index (vectors matrix, graph, BM25) costs far more than a query; a store's
     ``version(user_id)`` changes on every write, so a cached index is reused exactly while it is valid.
     Stores are held weakly (a closed, dropped store takes its indexes with it); at most ``max_users``
-    users are kept per store, least recently used first out.
+    users are kept per store, least recently used first out. With ``update``, an index that went
+    stale is brought up to date from its previous value (e.g. by reading only what was added)
+    instead of being rebuilt.
     """
 
-    def __init__(self, build: Callable[[Store, str], T], max_users: int = 8) -> None:
+    def __init__(self, build: Callable[[Store, str], T], max_users: int = 8,
+                 update: Callable[[Store, str, T], T] | None = None) -> None:
         self._build = build
+        self._update = update
         self._max = max_users
         self._stores: weakref.WeakKeyDictionary[Store, OrderedDict[str, tuple[int, T]]] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
@@ -174,7 +178,7 @@ class IndexCache(Generic[T]):
             if hit is not None and hit[0] == version:
                 items.move_to_end(user_id)
                 return hit[1]
-        index = self._build(store, user_id)
+        index = self._build(store, user_id) if hit is None or self._update is None else self._update(store, user_id, hit[1])
         with self._lock:
             items[user_id] = (version, index)
             items.move_to_end(user_id)

@@ -155,6 +155,15 @@ def association_edges(
     return edges, decisions
 
 
+def _refresh_table(store: Store, user_id: str, table: UnitTable) -> UnitTable:
+    """The user's unit table, from a stale copy: only the units added since are read, unless some were
+    deleted (then everything is). Keeps ``add`` from re-reading the whole history on every call."""
+    if len(table) == 0:
+        return store.load_units(user_id)
+    kept, added = store.load_units_after(user_id, int(table.ids[-1]))
+    return table.extended(added) if kept == len(table) else store.load_units(user_id)
+
+
 class MemGAS(MemoryMethod):
     """The MemGAS memory method (see the module docstring). Variants switch parts off for ablations."""
 
@@ -172,7 +181,8 @@ class MemGAS(MemoryMethod):
         super().__init__(embedder, summarizer=summarizer, keyworder=keyworder)
         self.cfg = replace(config or MemGASConfig(), **overrides)
         self._indexes: IndexCache[_Index] = IndexCache(self._build_index)
-        self._tables: IndexCache[UnitTable] = IndexCache(lambda store, user_id: store.load_units(user_id))
+        self._tables: IndexCache[UnitTable] = IndexCache(lambda store, user_id: store.load_units(user_id),
+                                                         update=_refresh_table)
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), **asdict(self.cfg)}

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..model import GRANULARITIES, Edge, Session, Unit
+from ..model import GRANULARITIES, Edge, InvalidInputError, Session, Unit
 
 __all__ = ["Store", "UnitTable", "EdgeTable", "SessionInfo"]
 
@@ -53,6 +53,25 @@ class UnitTable:
     def mask(self, granularity: str) -> np.ndarray:
         """Boolean mask of the rows of one granularity."""
         return self.granularity == GRANULARITIES.index(granularity)  # type: ignore[arg-type]
+
+    def select(self, rows: np.ndarray) -> "UnitTable":
+        """The table of the given rows (indexes or a boolean mask), in their order."""
+        idx = np.flatnonzero(rows) if np.asarray(rows).dtype == bool else np.asarray(rows, dtype=np.int64)
+        return UnitTable(self.ids[idx], tuple(self.session_ids[i] for i in idx), self.granularity[idx],
+                         self.turn_start[idx], self.turn_end[idx], self.chunk[idx],
+                         tuple(self.texts[i] for i in idx), self.vectors[idx])
+
+    def extended(self, more: "UnitTable") -> "UnitTable":
+        """This table followed by ``more`` (whose ids must all be larger)."""
+        if len(more) == 0:
+            return self
+        if len(self) and more.ids[0] <= self.ids[-1]:
+            raise InvalidInputError("a table can only be extended by units with larger ids")
+        return UnitTable(np.concatenate([self.ids, more.ids]), self.session_ids + more.session_ids,
+                         np.concatenate([self.granularity, more.granularity]),
+                         np.concatenate([self.turn_start, more.turn_start]),
+                         np.concatenate([self.turn_end, more.turn_end]), np.concatenate([self.chunk, more.chunk]),
+                         self.texts + more.texts, np.concatenate([self.vectors, more.vectors]))
 
     @classmethod
     def empty(cls, dim: int) -> "UnitTable":
@@ -144,6 +163,17 @@ class Store(ABC):
     @abstractmethod
     def load_units(self, user_id: str) -> UnitTable:
         """All units of a user (an empty table for an unknown user)."""
+
+    def load_units_after(self, user_id: str, after_id: int) -> tuple[int, UnitTable]:
+        """One consistent read for refreshing a copy of the unit table that ends at ``after_id``.
+
+        Returns how many of the user's units have ids ``<= after_id`` (fewer than the copy holds means
+        some were deleted), and the table of the units with larger ids (added since). Unit ids are
+        never reused. Backends override this with a query that reads only the new rows.
+        """
+        table = self.load_units(user_id)
+        newer = table.ids > after_id
+        return int((~newer).sum()), table.select(newer)
 
     @abstractmethod
     def load_edges(self, user_id: str) -> EdgeTable:

@@ -485,19 +485,11 @@ class SQLiteStore(Store):
             metadata=json.loads(row[2]),
         )
 
-    def load_units(self, user_id: str) -> UnitTable:
-        """All units of a user, by ascending id; an empty table for an unknown user.
+    _UNIT_COLUMNS = ("SELECT u.id, s.session_id, u.granularity, u.turn_start, u.turn_end, u.chunk, u.text, u.vector"
+                     " FROM units u JOIN sessions s ON s.pk = u.session_pk")
 
-        The vectors matrix is read-only: it is one view over the rows' joined bytes, and tables
-        are meant to be shared snapshots.
-        """
-        with self._tx() as conn:
-            dim = self._meta(conn, "dim") or 0
-            rows = conn.execute(
-                "SELECT u.id, s.session_id, u.granularity, u.turn_start, u.turn_end, u.chunk, u.text, u.vector"
-                " FROM units u JOIN sessions s ON s.pk = u.session_pk WHERE u.user_id = ? ORDER BY u.id",
-                (user_id,),
-            ).fetchall()
+    @staticmethod
+    def _unit_table(rows: list[Any], dim: int) -> UnitTable:
         if not rows:
             return UnitTable.empty(dim)
         ids, session_ids, granularity, turn_start, turn_end, chunk, texts, blobs = zip(*rows)
@@ -512,6 +504,28 @@ class SQLiteStore(Store):
             texts=texts,
             vectors=vectors.astype(np.float32, copy=False),
         )
+
+    def load_units(self, user_id: str) -> UnitTable:
+        """All units of a user, by ascending id; an empty table for an unknown user.
+
+        The vectors matrix is read-only: it is one view over the rows' joined bytes, and tables
+        are meant to be shared snapshots.
+        """
+        with self._tx() as conn:
+            dim = self._meta(conn, "dim") or 0
+            rows = conn.execute(self._UNIT_COLUMNS + " WHERE u.user_id = ? ORDER BY u.id", (user_id,)).fetchall()
+        return self._unit_table(rows, dim)
+
+    def load_units_after(self, user_id: str, after_id: int) -> tuple[int, UnitTable]:
+        """The count of the user's units with ids ``<= after_id`` and the units added after, in one
+        transaction (ids come from AUTOINCREMENT and are never reused)."""
+        with self._tx() as conn:
+            dim = self._meta(conn, "dim") or 0
+            kept = conn.execute("SELECT COUNT(*) FROM units WHERE user_id = ? AND id <= ?",
+                                (user_id, after_id)).fetchone()[0]
+            rows = conn.execute(self._UNIT_COLUMNS + " WHERE u.user_id = ? AND u.id > ? ORDER BY u.id",
+                                (user_id, after_id)).fetchall()
+        return int(kept), self._unit_table(rows, dim)
 
     def load_edges(self, user_id: str) -> EdgeTable:
         """All edges among a user's units, each undirected edge once with ``src < dst``, sorted."""
