@@ -19,7 +19,8 @@ from memgas.model import InvalidInputError
 #: What the scripted extractor reads in each user message.
 FACTS = {
     "I keep my old sneakers under the bed.": [("user", "keeps old sneakers in", "under the bed")],
-    "I moved my old sneakers to a shoe rack in the closet.": [("user", "keeps old sneakers in", "shoe rack in the closet")],
+    "I moved my old sneakers to a shoe rack in the closet.": [
+        ("user", "keeps old sneakers in", "shoe rack in the closet")],
     "I run 5 km every morning.": [("user", "runs", "5 km every morning")],
 }
 

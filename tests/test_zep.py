@@ -211,8 +211,11 @@ def test_a_failed_community_call_falls_back_to_an_extractive_summary(embedder, s
     zep = _method(embedder, stub, refresh_every=3)
     zep.ingest(store, _session(*FAMILY[0]))
     # the model now answers the summary prompt with prose, twice (the retry quoting the error too)
-    stub.responder = lambda body: ("Sure! Here is a summary." if body["messages"][0]["content"].startswith("You summarise")
-                                   else respond(body))
+    def prose_summaries(body: dict[str, Any]) -> str:
+        summarise = body["messages"][0]["content"].startswith("You summarise")
+        return "Sure! Here is a summary." if summarise else respond(body)
+
+    stub.responder = prose_summaries
     zep.ingest(store, _session(*FAMILY[1]))
     (community,) = zep.communities(store, "u")
     assert not community.by_llm and "Anna lives in Berlin" in community.summary

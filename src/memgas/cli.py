@@ -151,7 +151,8 @@ def cmd_facts(args: argparse.Namespace) -> int:
         for f in [] if args.json else facts:
             until = f"until {f.invalid_at.date().isoformat()}" if f.invalid_at else "still valid"
             since = f.valid_at.date().isoformat() if f.valid_at else "undated"
-            print(f"  #{f.id} {f.subject} | {f.relation} | {f.object}   ({since}, {until}; from {', '.join(f.episodes)})")
+            sources = ", ".join(f.episodes)
+            print(f"  #{f.id} {f.subject} | {f.relation} | {f.object}   ({since}, {until}; from {sources})")
         if not facts and not args.json:
             print("  (no facts)")
     return 0

@@ -161,7 +161,8 @@ def _split_init(x: np.ndarray, min_var: float) -> tuple[np.ndarray, np.ndarray, 
 def _log_joint_rows(x: np.ndarray, means: np.ndarray, variances: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """``log(w_k · N(x | μ_k, σ_k²))`` for ``(m, n)`` values and ``(m, 2)`` parameters: shape ``(m, n, 2)``."""
     diff = x[:, :, None] - means[:, None, :]
-    return (np.log(weights) - 0.5 * (_LOG_2PI + np.log(variances)))[:, None, :] - 0.5 * diff * diff / variances[:, None, :]
+    log_norm = np.log(weights) - 0.5 * (_LOG_2PI + np.log(variances))
+    return log_norm[:, None, :] - 0.5 * diff * diff / variances[:, None, :]
 
 
 def _check_fit_args(max_iter: int, tol: float, min_var: float) -> None:

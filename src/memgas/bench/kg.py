@@ -193,7 +193,8 @@ def kg_markdown(result: KGResult) -> str:
         n = int(s["questions"])
         lines.append(
             f"| {t} | {n} | {int(s['latest_first'])} | {int(s['answer_in_facts'])} | {int(s['old_invalidated'])} "
-            f"| {int(s['gold_recall_all@k'])} | {s['answer_recall']:.2f} | {int(s['facts'])} | {int(s['contradiction'])} "
+            f"| {int(s['gold_recall_all@k'])} | {s['answer_recall']:.2f} | {int(s['facts'])} "
+            f"| {int(s['contradiction'])} "
             f"| {int(s['invalidated'])} | {int(s['duplicate'])} / {int(s['duplicate_free'])} |")
     a = rows["all"]
     lines += [

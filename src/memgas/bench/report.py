@@ -83,7 +83,8 @@ def markdown_table(result: BenchResult) -> str:
     if result.llm_usage:
         lines += ["", "LLM use while building each method's index, per haystack message (calls answered from the "
                   "response cache cost no tokens or seconds):", "",
-                  "| method | messages | LLM calls | from cache | failures | prompt tokens | completion tokens | seconds |",
+                  "| method | messages | LLM calls | from cache | failures | prompt tokens | completion tokens "
+                  "| seconds |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for m, u in result.llm_usage.items():
             n = max(u["messages"], 1.0)

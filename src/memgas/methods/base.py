@@ -178,7 +178,10 @@ class IndexCache(Generic[T]):
             if hit is not None and hit[0] == version:
                 items.move_to_end(user_id)
                 return hit[1]
-        index = self._build(store, user_id) if hit is None or self._update is None else self._update(store, user_id, hit[1])
+        if hit is not None and self._update is not None:
+            index = self._update(store, user_id, hit[1])
+        else:
+            index = self._build(store, user_id)
         with self._lock:
             items[user_id] = (version, index)
             items.move_to_end(user_id)

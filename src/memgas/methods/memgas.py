@@ -320,5 +320,6 @@ class MemGAS(MemoryMethod):
         if self.cfg.session_weight > 0 and evidence.max() > 0:
             # Evidence spread over a session's granularities (its best chunk, turn, summary, keywords
             # and BM25 hit together) outweighs one unit that a single channel favours.
-            scores = scores / scores.max() + self.cfg.session_weight * (evidence / evidence.max())[index.units.session_of]
+            bonus = self.cfg.session_weight * evidence / evidence.max()
+            scores = scores / scores.max() + bonus[index.units.session_of]
         return Scored(index.units, scores, weights, personalization)

@@ -13,8 +13,9 @@ when the call fails), embedded for retrieval. Unchanged communities keep theirs:
 
 Retrieval fuses (RRF) dense and BM25 rankings of the facts with a breadth-first expansion from the
 entities that best match the query (by embedding and BM25 over entity names) and with the facts of the
-communities whose summaries best match it (by embedding and BM25), reranks the head by MMR, and maps each fact's score to the turns of its source episodes, so the benchmark harness ranks
-sessions and turns as for every other method. Facts not valid at the query time still count, at
+communities whose summaries best match it (by embedding and BM25), reranks the head by MMR, and
+maps each fact's score to the turns of its source episodes, so the benchmark harness ranks sessions
+and turns as for every other method. Facts not valid at the query time still count, at
 ``history_weight`` of their score (the evidence of an update is in the old session too).
 
 The graph of a user is built from the store on first use and extended incrementally with new sessions
