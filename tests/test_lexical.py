@@ -1,0 +1,39 @@
+"""BM25 tokens and scores: the tokenizer against bm25s's own, the index on a small corpus."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import bm25s
+import numpy as np
+import Stemmer
+
+from memgas.lexical import LexicalIndex, tokenize
+
+TEXTS = [
+    "My SUMIFS formula in Google Sheets keeps returning zero!",
+    "I'm vegetarian and I can't stand cilantro; lentil curry is my go-to.",
+    "Biscuit (my corgi) is 4 pounds overweight — the vet said 3.5 km walks.",
+    "Café crème at 7:30am, naïve résumé, ÆSIR 2023-05-20, e-mail: a_b@c.de",
+    "",
+    "a I x 1 2",  # single characters and stop words only
+    "Running runners ran; studies studying studied.",
+]
+
+
+def test_tokens_are_those_of_bm25s() -> None:
+    demo = json.loads(resources.files("memgas").joinpath("data/demo_conversation.json").read_text("utf-8"))
+    texts = TEXTS + [m["content"] for s in demo["sessions"] for m in s["messages"]]
+    expected = bm25s.tokenize(texts, stopwords="en", stemmer=Stemmer.Stemmer("english"), return_ids=False,
+                              show_progress=False)
+    assert tokenize(texts) == expected
+    assert tokenize(["The runners were running"]) == [["runner", "were", "run"]]  # "were" is not in the list
+
+
+def test_index_scores_rare_names_highest() -> None:
+    index = LexicalIndex(TEXTS)
+    scores = index.scores("What did the vet say about Biscuit?")
+    assert scores.shape == (len(TEXTS),) and int(np.argmax(scores)) == 2
+    assert not index.scores("the and of").any()  # stop words only: nothing scores
+    assert LexicalIndex([]).scores("anything").shape == (0,)
