@@ -25,7 +25,7 @@ import re
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 import networkx as nx
 import numpy as np
@@ -230,10 +230,13 @@ class TemporalGraph:
             self.graph.add_node(key)
         return self.entities[key]
 
+    def fact_ids_of(self, keys: Iterable[str]) -> list[int]:
+        """Ids of the facts (valid or not) that have one of the entity ``keys`` as subject or object, ascending."""
+        return sorted({k for n in keys if n in self.graph for _, _, k in self.graph.edges(n, keys=True)})
+
     def candidates(self, triple: Triple, embedding: np.ndarray | None = None) -> list[Fact]:
         """Currently valid facts to judge ``triple`` against: its entities' facts, then the most similar ones."""
-        keys = {normalise_name(triple.subject), normalise_name(triple.object)}
-        ids = sorted({k for n in keys if n in self.graph for _, _, k in self.graph.edges(n, keys=True)})
+        ids = self.fact_ids_of({normalise_name(triple.subject), normalise_name(triple.object)})
         found = [self.facts[i] for i in ids if self.facts[i].invalid_at is None]
         if embedding is not None:
             known = set(ids)
@@ -362,9 +365,7 @@ class TemporalGraph:
             raise InvalidInputError("as_of selects the facts valid at a time; do not combine it with include_invalid")
         pool = self.facts
         if entity is not None:
-            key = normalise_name(entity)
-            ids = sorted({k for _, _, k in self.graph.edges(key, keys=True)}) if key in self.graph else []
-            pool = [self.facts[i] for i in ids]
+            pool = [self.facts[i] for i in self.fact_ids_of([normalise_name(entity)])]
         return [f for f in pool if include_invalid or f.valid(as_of)]
 
     def history(self, fact_id: int) -> list[Fact]:

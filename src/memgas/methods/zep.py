@@ -282,8 +282,8 @@ class Zep(MemoryMethod):
         todo = [(k, g) for k, g in groups.items() if k not in state.summaries]
         texts: list[tuple[frozenset[str], tuple[str, ...], str, bool]] = []
         for key, members in todo:
-            ids = sorted({i for n in members for _, _, i in graph.graph.edges(n, keys=True)}, reverse=True)
-            facts = [graph.facts[i] for i in ids if graph.facts[i].invalid_at is None][: self.community_facts]
+            newest_first = reversed(graph.fact_ids_of(members))
+            facts = [graph.facts[i] for i in newest_first if graph.facts[i].invalid_at is None][: self.community_facts]
             names = [graph.entities[n].name for n in members]
             try:
                 text = parse_community_summary(
@@ -358,8 +358,8 @@ class Zep(MemoryMethod):
         graph = index.state.graph
         order: list[int] = []
         for c in picked:
-            ids = {i for n in index.communities[c].members for _, _, i in graph.graph.edges(n, keys=True)}
-            order += sorted(ids - set(order), key=lambda i: (-dense[i], i))
+            ids = set(graph.fact_ids_of(index.communities[c].members)) - set(order)
+            order += sorted(ids, key=lambda i: (-dense[i], i))
         return np.array(order, dtype=np.int64)
 
     def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Scored:
