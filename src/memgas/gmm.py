@@ -89,7 +89,7 @@ class GMM1D:
     def log_joint(self, x: np.ndarray) -> np.ndarray:
         """``log(w_k · N(x | μ_k, σ_k²))`` for each value and component, shape ``(len(x), 2)``."""
         x = np.asarray(x, dtype=np.float64)
-        return _log_joint(x, self.means, self.variances, self.weights)
+        return _log_joint_rows(x[None, :], self.means[None, :], self.variances[None, :], self.weights[None, :])[0]
 
     def posterior_high(self, x: np.ndarray) -> np.ndarray:
         """Posterior probability that each value belongs to the high component (index 1)."""
@@ -119,18 +119,13 @@ class AcceptResult:
     gmm: GMM1D | None
 
 
-def _as_finite_1d(x: np.ndarray, what: str) -> np.ndarray:
+def _as_finite(x: np.ndarray, what: str, ndim: int = 1) -> np.ndarray:
     arr = np.asarray(x, dtype=np.float64)
-    if arr.ndim != 1:
-        raise InvalidInputError(f"{what} must be a 1-D array, got shape {arr.shape}")
+    if arr.ndim != ndim:
+        raise InvalidInputError(f"{what} must be a {ndim}-D array, got shape {arr.shape}")
     if not np.isfinite(arr).all():
         raise InvalidInputError(f"{what} contains NaN or infinite values")
     return arr
-
-
-def _log_joint(x: np.ndarray, means: np.ndarray, variances: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    diff = x[:, None] - means[None, :]
-    return np.log(weights) - 0.5 * (_LOG_2PI + np.log(variances)) - 0.5 * diff * diff / variances
 
 
 def _split_init(x: np.ndarray, min_var: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -163,15 +158,6 @@ def _log_joint_rows(x: np.ndarray, means: np.ndarray, variances: np.ndarray, wei
     diff = x[:, :, None] - means[:, None, :]
     log_norm = np.log(weights) - 0.5 * (_LOG_2PI + np.log(variances))
     return log_norm[:, None, :] - 0.5 * diff * diff / variances[:, None, :]
-
-
-def _check_fit_args(max_iter: int, tol: float, min_var: float) -> None:
-    if max_iter < 1:
-        raise InvalidInputError(f"max_iter must be at least 1, got {max_iter}")
-    if not tol > 0:
-        raise InvalidInputError(f"tol must be positive, got {tol}")
-    if not min_var > 0:
-        raise InvalidInputError(f"min_var must be positive, got {min_var}")
 
 
 def _fit_rows(x: np.ndarray, max_iter: int, tol: float, min_var: float) -> list[GMM1D]:
@@ -250,10 +236,15 @@ def fit_gmm_1d(
         EM algorithm", JRSS B 39, 1977. C. M. Bishop, "Pattern Recognition and Machine Learning",
         §9.2, 2006.
     """
-    x = _as_finite_1d(x, "x")
+    x = _as_finite(x, "x")
     if x.size < 2:
         raise InvalidInputError(f"a two-component mixture needs at least 2 values, got {x.size}")
-    _check_fit_args(max_iter, tol, min_var)
+    if max_iter < 1:
+        raise InvalidInputError(f"max_iter must be at least 1, got {max_iter}")
+    if not tol > 0:
+        raise InvalidInputError(f"tol must be positive, got {tol}")
+    if not min_var > 0:
+        raise InvalidInputError(f"min_var must be positive, got {min_var}")
     return _fit_rows(x[None, :], max_iter, tol, min_var)[0]
 
 
@@ -287,15 +278,6 @@ def _top_above(x: np.ndarray, threshold: float, k: int) -> np.ndarray:
     return mask
 
 
-def _check_accept_args(min_candidates: int, fallback_top: int, max_accept_fraction: float) -> None:
-    if min_candidates < 2:
-        raise InvalidInputError(f"min_candidates must be at least 2, got {min_candidates}")
-    if fallback_top < 0:
-        raise InvalidInputError(f"fallback_top must be non-negative, got {fallback_top}")
-    if not 0.0 < max_accept_fraction <= 1.0:
-        raise InvalidInputError(f"max_accept_fraction must be in (0, 1], got {max_accept_fraction}")
-
-
 def _decide(x: np.ndarray, gmm: GMM1D, min_separation: float, floor: float, fallback_top: int,
             max_accept_fraction: float) -> AcceptResult:
     """The accept set of one sample from its fitted mixture (the ``"gmm"`` or ``"fallback-unimodal"`` rule)."""
@@ -325,12 +307,13 @@ def accept_masks(
     Raises:
         InvalidInputError: ``x`` is not 2-D or holds NaN/inf, or a parameter is out of range.
     """
-    arr = np.asarray(x, dtype=np.float64)
-    if arr.ndim != 2:
-        raise InvalidInputError(f"similarities must be a 2-D array (one row per sample), got shape {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise InvalidInputError("similarities contain NaN or infinite values")
-    _check_accept_args(min_candidates, fallback_top, max_accept_fraction)
+    arr = _as_finite(x, "similarities", ndim=2)
+    if min_candidates < 2:
+        raise InvalidInputError(f"min_candidates must be at least 2, got {min_candidates}")
+    if fallback_top < 0:
+        raise InvalidInputError(f"fallback_top must be non-negative, got {fallback_top}")
+    if not 0.0 < max_accept_fraction <= 1.0:
+        raise InvalidInputError(f"max_accept_fraction must be in (0, 1], got {max_accept_fraction}")
     floor = -math.inf if min_high_sim is None else float(min_high_sim)
     m, n = arr.shape
     if n == 0:
@@ -374,7 +357,7 @@ def accept_mask(
     Raises:
         InvalidInputError: ``x`` is not 1-D or holds NaN/inf, or a parameter is out of range.
     """
-    x = _as_finite_1d(x, "similarities")
+    x = _as_finite(x, "similarities")
     return accept_masks(x[None, :], min_candidates=min_candidates, min_separation=min_separation,
                         min_high_sim=min_high_sim, fallback_top=fallback_top, few_floor=few_floor,
                         max_accept_fraction=max_accept_fraction)[0]
