@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -114,22 +112,21 @@ def _cmd_kg(args: argparse.Namespace, embedder: Any) -> int:
     import json
     from dataclasses import asdict
 
-    from ..llm import ResponseCache, default_llm_cache_path, get_llm
     from .kg import DEFAULT_ORACLE, kg_markdown, run_kg
+    from .qa import llm_from_args
+    from .report import command_line
 
     path = args.data or DEFAULT_ORACLE
     if not Path(path).is_file():
         raise InvalidInputError(f"LongMemEval oracle data not found at {Path(path).resolve()}; pass --data PATH")
-    llm = get_llm(args.llm, cache=None if args.no_llm_cache else ResponseCache(args.llm_cache or
-                                                                                default_llm_cache_path()))
+    llm = llm_from_args(args)
     types = [t.strip() for t in args.types.split(",") if t.strip()]
     roles = [r.strip() for r in args.roles.split(",") if r.strip()]
     result = run_kg(Path(path), embedder, llm, types=types, per_type=args.limit, roles=roles,
                     progress=not args.no_progress)
     out = args.out or Path("bench-out") / "kg"
     out.mkdir(parents=True, exist_ok=True)
-    command = "memgas " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["bench"] else "memgas bench kg"
-    table = f"Command: `{command}`\n\n" + kg_markdown(result)
+    table = f"Command: `{command_line('memgas bench kg')}`\n\n" + kg_markdown(result)
     (out / "results.json").write_text(json.dumps(asdict(result), indent=1, default=str), encoding="utf-8")
     (out / "report.md").write_text(table, encoding="utf-8")
     print(table)
@@ -141,14 +138,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark, write results.json, report.md and recall_at_k.png, print the table."""
     from ..embed import EmbeddingCache, default_cache_path, get_embedder
     from ..methods import METHODS, NEEDS_LLM
-    from .report import markdown_table, write_outputs
+    from .qa import llm_from_args
+    from .report import command_line, markdown_table, write_outputs
     from .runner import DEFAULT_DATA, DEFAULT_KS, run_locomo, run_longmemeval
 
+    if args.limit is not None and args.limit < 1:
+        raise InvalidInputError("--limit must be a positive integer")
     if args.dataset == "cost":
         return _cmd_cost(args)
     if args.dataset == "kg":
-        if args.limit is not None and args.limit < 1:
-            raise InvalidInputError("--limit must be a positive integer")
         return _cmd_kg(args, get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path())))
     methods = [m.strip() for m in args.method.split(",") if m.strip()]
     unknown = [m for m in methods if m not in METHODS]
@@ -157,27 +155,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
     path = args.data or DEFAULT_DATA[args.dataset]
     if not Path(path).is_file():
         raise InvalidInputError(f"{args.dataset} data not found at {Path(path).resolve()}; pass --data PATH")
-    if args.limit is not None and args.limit < 1:
-        raise InvalidInputError("--limit must be a positive integer")
     embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
     if args.qa:
         return cmd_qa(args, Path(path), embedder)
     run = run_longmemeval if args.dataset == "longmemeval" else run_locomo
     ks = args.k or (list(DEFAULT_KS) if args.dataset == "longmemeval" else [1, 3, 5, 10])
-    llm = None
-    if NEEDS_LLM & set(methods):  # e.g. zep: the same --llm as the QA benchmark, responses cached
-        from ..llm import ResponseCache, default_llm_cache_path, get_llm
-
-        llm = get_llm(args.llm, cache=None if args.no_llm_cache else ResponseCache(args.llm_cache or
-                                                                                    default_llm_cache_path()))
+    # e.g. zep: the same --llm as the QA benchmark, responses cached
+    llm = llm_from_args(args) if NEEDS_LLM & set(methods) else None
     extra = {"max_sessions": args.max_sessions} if args.dataset == "locomo" else {}
     if args.max_sessions is not None and args.dataset != "locomo":
         raise InvalidInputError("--max-sessions applies to locomo only")
     result = run(Path(path), methods, embedder, limit=args.limit, ks=ks, progress=not args.no_progress,
                  store_dir=args.stores, overrides=_overrides(args.set), llm=llm, **extra)
     out = args.out or Path("bench-out") / args.dataset
-    command = "memgas " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["bench"] else "memgas bench"
-    paths = write_outputs(result, out, command)
+    paths = write_outputs(result, out, command_line())
     print(markdown_table(result))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0

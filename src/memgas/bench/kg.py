@@ -39,6 +39,7 @@ from ..model import InvalidInputError
 from ..store import open_store
 from .datasets import BenchQuestion, load_longmemeval
 from .metrics import recall_all_at_k
+from .report import llm_usage_lines
 
 __all__ = ["KG_TYPES", "DEFAULT_ORACLE", "KGResult", "run_kg", "kg_markdown", "answer_token_recall"]
 
@@ -161,7 +162,7 @@ def run_kg(
 
 def _summary(records: list[dict[str, Any]]) -> dict[str, float]:
     n = len(records)
-    msgs = max(1, sum(r["messages_extracted"] for r in records))
+    msgs = sum(r["messages_extracted"] for r in records)
     out = {"questions": float(n)}
     for name in _RATES:
         out[name] = sum(r[name] for r in records)
@@ -170,7 +171,7 @@ def _summary(records: list[dict[str, Any]]) -> dict[str, float]:
                  "judge_failures"):
         out[name] = float(sum(r["graph"][name] for r in records))
     for name in ("calls", "cached", "failures", "prompt_tokens", "completion_tokens", "seconds"):
-        out[f"{name}_per_msg"] = sum(r["llm"][name] for r in records) / msgs
+        out[name] = float(sum(r["llm"][name] for r in records))
     out["messages"] = float(msgs)
     return out
 
@@ -197,14 +198,9 @@ def kg_markdown(result: KGResult) -> str:
             f"| {int(s['contradiction'])} "
             f"| {int(s['invalidated'])} | {int(s['duplicate'])} / {int(s['duplicate_free'])} |")
     a = rows["all"]
+    lines += ["", "LLM use per extracted message:", ""]
+    lines += llm_usage_lines("type", rows)
     lines += [
-        "",
-        "| per extracted message | LLM calls | answered from cache | failures | prompt tokens | completion tokens "
-        "| seconds |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-        f"| {int(a['messages'])} messages | {a['calls_per_msg']:.2f} | {a['cached_per_msg']:.2f} "
-        f"| {a['failures_per_msg']:.3f} | {a['prompt_tokens_per_msg']:.0f} | {a['completion_tokens_per_msg']:.0f} "
-        f"| {a['seconds_per_msg']:.1f} |",
         "",
         f"Extraction failures: {int(a['extraction_failures'])}; judge failures: {int(a['judge_failures'])} "
         "(the episode is kept either way). Tokens and seconds count calls that reached the model; a call answered "

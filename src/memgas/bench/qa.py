@@ -408,25 +408,28 @@ def add_qa_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--bertscore", action="store_true", help="add BERTScore F1 (needs the bert-score package)")
 
 
+def llm_from_args(args: argparse.Namespace, spec: str | None = None) -> LLM:
+    """The model of ``--llm`` (or ``spec``), with the response cache of ``--llm-cache`` unless ``--no-llm-cache``."""
+    from ..llm import ResponseCache, default_llm_cache_path, get_llm
+
+    cache = None if args.no_llm_cache else ResponseCache(args.llm_cache or default_llm_cache_path())
+    return get_llm(spec or args.llm, cache=cache)
+
+
 def cmd_qa(args: argparse.Namespace, path: Path, embedder: Embedder) -> int:
     """Run ``bench --qa`` with the parsed arguments; write the outputs and print the table."""
-    import shlex
-
-    from ..llm import ResponseCache, default_llm_cache_path, get_llm
+    from .report import command_line
 
     if args.max_questions is not None and args.max_questions < 1:
         raise InvalidInputError("--max-questions must be a positive integer")
-    cache = None if args.no_llm_cache else ResponseCache(args.llm_cache or default_llm_cache_path())
-    llm = get_llm(args.llm, cache=cache)
-    judge = get_llm(args.judge_llm, cache=cache) if args.judge_llm else llm
+    llm = llm_from_args(args)
+    judge = llm_from_args(args, args.judge_llm) if args.judge_llm else llm
     systems = [s.strip() for s in args.qa_systems.split(",") if s.strip()]
     result = run_qa(args.dataset, path, llm, embedder, judge=judge, systems=systems, k=args.qa_k, limit=args.limit,
                     max_questions=args.max_questions, llm_units=args.llm_units, bertscore=args.bertscore,
                     progress=not args.no_progress)
     out = args.out or Path("bench-out") / args.dataset
-    argv = sys.argv[1:] if sys.argv[1:2] == ["bench"] else ["bench"]
-    command = "memgas " + " ".join(shlex.quote(a) for a in argv)
-    paths = write_qa_outputs(result, out, command)
+    paths = write_qa_outputs(result, out, command_line())
     print(qa_markdown(result))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0

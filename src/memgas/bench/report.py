@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from .runner import BenchResult, summarize, timing_summary, versions
 
-__all__ = ["markdown_table", "write_outputs", "HEADLINE"]
+__all__ = ["markdown_table", "write_outputs", "HEADLINE", "llm_usage_lines", "command_line"]
 
 #: The columns of the main table, per dataset.
 HEADLINE: dict[str, list[str]] = {
@@ -29,6 +31,24 @@ BREAKDOWN = {"longmemeval": "session_recall_all@5", "locomo": "turn_locomo_recal
 
 def _short(metric: str) -> str:
     return metric.replace("session_", "S ").replace("turn_", "T ").replace("locomo_recall", "lrecall")
+
+
+def command_line(fallback: str = "memgas bench") -> str:
+    """The command as typed, for reports (``fallback`` when not run as ``memgas bench ...``)."""
+    return "memgas " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["bench"] else fallback
+
+
+def llm_usage_lines(label: str, rows: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """A Markdown table of LLM use per message: ``rows`` maps a row name to summed
+    :class:`memgas.llm.Usage` counters plus ``messages``."""
+    lines = [f"| {label} | messages | LLM calls | from cache | failures | prompt tokens | completion tokens "
+             "| seconds |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, u in rows.items():
+        n = max(u["messages"], 1.0)
+        lines.append(f"| {name} | {int(u['messages'])} | {u.get('calls', 0) / n:.2f} | {u.get('cached', 0) / n:.2f} "
+                     f"| {u.get('failures', 0) / n:.3f} | {u.get('prompt_tokens', 0) / n:.0f} "
+                     f"| {u.get('completion_tokens', 0) / n:.0f} | {u.get('seconds', 0) / n:.1f} |")
+    return lines
 
 
 def markdown_table(result: BenchResult) -> str:
@@ -82,15 +102,8 @@ def markdown_table(result: BenchResult) -> str:
         lines.append(f"| {m} | {t['index_s']:.3f} | {t['query_p50_ms']:.1f} | {t['query_p95_ms']:.1f} |")
     if result.llm_usage:
         lines += ["", "LLM use while building each method's index, per haystack message (calls answered from the "
-                  "response cache cost no tokens or seconds):", "",
-                  "| method | messages | LLM calls | from cache | failures | prompt tokens | completion tokens "
-                  "| seconds |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for m, u in result.llm_usage.items():
-            n = max(u["messages"], 1.0)
-            lines.append(f"| {m} | {int(u['messages'])} | {u.get('calls', 0) / n:.2f} | {u.get('cached', 0) / n:.2f} "
-                         f"| {u.get('failures', 0) / n:.3f} | {u.get('prompt_tokens', 0) / n:.0f} "
-                         f"| {u.get('completion_tokens', 0) / n:.0f} | {u.get('seconds', 0) / n:.1f} |")
+                  "response cache cost no tokens or seconds):", ""]
+        lines += llm_usage_lines("method", result.llm_usage)
     if result.skipped:
         lines += ["", "Skipped (as in the official scoring): "
                   + ", ".join(f"{n} {reason}" for reason, n in sorted(result.skipped.items()))]
