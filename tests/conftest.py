@@ -1,4 +1,4 @@
-"""Shared test set-up: each test gets its own default LLM response cache.
+"""Shared test set-up: one real embedder for the whole run, and a private default LLM response cache per test.
 
 ``Memory(llm=...)`` caches answers in ``llm.sqlite`` beside the embedding cache by default. Tests count
 requests to a loopback server whose port may repeat across tests, so a shared response cache could
@@ -10,6 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+from memgas.embed import Embedder, get_embedder
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    """The default embedder (the shipped MiniLM), loaded once for every test that needs it."""
+    return get_embedder()
 
 
 @pytest.fixture(autouse=True)

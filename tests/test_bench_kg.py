@@ -12,7 +12,6 @@ from openai_stub import OpenAIStub
 
 from memgas.bench.kg import answer_token_recall, kg_markdown, run_kg
 from memgas.cli import main
-from memgas.embed import get_embedder
 from memgas.llm import LLM, OpenAIChat, ResponseCache
 from memgas.model import InvalidInputError
 
@@ -79,10 +78,6 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIStub]:
     with OpenAIStub(responder) as server:
         yield server
 
-
-@pytest.fixture(scope="module")
-def embedder():
-    return get_embedder()
 
 
 def test_answer_token_recall() -> None:

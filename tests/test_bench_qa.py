@@ -27,7 +27,6 @@ from memgas.bench.qa import (
     write_qa_outputs,
 )
 from memgas.cli import main
-from memgas.embed import get_embedder
 from memgas.llm import LLM, OpenAIChat, ResponseCache
 from memgas.model import InvalidInputError
 
@@ -135,10 +134,6 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIStub]:
     with OpenAIStub(responder) as server:
         yield server
 
-
-@pytest.fixture(scope="module")
-def embedder():
-    return get_embedder()
 
 
 def test_run_qa_longmemeval_all_systems(stub: OpenAIStub, embedder, tmp_path: Path) -> None:

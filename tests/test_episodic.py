@@ -6,7 +6,6 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from memgas.embed import get_embedder
 from memgas.methods import Episodic, get_method
 from memgas.methods.episodic import (
     EmbeddingDriftSurprise,
@@ -107,10 +106,6 @@ SESSIONS = {
     "s3": ["I'm training for a half marathon in May.", "My long run this week was 16 km."],
 }
 
-
-@pytest.fixture(scope="module")
-def embedder():
-    return get_embedder()
 
 
 @pytest.fixture(scope="module")

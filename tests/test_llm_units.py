@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from openai_stub import OpenAIStub
 
-from memgas.embed import get_embedder
 from memgas.llm import LLM, OpenAIChat
 from memgas.llm_units import UNITS_SCHEMA, LLMUnitWriter, fit_texts, parse_units, unit_prompt
 from memgas.model import InvalidInputError, make_session
@@ -29,10 +28,6 @@ MESSAGES = [
 REPLY = {"summary": "The user moved to Lisbon near the river; sister Ana visits on 3 June to hike in Sintra.",
          "keywords": ["Lisbon", "sister Ana", "Sintra", "lisbon", "hiking"]}
 
-
-@pytest.fixture(scope="module")
-def embedder():
-    return get_embedder()
 
 
 @pytest.fixture

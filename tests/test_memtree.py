@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memgas.embed import get_embedder
 from memgas.methods import MemTree, get_method
 from memgas.methods.memtree import MemoryTree
 from memgas.methods.raptor import ExtractiveGroupSummarizer
@@ -103,10 +102,6 @@ SESSIONS = {
                "The flight to Lisbon leaves at 6 am."],
 }
 
-
-@pytest.fixture(scope="module")
-def embedder():
-    return get_embedder()
 
 
 @pytest.fixture(scope="module")

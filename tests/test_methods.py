@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memgas.embed import get_embedder
 from memgas.methods import METHODS, NEEDS_LLM, MemGAS, get_method
 from memgas.methods.memgas import association_edges, session_edges
 from memgas.model import InvalidInputError, make_session
@@ -26,10 +25,6 @@ def _session(sid: str, lines: list[str], user: str = "u") -> object:
         msgs += [{"role": "user", "content": line}, {"role": "assistant", "content": "Got it, tell me more."}]
     return make_session(msgs, user_id=user, session_id=sid, timestamp=f"2024-03-0{len(sid) % 9 + 1}T10:00:00")
 
-
-@pytest.fixture(scope="module")
-def embedder():
-    return get_embedder()
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from sklearn.mixture import GaussianMixture as SkGaussianMixture
 
-from memgas.embed import get_embedder
 from memgas.methods import Raptor, get_method
 from memgas.methods.raptor import (
     ExtractiveGroupSummarizer,
@@ -103,10 +102,6 @@ SESSIONS = {
     "health": ["I sprained my ankle playing football.", "The physio gave me balance exercises."],
 }
 
-
-@pytest.fixture(scope="module")
-def embedder():
-    return get_embedder()
 
 
 @pytest.fixture(scope="module")

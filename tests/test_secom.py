@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memgas.embed import get_embedder
 from memgas.methods import SeCom, get_method
 from memgas.methods.secom import SeComConfig, depth_scores, gap_similarities, texttiling_starts
 from memgas.model import InvalidInputError, make_session
@@ -83,10 +82,6 @@ SESSIONS = {
     "other": ["I'm learning Spanish on an app.", "My streak is 45 days."],
 }
 
-
-@pytest.fixture(scope="module")
-def embedder():
-    return get_embedder()
 
 
 @pytest.fixture(scope="module")

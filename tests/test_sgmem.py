@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memgas.embed import get_embedder
 from memgas.methods import SGMem, get_method
 from memgas.methods.sgmem import knn_graph, split_sentences, turn_sentences
 from memgas.model import InvalidInputError, make_session
@@ -38,10 +37,6 @@ def _session(sid: str, lines: list[str]):
         msgs += [{"role": "user", "content": line}, {"role": "assistant", "content": "Noted. Anything else?"}]
     return make_session(msgs, user_id="u", session_id=sid, timestamp=f"2024-0{len(sid)}-01T10:00:00")
 
-
-@pytest.fixture(scope="module")
-def embedder():
-    return get_embedder()
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from segtok.segmenter import split_multi
 
-from memgas.embed import get_embedder
 from memgas.model import InvalidInputError, MemgasError, Message, Session, make_session
 from memgas.units import (
     ExtractiveSummarizer,
@@ -62,10 +61,6 @@ class CountingEmbedder:
     def split_to_window(self, text, max_tokens=None):
         return self.inner.split_to_window(text, max_tokens)
 
-
-@pytest.fixture(scope="module")
-def embedder():
-    return get_embedder()
 
 
 _HIKING = [

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from openai_stub import OpenAIStub
 
-from memgas.embed import get_embedder
 from memgas.llm import LLM, OpenAIChat, ResponseCache
 from memgas.methods.zep import Zep
 from memgas.model import InvalidInputError, make_session
@@ -58,10 +57,6 @@ def _session(sid: str, ts: str, text: str, user: str = "u") -> Any:
     msgs = [{"role": "user", "content": text}, {"role": "assistant", "content": "Thanks for telling me."}]
     return make_session(msgs, user_id=user, session_id=sid, timestamp=ts)
 
-
-@pytest.fixture(scope="module")
-def embedder():
-    return get_embedder()
 
 
 @pytest.fixture()
