@@ -8,6 +8,7 @@ association edges, all scoped by user. It knows nothing about memory methods: me
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
@@ -178,6 +179,35 @@ class Store(ABC):
     @abstractmethod
     def load_edges(self, user_id: str) -> EdgeTable:
         """All association edges among a user's units."""
+
+    def load_edges_after(self, user_id: str, after_id: int) -> EdgeTable:
+        """The user's edges that touch a unit with id ``> after_id`` (each stored once with ``src < dst``,
+        so these are the edges with ``dst > after_id``). Every edge is written together with at least one
+        of its endpoints, so a copy of the edges up to ``after_id`` plus these is the whole edge table.
+        Backends override this with a query that reads only those rows."""
+        edges = self.load_edges(user_id)
+        keep = edges.dst > after_id
+        return EdgeTable(edges.src[keep], edges.dst[keep], edges.weight[keep])
+
+    # -- consistency ---------------------------------------------------------------------------
+    def reading(self) -> AbstractContextManager[None]:
+        """A context in which every read of this thread sees one snapshot of the store.
+
+        Reads made inside (``version``, ``load_units``, ``list_sessions``, ``get_session`` ...) run in one
+        read transaction, so an index built from several reads never mixes two states of the store.
+        Reentrant; inside :meth:`writing` it joins the write transaction.
+        """
+        return nullcontext()
+
+    def writing(self, user_id: str) -> AbstractContextManager[None]:
+        """A context holding the exclusive write lock of ``user_id``: reads and writes made inside by this
+        thread are one transaction, committed on exit and rolled back on an exception.
+
+        A method reads the history it associates with and writes the new session under one lock, so a
+        concurrent add or delete of the same user can neither be missed nor refuse the write.
+        Reentrant; writes of other users may proceed in parallel where the backend allows it.
+        """
+        return nullcontext()
 
     @abstractmethod
     def version(self, user_id: str) -> int:
