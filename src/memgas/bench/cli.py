@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from ..model import InvalidInputError
-from .qa import add_qa_arguments, cmd_qa
 
 __all__ = ["add_bench_parser", "cmd_bench"]
 
@@ -83,8 +82,26 @@ def add_bench_parser(sub: Any) -> None:
                     help="locomo: keep each conversation's first N sessions and the questions whose evidence lies "
                          "in them (for costly methods such as zep with a local model)")
     sp.add_argument("--roles", default="user", help="kg: roles whose messages facts are extracted from (default user)")
-    add_qa_arguments(sp)
+    _add_qa_arguments(sp)
     sp.set_defaults(func=cmd_bench)
+
+
+def _add_qa_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``--qa`` options (kept here, not in ``qa``, so that building the parser imports no method)."""
+    g = parser.add_argument_group("question answering (--qa)")
+    g.add_argument("--qa", action="store_true", help="answer the questions with an LLM and score the answers")
+    g.add_argument("--llm", default="local", help="answer model: 'local' (default), 'local:<path.gguf>', "
+                   "'openai:<model>' or 'openai:<model>@<base_url>'")
+    g.add_argument("--judge-llm", default=None, help="judge model spec (default: the --llm model)")
+    g.add_argument("--llm-cache", type=Path, default=None,
+                   help="LLM response cache (default ~/.cache/memgas/llm.sqlite or $MEMGAS_CACHE_DIR/llm.sqlite)")
+    g.add_argument("--no-llm-cache", action="store_true", help="call the model even for prompts it has answered")
+    g.add_argument("--qa-systems", default=None,
+                   help="comma-separated, from memgas, memgas-nofilter, topk-sessions, full-history (default: all)")
+    g.add_argument("--qa-k", type=int, default=5, help="sessions retrieved for memgas and topk-sessions (default 5)")
+    g.add_argument("--max-questions", type=int, default=None, help="answer at most N questions in all")
+    g.add_argument("--llm-units", action="store_true", help="write summary/keyword units with the LLM (1 call/session)")
+    g.add_argument("--bertscore", action="store_true", help="add BERTScore F1 (needs the bert-score package)")
 
 
 def _cmd_cost(args: argparse.Namespace) -> int:
@@ -138,7 +155,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark, write results.json, report.md and recall_at_k.png, print the table."""
     from ..embed import EmbeddingCache, default_cache_path, get_embedder
     from ..methods import METHODS, NEEDS_LLM
-    from .qa import llm_from_args
+    from .qa import cmd_qa, llm_from_args
     from .report import command_line, markdown_table, write_outputs
     from .runner import DEFAULT_DATA, DEFAULT_KS, run_locomo, run_longmemeval
 

@@ -60,7 +60,6 @@ __all__ = [
     "run_qa",
     "qa_markdown",
     "write_qa_outputs",
-    "add_qa_arguments",
     "cmd_qa",
 ]
 
@@ -391,23 +390,6 @@ def write_qa_outputs(result: BenchResult, out_dir: Path, command: str) -> dict[s
 # ----------------------------------------------------------------------------- command line
 
 
-def add_qa_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the ``--qa`` options to the ``bench`` parser."""
-    g = parser.add_argument_group("question answering (--qa)")
-    g.add_argument("--qa", action="store_true", help="answer the questions with an LLM and score the answers")
-    g.add_argument("--llm", default="local", help="answer model: 'local' (default), 'local:<path.gguf>', "
-                   "'openai:<model>' or 'openai:<model>@<base_url>'")
-    g.add_argument("--judge-llm", default=None, help="judge model spec (default: the --llm model)")
-    g.add_argument("--llm-cache", type=Path, default=None,
-                   help="LLM response cache (default ~/.cache/memgas/llm.sqlite or $MEMGAS_CACHE_DIR/llm.sqlite)")
-    g.add_argument("--no-llm-cache", action="store_true", help="call the model even for prompts it has answered")
-    g.add_argument("--qa-systems", default=",".join(QA_SYSTEMS), help=f"comma-separated, from {', '.join(QA_SYSTEMS)}")
-    g.add_argument("--qa-k", type=int, default=5, help="sessions retrieved for memgas and topk-sessions (default 5)")
-    g.add_argument("--max-questions", type=int, default=None, help="answer at most N questions in all")
-    g.add_argument("--llm-units", action="store_true", help="write summary/keyword units with the LLM (1 call/session)")
-    g.add_argument("--bertscore", action="store_true", help="add BERTScore F1 (needs the bert-score package)")
-
-
 def llm_from_args(args: argparse.Namespace, spec: str | None = None) -> LLM:
     """The model of ``--llm`` (or ``spec``), with the response cache of ``--llm-cache`` unless ``--no-llm-cache``."""
     from ..llm import ResponseCache, default_llm_cache_path, get_llm
@@ -424,7 +406,7 @@ def cmd_qa(args: argparse.Namespace, path: Path, embedder: Embedder) -> int:
         raise InvalidInputError("--max-questions must be a positive integer")
     llm = llm_from_args(args)
     judge = llm_from_args(args, args.judge_llm) if args.judge_llm else llm
-    systems = [s.strip() for s in args.qa_systems.split(",") if s.strip()]
+    systems = [s.strip() for s in args.qa_systems.split(",") if s.strip()] if args.qa_systems else list(QA_SYSTEMS)
     result = run_qa(args.dataset, path, llm, embedder, judge=judge, systems=systems, k=args.qa_k, limit=args.limit,
                     max_questions=args.max_questions, llm_units=args.llm_units, bertscore=args.bertscore,
                     progress=not args.no_progress)
