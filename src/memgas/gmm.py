@@ -57,7 +57,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import brentq
 
 from .model import InvalidInputError
 
@@ -254,6 +253,8 @@ def _boundary(gmm: GMM1D) -> float | None:
     def log_ratio(t: float) -> float:  # log p(high | t) − log p(low | t)
         lj = gmm.log_joint(np.array([t]))[0]
         return float(lj[1] - lj[0])
+
+    from scipy.optimize import brentq  # here, not at import: scipy.optimize alone costs ~0.2 s of start-up
 
     lo, hi = float(gmm.means[0]), float(gmm.means[1])
     if not (hi > lo and log_ratio(lo) < 0.0 < log_ratio(hi)):

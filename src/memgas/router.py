@@ -34,7 +34,6 @@ import math
 from typing import Mapping
 
 import numpy as np
-from scipy.special import entr
 
 from .model import InvalidInputError
 
@@ -83,7 +82,8 @@ def entropy(p: np.ndarray) -> float:
     q = np.asarray(p, dtype=np.float64)
     if not np.isfinite(q).all() or (q < 0).any():
         raise InvalidInputError("probabilities must be finite and non-negative")
-    return float(entr(q).sum())
+    nz = q[q > 0]  # 0 · ln 0 = 0; numpy rather than scipy.special.entr, whose import costs ~0.1 s of start-up
+    return float(-(nz * np.log(nz)).sum())
 
 
 def granularity_weights(

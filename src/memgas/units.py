@@ -20,7 +20,6 @@ import re
 from typing import TYPE_CHECKING, Protocol, Sequence
 
 import numpy as np
-import yake
 from segtok.segmenter import split_multi
 
 from .model import InvalidInputError, MemgasError, Session, Turn, Unit
@@ -221,6 +220,8 @@ class YakeKeyworder:
             raise InvalidInputError("YakeKeyworder needs top, max_ngram and max_chars >= 1")
         self.top = top
         self.max_chars = max_chars
+        import yake  # here, not at import: yake pulls networkx and is needed only to write units
+
         # Ask for more candidates than needed: the subset rule below drops some.
         self._extractor = yake.KeywordExtractor(lan="en", n=max_ngram, top=3 * top)
 
