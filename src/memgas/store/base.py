@@ -120,13 +120,21 @@ class Store(ABC):
     def add_session(self, session: Session, units: Sequence[Unit], edges: Sequence[Edge]) -> list[int]:
         """Write a session, its units (with vectors) and edges in one transaction; return the new unit ids.
 
+        Every edge has at least one endpoint among this call's units (a negative reference): an edge
+        is written with the newer of its units, so :meth:`load_edges_after` reads edges exactly.
+
         Raises:
             DuplicateSessionError: the user already has a session with this id (nothing is written).
+            InvalidInputError: an invalid unit or edge, e.g. one linking two stored units (nothing is written).
         """
 
     @abstractmethod
     def delete_session(self, user_id: str, session_id: str) -> None:
         """Delete a session with its units and every edge touching them.
+
+        A delete forgets: once the call (or the :meth:`writing` block around it) returns, the
+        deleted text is overwritten wherever the backend controls its storage (freed pages, logs);
+        each backend documents what it cannot reach.
 
         Raises:
             NotFoundError: no such session.
@@ -134,7 +142,8 @@ class Store(ABC):
 
     @abstractmethod
     def delete_user(self, user_id: str) -> int:
-        """Delete all of a user's memory; return the number of sessions deleted.
+        """Delete all of a user's memory; return the number of sessions deleted. Forgets as
+        :meth:`delete_session` does.
 
         Raises:
             NotFoundError: no such user.
@@ -169,8 +178,9 @@ class Store(ABC):
         """One consistent read for refreshing a copy of the unit table that ends at ``after_id``.
 
         Returns how many of the user's units have ids ``<= after_id`` (fewer than the copy holds means
-        some were deleted), and the table of the units with larger ids (added since). Unit ids are
-        never reused. Backends override this with a query that reads only the new rows.
+        some were deleted), and the table of the units with larger ids (added since). Committed unit
+        ids are never reused (ids seen inside a write that rolled back may be: see :attr:`generation`).
+        Backends override this with a query that reads only the new rows.
         """
         table = self.load_units(user_id)
         newer = table.ids > after_id
@@ -195,7 +205,10 @@ class Store(ABC):
 
         Reads made inside (``version``, ``load_units``, ``list_sessions``, ``get_session`` ...) run in one
         read transaction, so an index built from several reads never mixes two states of the store.
-        Reentrant; inside :meth:`writing` it joins the write transaction.
+        Reentrant; inside :meth:`writing` it joins the write transaction (and sees its uncommitted
+        writes). A write started inside ``reading()`` but outside ``writing()`` is refused with
+        :class:`~memgas.model.MemgasError`: it could not be seen by the snapshot it runs in. A
+        PostgreSQL backend maps this to a ``REPEATABLE READ`` transaction.
         """
         return nullcontext()
 
@@ -205,9 +218,23 @@ class Store(ABC):
 
         A method reads the history it associates with and writes the new session under one lock, so a
         concurrent add or delete of the same user can neither be missed nor refuse the write.
-        Reentrant; writes of other users may proceed in parallel where the backend allows it.
+        Reentrant, also for other users (a nested block joins the outer transaction); each call made
+        inside (``add_session``, ``delete_session`` ...) stays atomic: if it fails, what it wrote is
+        undone and the block may go on. Writes of other users may proceed in parallel where the backend
+        allows it (SQLite has one writer per file; PostgreSQL takes ``pg_advisory_xact_lock`` on the user).
         """
         return nullcontext()
+
+    @property
+    def generation(self) -> int:
+        """A counter of this store object's rolled-back writes, for caches (0 where nothing rolls back).
+
+        A backend increments it whenever a write transaction, or a part of one, is rolled back. What
+        was read inside a write transaction (its uncommitted state) is then gone, and the counters it
+        drew (unit ids, :meth:`version` numbers) may be handed out again for other content, so a cache
+        must key what it reads on ``(version(user_id), generation)``, not on the version alone.
+        """
+        return 0
 
     @abstractmethod
     def version(self, user_id: str) -> int:

@@ -16,6 +16,11 @@ Schema (version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_version``):
 
 Deleting a session cascades (foreign keys) to its messages, its units and every edge touching
 those units, whichever session the other endpoint belongs to.
+
+Concurrency: one write connection per store object, used by one thread at a time, and in a file
+one read connection per thread (WAL), so a search reads its snapshot while another thread or
+process holds the write lock for a whole association step. Forgetting: every connection sets
+``secure_delete`` (freed pages are zeroed), and a delete empties the write-ahead log afterwards.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ import json
 import operator
 import sqlite3
 import threading
-from contextlib import contextmanager
+import time
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -146,7 +152,7 @@ def _edge_rows(edges: Sequence[Edge], n_new: int) -> list[tuple[int, int, float]
 
     Raises:
         InvalidInputError: an endpoint that is 0, a negative reference past this call's units,
-            a self-loop, or a weight that is not a positive finite number.
+            an edge between two stored units, a self-loop, or a weight that is not a positive finite number.
     """
     rows = []
     for i, e in enumerate(edges):
@@ -160,12 +166,31 @@ def _edge_rows(edges: Sequence[Edge], n_new: int) -> list[tuple[int, int, float]
                     f"edge {i}: endpoint {end} is neither a stored unit id (> 0) nor one of this call's "
                     f"{n_new} units (-1 .. -{n_new})"
                 )
+        if src > 0 and dst > 0:
+            # Edges are written with their newer unit, which is what makes load_edges_after exact.
+            raise InvalidInputError(f"edge {i}: links two stored units ({src}, {dst}); one end must be a unit of this call")
         if src == dst:
             raise InvalidInputError(f"edge {i}: a unit cannot be linked to itself ({src})")
         if not (np.isfinite(weight) and weight > 0):
             raise InvalidInputError(f"edge {i}: weight {weight!r} is not a positive finite number")
         rows.append((src, dst, weight))
     return rows
+
+
+#: Seconds a delete waits, in all, for other connections' read transactions to end so that it can
+#: empty the write-ahead log; checkpoint attempts poll in steps of ``_FORGET_STEP_MS``.
+_FORGET_WAIT = 2.0
+_FORGET_STEP_MS = 50
+
+
+class _ThreadState(threading.local):
+    """What one thread holds in one store: its read connection and the depth of its open blocks."""
+
+    def __init__(self) -> None:
+        self.reader: sqlite3.Connection | None = None
+        self.read_depth = 0
+        self.write_depth = 0
+        self.deleted = False  # the open write transaction deleted something: empty the WAL after it
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -179,9 +204,12 @@ def _datetime(value: str | None) -> datetime | None:
 class SQLiteStore(Store):
     """A :class:`~memgas.store.base.Store` in one SQLite file, or in memory.
 
-    One connection per store, shared by threads under a lock; several processes may open the same
-    file (WAL journal, ``timeout`` seconds of waiting for a writer's lock). Every write is a single
-    ``BEGIN IMMEDIATE`` transaction, so a failure or a crash mid-write leaves nothing of that call.
+    Several threads may share a store object and several processes may open the same file (WAL
+    journal, ``timeout`` seconds of waiting for another writer's lock). Writes go through one
+    connection, held by one thread at a time for a whole :meth:`writing` block or write call; each is
+    a ``BEGIN IMMEDIATE`` transaction, so a failure or a crash mid-write leaves nothing of it. Reads
+    in a file use one connection per thread, so they never wait for a writer; in memory they share
+    the one connection. Never use a store object in a child process created by ``fork``: open a new one.
 
     Args:
         path: the database file (created, with its parent directories, if missing), or
@@ -195,23 +223,23 @@ class SQLiteStore(Store):
 
     def __init__(self, path: str | Path = ":memory:", *, timeout: float = 30.0) -> None:
         self._path = None if str(path) == ":memory:" else Path(path).expanduser()
+        self._timeout = timeout
+        # Held by the thread that writes (for a whole writing() block), and in memory by the
+        # thread that reads too, since there every read shares the one connection.
         self._lock = threading.RLock()
+        self._state = _ThreadState()
+        self._readers: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        self._readers_lock = threading.Lock()
+        self._generation = 0
+        self._wal_dirty = False  # a committed delete whose text may still be in the WAL
         self._conn: sqlite3.Connection | None = None
         if self._path is not None:
             self._path.parent.mkdir(parents=True, exist_ok=True)
         conn = None
         try:
-            # isolation_level=None: the module never opens transactions by itself; ``_tx`` does.
-            conn = sqlite3.connect(
-                ":memory:" if self._path is None else str(self._path),
-                timeout=timeout,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-            conn.execute("PRAGMA foreign_keys = ON")
+            conn = self._connect()
             if self._path is not None:
                 conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
             self._conn = conn
             self._init_schema()
         except BaseException as exc:
@@ -222,11 +250,30 @@ class SQLiteStore(Store):
                 raise InvalidInputError(f"cannot open {path} as a memgas store: {exc}") from exc
             raise
 
+    def _connect(self) -> sqlite3.Connection:
+        """A new connection with the store's settings (write connection, or a thread's reader)."""
+        # isolation_level=None: the module never opens transactions by itself; _read/_write do.
+        conn = sqlite3.connect(
+            ":memory:" if self._path is None else str(self._path),
+            timeout=self._timeout,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        try:
+            conn.execute("PRAGMA foreign_keys = ON")
+            # Deleted content is overwritten with zeros instead of lingering in free pages.
+            conn.execute("PRAGMA secure_delete = ON")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
     def _init_schema(self) -> None:
         """Create the schema in a new database; refuse a foreign or newer one."""
         version = self._conn.execute("PRAGMA user_version").fetchone()[0]  # type: ignore[union-attr]
         if version == 0:
-            with self._tx(write=True) as conn:
+            with self._write() as conn:
                 # Re-read under the write lock: another process may have created it meanwhile.
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
                 if version == 0:
@@ -244,25 +291,166 @@ class SQLiteStore(Store):
         if version != SCHEMA_VERSION:
             raise InvalidInputError(f"{self._path} has unknown store schema version {version}")
 
-    @contextmanager
-    def _tx(self, write: bool = False) -> Iterator[sqlite3.Connection]:
-        """Hold the lock and one transaction; commit on success, roll back on any exception.
+    # -- transactions ------------------------------------------------------------------------
+    def _writer(self) -> sqlite3.Connection:
+        conn = self._conn
+        if conn is None:
+            raise MemgasError("the store is closed")
+        return conn
 
-        Writes take SQLite's write lock at once (``BEGIN IMMEDIATE``) so two writers never
-        deadlock upgrading read locks; reads get one consistent snapshot.
-        """
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's read connection: its own in a file (opened on first use), the shared one in memory."""
+        writer = self._writer()
+        if self._path is None:
+            return writer
+        conn = self._state.reader
+        if conn is None:
+            conn = self._connect()
+            conn.execute("PRAGMA query_only = ON")
+            with self._readers_lock:
+                if self._conn is None:  # closed meanwhile
+                    conn.close()
+                    raise MemgasError("the store is closed")
+                # Threads that ended took their slot with them; close their connections here.
+                for thread, old in self._readers:
+                    if not thread.is_alive():
+                        old.close()
+                self._readers = [(t, c) for t, c in self._readers if t.is_alive()]
+                self._readers.append((threading.current_thread(), conn))
+            self._state.reader = conn
+        return conn
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """The connection to read from, inside one read transaction: the thread's open write or read
+        transaction if there is one (joined), else a new snapshot on its reader, ended on exit."""
+        state = self._state
+        if state.write_depth:
+            yield self._joined()
+            return
+        if state.read_depth:
+            state.read_depth += 1
+            try:
+                yield self._reader()
+            finally:
+                state.read_depth -= 1
+            return
+        # In memory the snapshot is the shared connection's, so it holds the lock throughout.
+        with self._lock if self._path is None else nullcontext():
+            conn = self._reader()
+            conn.execute("BEGIN")
+            state.read_depth = 1
+            try:
+                yield conn
+            finally:
+                state.read_depth = 0
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")  # a read-only transaction: ending it is all there is to do
+
+    def _joined(self) -> sqlite3.Connection:
+        """The write connection of this thread's open write transaction, which must still be open."""
+        conn = self._writer()
+        if not conn.in_transaction:  # SQLite rolled it back by itself (disk full): autocommit must not follow
+            raise MemgasError("the store's write transaction was rolled back by an earlier error")
+        return conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """The write connection inside one write transaction: committed on exit, rolled back on any
+        exception. Inside an open one a savepoint keeps the inner block atomic by itself."""
+        state = self._state
+        if state.write_depth:
+            conn = self._joined()
+            name = f"w{state.write_depth}"
+            conn.execute(f"SAVEPOINT {name}")
+            state.write_depth += 1
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute(f"ROLLBACK TO {name}")
+                    conn.execute(f"RELEASE {name}")
+                self._generation += 1
+                raise
+            else:
+                conn.execute(f"RELEASE {name}")
+            finally:
+                state.write_depth -= 1
+            return
+        if state.read_depth:
+            raise MemgasError("cannot write inside store.reading(): its snapshot would not see the write; "
+                              "use store.writing() for a block that reads and writes")
         with self._lock:
-            conn = self._conn
-            if conn is None:
-                raise MemgasError("the store is closed")
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            conn = self._writer()
+            conn.execute("BEGIN IMMEDIATE")
+            state.write_depth, state.deleted = 1, False
             try:
                 yield conn
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:  # some errors (disk full) already rolled back
                     conn.execute("ROLLBACK")
+                # Reads made inside saw rows, ids and versions that are gone now and may be reused.
+                self._generation += 1
                 raise
+            finally:
+                state.write_depth = 0
+            if state.deleted or self._wal_dirty:
+                self._wal_dirty = True
+                self._empty_wal(conn, _FORGET_WAIT if state.deleted else 0.0)
+
+    def _empty_wal(self, conn: sqlite3.Connection, wait: float) -> None:
+        """Copy the write-ahead log into the database and truncate it, so deleted text leaves the
+        ``-wal`` file (its pages in the database are zeroed by ``secure_delete``).
+
+        An open read transaction of another connection keeps the frames it may still read: the
+        truncation is retried for ``wait`` seconds, then left to the next write or :meth:`close`.
+        """
+        if self._path is None:
+            return
+        conn.execute(f"PRAGMA busy_timeout = {_FORGET_STEP_MS}")
+        try:
+            deadline = time.monotonic() + wait
+            while True:
+                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                if not busy or time.monotonic() >= deadline:
+                    break
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+        self._wal_dirty = bool(busy)
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Every read of this thread inside sees one snapshot (one SQLite read transaction).
+
+        Reentrant; inside :meth:`writing` it joins the write transaction. A write started inside it
+        (outside ``writing()``) raises :class:`MemgasError`. In a file the snapshot is this thread's
+        own connection, so it neither waits for nor blocks writers; it does keep the WAL from being
+        emptied after a delete until it ends (keep read blocks short).
+        """
+        with self._read():
+            yield
+
+    @contextmanager
+    def writing(self, user_id: str) -> Iterator[None]:
+        """Hold the store's write lock (SQLite has one writer per file, so this serialises every user):
+        reads and writes of this thread inside are one ``BEGIN IMMEDIATE`` transaction, committed on
+        exit and rolled back on an exception. Reentrant for any user (nested blocks join; each nested
+        block and write call is atomic by itself through a savepoint).
+
+        Raises:
+            InvalidInputError: an invalid user id.
+            MemgasError: called inside :meth:`reading` (outside ``writing()``), or the store is closed.
+        """
+        check_id("user_id", user_id)
+        with self._write():
+            yield
+
+    @property
+    def generation(self) -> int:
+        """How many write transactions (or parts of one) this store object rolled back; see
+        :attr:`Store.generation`. SQLite rolls back AUTOINCREMENT ids and version counters too."""
+        return self._generation
 
     @property
     def path(self) -> Path | None:
@@ -293,7 +481,7 @@ class SQLiteStore(Store):
             raise InvalidInputError(f"invalid embedder id {embedder_id!r}")
         if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim <= 0:
             raise InvalidInputError(f"invalid embedding dimension {dim!r}")
-        with self._tx(write=True) as conn:
+        with self._write() as conn:
             bound_id, bound_dim = self._meta(conn, "embedder_id"), self._meta(conn, "dim")
             if bound_id is None:
                 conn.executemany(
@@ -308,7 +496,7 @@ class SQLiteStore(Store):
     @property
     def embedder_id(self) -> str | None:
         """The bound embedder's id, or ``None`` before :meth:`bind_embedder` was first called."""
-        with self._tx() as conn:
+        with self._read() as conn:
             return self._meta(conn, "embedder_id")
 
     # -- writes ------------------------------------------------------------------------------
@@ -337,7 +525,7 @@ class SQLiteStore(Store):
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(f"session {session_id!r}: metadata is not JSON-serialisable: {exc}") from None
         edge_rows = _edge_rows(edges, len(units))
-        with self._tx(write=True) as conn:
+        with self._write() as conn:
             unit_rows = _unit_rows(session, units, self._meta(conn, "dim"))
             if conn.execute(
                 "SELECT 1 FROM sessions WHERE user_id = ? AND session_id = ?", (user_id, session_id)
@@ -411,45 +599,55 @@ class SQLiteStore(Store):
             conn.execute("DELETE FROM users WHERE user_id = ?", (user_id,))
 
     def delete_session(self, user_id: str, session_id: str) -> None:
-        """Delete a session with its messages, units and every edge touching them.
+        """Delete a session with its messages, units and every edge touching them, and forget them.
+
+        ``secure_delete`` zeroes the freed space in the database pages, and once the write transaction
+        commits (at the end of this call, or of the :meth:`writing` block around it) the write-ahead log
+        is checkpointed and truncated, so the text is in no file of the store. Limits: a read
+        transaction of another connection that stays open longer than a couple of seconds keeps the
+        log from being truncated (the next write or :meth:`close` retries); copies outside SQLite's
+        files (backups, the file system's or the disk's own remapping of freed blocks) are out of reach.
 
         Raises:
             NotFoundError: the user has no such session.
         """
-        with self._tx(write=True) as conn:
+        with self._write() as conn:
             if not conn.execute(
                 "DELETE FROM sessions WHERE user_id = ? AND session_id = ?", (user_id, session_id)
             ).rowcount:
                 raise NotFoundError(f"user {user_id!r} has no session {session_id!r}")
             self._touch(conn, user_id)
+            self._state.deleted = True
 
     def delete_user(self, user_id: str) -> int:
-        """Delete all of a user's sessions, messages, units and edges; return the number of sessions.
+        """Delete all of a user's sessions, messages, units and edges, forgotten as by
+        :meth:`delete_session`; return the number of sessions.
 
         Raises:
             NotFoundError: the user has no stored session.
         """
-        with self._tx(write=True) as conn:
+        with self._write() as conn:
             n = conn.execute("DELETE FROM sessions WHERE user_id = ?", (user_id,)).rowcount
             if not n:
                 raise NotFoundError(f"no user {user_id!r}")
             self._touch(conn, user_id)
+            self._state.deleted = True
         return n
 
     # -- reads -------------------------------------------------------------------------------
     def has_user(self, user_id: str) -> bool:
         """Whether the user has any stored session."""
-        with self._tx() as conn:
+        with self._read() as conn:
             return conn.execute("SELECT 1 FROM users WHERE user_id = ?", (user_id,)).fetchone() is not None
 
     def list_users(self) -> list[str]:
         """All user ids with at least one session, sorted."""
-        with self._tx() as conn:
+        with self._read() as conn:
             return [row[0] for row in conn.execute("SELECT user_id FROM users ORDER BY user_id")]
 
     def list_sessions(self, user_id: str) -> list[SessionInfo]:
         """The user's session headers, oldest first: by timestamp, sessions without one last, then insertion."""
-        with self._tx() as conn:
+        with self._read() as conn:
             rows = conn.execute(
                 "SELECT session_id, timestamp, n_messages, n_turns, created_at FROM sessions WHERE user_id = ?"
                 " ORDER BY timestamp IS NULL, timestamp, pk",
@@ -467,7 +665,7 @@ class SQLiteStore(Store):
         Raises:
             NotFoundError: the user has no such session.
         """
-        with self._tx() as conn:
+        with self._read() as conn:
             row = conn.execute(
                 "SELECT pk, timestamp, metadata FROM sessions WHERE user_id = ? AND session_id = ?",
                 (user_id, session_id),
@@ -511,7 +709,7 @@ class SQLiteStore(Store):
         The vectors matrix is read-only: it is one view over the rows' joined bytes, and tables
         are meant to be shared snapshots.
         """
-        with self._tx() as conn:
+        with self._read() as conn:
             dim = self._meta(conn, "dim") or 0
             rows = conn.execute(self._UNIT_COLUMNS + " WHERE u.user_id = ? ORDER BY u.id", (user_id,)).fetchall()
         return self._unit_table(rows, dim)
@@ -519,7 +717,7 @@ class SQLiteStore(Store):
     def load_units_after(self, user_id: str, after_id: int) -> tuple[int, UnitTable]:
         """The count of the user's units with ids ``<= after_id`` and the units added after, in one
         transaction (ids come from AUTOINCREMENT and are never reused)."""
-        with self._tx() as conn:
+        with self._read() as conn:
             dim = self._meta(conn, "dim") or 0
             kept = conn.execute("SELECT COUNT(*) FROM units WHERE user_id = ? AND id <= ?",
                                 (user_id, after_id)).fetchone()[0]
@@ -529,10 +727,28 @@ class SQLiteStore(Store):
 
     def load_edges(self, user_id: str) -> EdgeTable:
         """All edges among a user's units, each undirected edge once with ``src < dst``, sorted."""
-        with self._tx() as conn:
+        with self._read() as conn:
             rows = conn.execute(
                 "SELECT src, dst, weight FROM edges WHERE user_id = ? ORDER BY src, dst", (user_id,)
             ).fetchall()
+        return self._edge_table(rows)
+
+    def load_edges_after(self, user_id: str, after_id: int) -> EdgeTable:
+        """The user's edges with ``dst > after_id`` (those touching a unit newer than ``after_id``), sorted.
+
+        Read through the ``dst`` index, so the cost follows the edges written since ``after_id`` (of
+        every user: ids are store-wide), not the user's whole graph.
+        """
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT src, dst, weight FROM edges INDEXED BY edges_dst WHERE dst > ? AND user_id = ?"
+                " ORDER BY src, dst",
+                (int(after_id), user_id),
+            ).fetchall()
+        return self._edge_table(rows)
+
+    @staticmethod
+    def _edge_table(rows: list[Any]) -> EdgeTable:
         src, dst, weight = zip(*rows) if rows else ((), (), ())
         return EdgeTable(
             src=np.array(src, dtype=np.int64), dst=np.array(dst, dtype=np.int64),
@@ -541,7 +757,7 @@ class SQLiteStore(Store):
 
     def version(self, user_id: str) -> int:
         """A number that changes with every write to the user's memory (0 for a user without sessions)."""
-        with self._tx() as conn:
+        with self._read() as conn:
             row = conn.execute("SELECT version FROM users WHERE user_id = ?", (user_id,)).fetchone()
         return 0 if row is None else int(row[0])
 
@@ -554,7 +770,7 @@ class SQLiteStore(Store):
             plus write-ahead log on disk; ``None`` in memory).
         """
         where, args = ("WHERE user_id = ?", (user_id,)) if user_id is not None else ("", ())
-        with self._tx() as conn:
+        with self._read() as conn:
             n_users = conn.execute(f"SELECT count(*) FROM users {where}", args).fetchone()[0]
             n_sessions, n_turns, n_messages = conn.execute(
                 f"SELECT count(*), coalesce(sum(n_turns), 0), coalesce(sum(n_messages), 0) FROM sessions {where}", args
@@ -582,8 +798,19 @@ class SQLiteStore(Store):
         }
 
     def close(self) -> None:
-        """Close the connection (idempotent). Any later call raises :class:`MemgasError`."""
+        """Close every connection (idempotent), first emptying the WAL if a delete could not.
+        Any later call raises :class:`MemgasError`."""
         with self._lock:
-            if self._conn is not None:
+            if self._conn is None:
+                return
+            if self._wal_dirty:
+                try:
+                    self._empty_wal(self._conn, _FORGET_WAIT)
+                except sqlite3.Error:
+                    pass  # closing must not fail; the last connection to close checkpoints anyway
+            with self._readers_lock:
+                for _, conn in self._readers:
+                    conn.close()
+                self._readers = []
                 self._conn.close()
                 self._conn = None
