@@ -97,3 +97,47 @@ def test_locomo_first_sessions_with_an_llm_method_reports_llm_use(tmp_path: Path
     assert results["config"]["max_sessions"] == 1 and results["llm_usage"]["zep"]["calls"] == calls == 4
     assert (tmp_path / "stores" / "first-1-sessions" / "locomo").is_dir()  # apart from full-conversation stores
     assert main(["bench", "longmemeval", "--max-sessions", "1", "--data", str(data), "--no-progress"]) == 2
+
+
+def test_live_bench_reports_each_checkpoint_from_one_add_and_search_per_session(tmp_path: Path, capsys,
+                                                                                monkeypatch) -> None:
+    import numpy as np
+
+    from memgas.store import open_store
+
+    monkeypatch.setattr("memgas.bench.live.COLD_RUNS", 1)  # each fresh process costs ~1.5 s
+    data = tmp_path / "lme.json"
+    data.write_text(json.dumps(_lme_records()))  # 6 distinct sessions over 3 haystacks (filler_1 shared)
+    out = tmp_path / "live"
+    assert main(["bench", "live", "--data", str(data), "--sessions", "5", "--checkpoints", "2,4,50",
+                 "--window", "3", "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    table = [line for line in printed.splitlines() if line.startswith("| ")]
+    assert table[0].startswith("| sessions | window | units | add | embed session once | search right after add "
+                               "| warm search | embed query once |")
+    # 50 is beyond --sessions and dropped; the run ends on a row of its own (5)
+    assert [line.split(" | ")[0] for line in table[1:4]] == ["| 2", "| 4", "| 5"]
+    assert "`memgas --help`" in printed and "`memgas search -k 10` on the 5-session store" in printed
+
+    result = json.loads((out / "results.json").read_text())
+    assert result["command"].startswith("memgas bench live") and result["config"]["checkpoints"] == [2, 4, 5]
+    add_s, after_ms = result["per_add"]["add_s"], result["per_add"]["search_after_add_ms"]
+    assert len(add_s) == len(after_ms) == 5 and min(add_s) > 0 and min(after_ms) > 0
+    rows = result["rows"]
+    assert [r["sessions"] for r in rows] == [2, 4, 5] and [r["window"] for r in rows] == [1, 2, 2]
+    for r in rows:  # a checkpoint's figures are those of the adds just before it
+        window = slice(r["sessions"] - r["window"], r["sessions"])
+        assert r["add_ms"]["p50"] == np.percentile(np.array(add_s[window]) * 1000, 50)
+        assert r["search_after_add_ms"]["p95"] == np.percentile(after_ms[window], 95)
+        for key in ("embed_add_ms", "warm_search_ms", "embed_query_ms"):
+            assert 0 < r[key]["p50"] <= r[key]["p95"]
+        assert r["rss_mb"] > 0 and r["store_mb"] > 0
+    assert rows[0]["units"] < rows[1]["units"] < rows[2]["units"]
+    store = open_store(out / "live.sqlite")
+    try:
+        stats = store.stats("live")
+    finally:
+        store.close()
+    assert stats["sessions"] == 5 and sum(stats["units"].values()) == rows[-1]["units"]
+    assert len(result["cold"]["help_s"]) == len(result["cold"]["search_s"]) == 1
+    assert 0 < result["cold"]["help_s"][0] < result["cold"]["search_s"][0]

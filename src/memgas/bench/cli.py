@@ -17,12 +17,13 @@ DEFAULT_METHODS = (
 
 
 def _ks(text: str) -> list[int]:
+    """``"1,5,10"`` → sorted distinct positive integers (argparse names the option in its error)."""
     try:
         ks = sorted({int(x) for x in text.split(",") if x.strip()})
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--k takes comma-separated integers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
     if not ks or ks[0] < 1:
-        raise argparse.ArgumentTypeError("--k values must be positive")
+        raise argparse.ArgumentTypeError("values must be positive")
     return ks
 
 
@@ -56,10 +57,16 @@ def _overrides(pairs: list[str]) -> dict[str, Any]:
 def add_bench_parser(sub: Any) -> None:
     """Register the ``bench`` subcommand on the main parser's subparsers."""
     sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
-    sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost", "kg"),
-                    help="a retrieval benchmark; 'cost': add/search cost on LongMemEval-S sessions; 'kg': the "
-                         "temporal knowledge graph's update behaviour on the LongMemEval oracle (needs --llm)")
-    sp.add_argument("--sessions", type=int, default=500, help="cost: sessions to add to one user (default 500)")
+    sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost", "live", "kg"),
+                    help="a retrieval benchmark; 'cost': add/search cost on LongMemEval-S sessions; 'live': add then "
+                         "search, session after session, as an agent does; 'kg': the temporal knowledge graph's "
+                         "update behaviour on the LongMemEval oracle (needs --llm)")
+    sp.add_argument("--sessions", type=int, default=None,
+                    help="cost, live: sessions to add to one user (default 500; live: the last checkpoint)")
+    sp.add_argument("--checkpoints", type=_ks, default=None,
+                    help="live: stored-session counts to report at (default 50,500,2000,5000)")
+    sp.add_argument("--window", type=int, default=50,
+                    help="live: adds before each checkpoint whose timings it reports (default 50)")
     sp.add_argument("--method", default=DEFAULT_METHODS, help=f"comma-separated methods (default: {DEFAULT_METHODS})")
     sp.add_argument("--data", type=Path, help="dataset file (default: ../shared/data/...)")
     sp.add_argument("--limit", type=int, help="only the first N questions (LongMemEval) or conversations (LoCoMo)")
@@ -113,15 +120,39 @@ def _cmd_cost(args: argparse.Namespace) -> int:
     path = args.data or DEFAULT_DATA["longmemeval"]
     if not Path(path).is_file():
         raise InvalidInputError(f"LongMemEval data not found at {Path(path).resolve()}; pass --data PATH")
-    if args.sessions < 2:
+    sessions = 500 if args.sessions is None else args.sessions
+    if sessions < 2:
         raise InvalidInputError("--sessions must be at least 2")
-    result = run_cost(Path(path), n_sessions=args.sessions, window=min(50, args.sessions // 2))
+    result = run_cost(Path(path), n_sessions=sessions, window=min(50, sessions // 2))
     out = args.out or Path("bench-out") / "cost"
     out.mkdir(parents=True, exist_ok=True)
     table = cost_markdown(result)
     (out / "cost.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
     (out / "cost.md").write_text(table, encoding="utf-8")
     print(table)
+    return 0
+
+
+def _cmd_live(args: argparse.Namespace) -> int:
+    import json
+
+    from .live import DEFAULT_CHECKPOINTS, live_markdown, run_live
+    from .report import command_line
+    from .runner import DEFAULT_DATA, versions
+
+    path = args.data or DEFAULT_DATA["longmemeval"]
+    if not Path(path).is_file():
+        raise InvalidInputError(f"LongMemEval data not found at {Path(path).resolve()}; pass --data PATH")
+    out = args.out or Path("bench-out") / "live"
+    result = run_live(Path(path), out, checkpoints=args.checkpoints or DEFAULT_CHECKPOINTS,
+                      n_sessions=args.sessions, window=args.window, progress=not args.no_progress)
+    command = command_line("memgas bench live")
+    table = f"Command: `{command}`\n\n" + live_markdown(result)
+    (out / "results.json").write_text(json.dumps({"command": command, "versions": versions(), **result}, indent=1),
+                                      encoding="utf-8")
+    (out / "report.md").write_text(f"# memgas bench: live\n\n{table}", encoding="utf-8")
+    print(table)
+    print(f"wrote {out / 'results.json'}, {out / 'report.md'}")
     return 0
 
 
@@ -163,6 +194,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise InvalidInputError("--limit must be a positive integer")
     if args.dataset == "cost":
         return _cmd_cost(args)
+    if args.dataset == "live":
+        return _cmd_live(args)
     if args.dataset == "kg":
         return _cmd_kg(args, get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path())))
     methods = [m.strip() for m in args.method.split(",") if m.strip()]

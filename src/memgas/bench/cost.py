@@ -15,21 +15,24 @@ from typing import Any
 
 import numpy as np
 
-from ..embed import OnnxMiniLMEmbedder, get_embedder
+from ..embed import Embedder, get_embedder
 from ..memory import Memory
 from ..model import Session, make_session
 from ..units import ExtractiveSummarizer, YakeKeyworder, embed_texts, embedding_view
 from .datasets import load_longmemeval
 
-__all__ = ["run_cost", "cost_markdown"]
+__all__ = ["run_cost", "cost_markdown", "distinct_sessions", "embed_once_seconds"]
 
 
-def _distinct_sessions(path: Path, n_sessions: int) -> tuple[list[Session], list[str]]:
-    """The first ``n_sessions`` distinct sessions of the file's haystacks, re-owned by one user, and the questions."""
+def distinct_sessions(path: Path, n_sessions: int, user_id: str = "cost") -> tuple[list[Session], list[str]]:
+    """The first ``n_sessions`` distinct sessions of the file's haystacks (deduplicated by session id; fewer when
+    the file holds fewer), re-owned by ``user_id`` and in time order, and the questions of the haystacks used."""
     seen: set[str] = set()
     sessions: list[Session] = []
     questions: list[str] = []
-    for q in load_longmemeval(path, limit=max(1, n_sessions // 40 + 2)):
+    for q in load_longmemeval(path):
+        if len(sessions) >= n_sessions:
+            break
         questions.append(q.question)
         for s in q.sessions:
             if s.session_id in seen or len(sessions) >= n_sessions:
@@ -37,15 +40,15 @@ def _distinct_sessions(path: Path, n_sessions: int) -> tuple[list[Session], list
             seen.add(s.session_id)
             sessions.append(make_session(
                 [{"role": m.role, "content": m.content} for m in s.messages],
-                user_id="cost", session_id=s.session_id, timestamp=s.timestamp,
+                user_id=user_id, session_id=s.session_id, timestamp=s.timestamp,
             ))
     sessions.sort(key=lambda s: (s.timestamp is None, s.timestamp))
     return sessions, questions
 
 
-def _embed_once_seconds(sessions: list[Session]) -> float:
-    """Seconds to embed what ``add`` embeds (turn views, summary, keywords), once, with no cache."""
-    embedder = OnnxMiniLMEmbedder()
+def embed_once_seconds(sessions: list[Session], embedder: Embedder) -> float:
+    """Seconds to embed what ``add`` embeds (turn views, summary, keywords), once, with ``embedder`` (give one
+    without a cache)."""
     summarizer, keyworder = ExtractiveSummarizer(), YakeKeyworder()
     total = 0.0
     for s in sessions:
@@ -66,10 +69,10 @@ def run_cost(path: Path, n_sessions: int = 500, window: int = 50, n_queries: int
     Returns:
         A dict of the measurements (seconds and milliseconds), ready for :func:`cost_markdown`.
     """
-    sessions, questions = _distinct_sessions(path, n_sessions)
+    sessions, questions = distinct_sessions(path, n_sessions)
     first = sessions[:window]
-    get_embedder()  # load the model before timing anything
-    embed_first = _embed_once_seconds(first)
+    plain = get_embedder()  # the process's model without a cache, loaded before timing anything
+    embed_first = embed_once_seconds(first, plain)
 
     per_add: list[float] = []
     tokens: list[int] = []
@@ -82,11 +85,10 @@ def run_cost(path: Path, n_sessions: int = 500, window: int = 50, n_queries: int
             per_add.append(time.perf_counter() - t0)
             tokens.append(sum(counter.count_tokens([embedding_view(t) for t in s.turns])))
         last = per_add[-window:]
-        embed_last = _embed_once_seconds(sessions[-window:])
+        embed_last = embed_once_seconds(sessions[-window:], plain)
 
         queries = (questions * (n_queries // max(len(questions), 1) + 1))[:n_queries]
         search_ms, embed_ms = [], []
-        plain = OnnxMiniLMEmbedder()
         for q in queries:
             t0 = time.perf_counter()
             plain.embed([q])
