@@ -450,3 +450,173 @@ def test_load_units_after_reads_what_was_added_and_counts_what_is_left(store: SQ
         whole.extended(before)
     picked = whole.select(whole.granularity == 1)
     assert len(picked) == int((whole.granularity == 1).sum()) and set(picked.granularity.tolist()) == {1}
+
+
+# -- consistency: reading(), writing(), generation ------------------------------------------------------------
+def _add(store: SQLiteStore, user: str, sid: str, rng: np.random.Generator) -> list[int]:
+    s = _session(user, sid)
+    return store.add_session(s, _units(s, rng), [Edge(-1, -2, 0.5)])
+
+
+def _fail_edge_inserts(store: SQLiteStore) -> None:
+    """Make the next edge insert fail after the session, message and unit rows of its call were written."""
+    store._conn.execute(
+        "CREATE TEMP TRIGGER fail BEFORE INSERT ON edges BEGIN SELECT RAISE(ABORT, 'disk on fire'); END"
+    )
+
+
+def test_writing_block_is_one_transaction(store: SQLiteStore, rng: np.random.Generator) -> None:
+    _add(store, "alice", "s0", rng)
+    before, generation = _snapshot(store), store.generation
+    seen: list[object] = []
+    with pytest.raises(ZeroDivisionError):
+        with store.writing("alice"):
+            ids = _add(store, "alice", "s1", rng)
+            store.delete_session("alice", "s0")
+            # Reads inside the block see its uncommitted writes...
+            seen.append([i.session_id for i in store.list_sessions("alice")])
+            with store.reading():
+                seen.append(store.load_units("alice").ids.tolist())
+            # ...and another thread, on its own snapshot, does not (nor does it wait for the writer).
+            other = threading.Thread(target=lambda: seen.append(store.list_sessions("alice")[0].session_id))
+            other.start()
+            other.join(10)
+            1 / 0
+    assert seen == [["s1"], ids, "s0"]
+    assert _snapshot(store) == before  # the add and the delete are both undone
+    assert store.generation == generation + 1
+    with store.writing("alice"):
+        _add(store, "alice", "s1", rng)
+        store.delete_session("alice", "s0")
+    assert [i.session_id for i in store.list_sessions("alice")] == ["s1"] and store.generation == generation + 1
+
+
+def test_nested_writes_join_and_a_failed_call_inside_leaves_nothing(store: SQLiteStore,
+                                                                     rng: np.random.Generator) -> None:
+    with store.writing("alice"):
+        _add(store, "alice", "a1", rng)
+        with store.writing("bob"):  # another user in the same thread joins the transaction
+            _add(store, "bob", "b1", rng)
+        _fail_edge_inserts(store)
+        with pytest.raises(sqlite3.DatabaseError, match="disk on fire"):
+            _add(store, "alice", "a2", rng)  # its session, messages and units were written, then undone
+        store._conn.execute("DROP TRIGGER fail")
+        with pytest.raises(DuplicateSessionError):
+            _add(store, "alice", "a1", rng)
+        _add(store, "alice", "a3", rng)
+    assert store.generation == 2  # the failed add and the refused duplicate each rolled back their part
+    assert [i.session_id for i in store.list_sessions("alice")] == ["a1", "a3"] and store.list_users() == ["alice", "bob"]
+    assert store._conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 3 * 4
+    assert set(store.load_units("alice").session_ids) == {"a1", "a3"}
+
+
+def test_rollback_reuses_ids_and_versions_so_caches_key_on_generation(store: SQLiteStore,
+                                                                       rng: np.random.Generator) -> None:
+    assert Store.generation.fget(store) == 0  # type: ignore[attr-defined]  # the interface's default
+    _add(store, "alice", "s0", rng)
+    with pytest.raises(RuntimeError):
+        with store.writing("alice"):
+            ids = _add(store, "alice", "s1", rng)
+            inside = (store.version("alice"), store.generation)
+            raise RuntimeError
+    after_ids = _add(store, "alice", "s2", rng)
+    assert after_ids == ids and store.version("alice") == inside[0]  # SQLite handed them out again...
+    assert (store.version("alice"), store.generation) != inside  # ...so (version, generation) differs
+
+
+@pytest.mark.parametrize("in_memory", [False, True])
+def test_reading_sees_one_snapshot(db: Path, rng: np.random.Generator, in_memory: bool,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("memgas.store.sqlite._FORGET_WAIT", 0.05)  # the delete below waits for this snapshot
+    with SQLiteStore(":memory:" if in_memory else db) as store:
+        store.bind_embedder(EMBEDDER, DIM)
+        _add(store, "alice", "s0", rng)
+        writer = threading.Thread(target=lambda: (_add(store, "alice", "s1", rng), store.delete_session("alice", "s0")))
+        with store.reading():
+            version, ids = store.version("alice"), store.load_units("alice").ids.tolist()
+            writer.start()
+            writer.join(0.5 if in_memory else 10)  # in memory the writer waits for the snapshot to end
+            with store.reading():  # reentrant: still the same snapshot
+                assert store.version("alice") == version and store.load_edges_after("alice", 0).src.size == 1
+            assert store.load_units("alice").ids.tolist() == ids
+            assert [i.session_id for i in store.list_sessions("alice")] == ["s0"]
+            assert store.get_session("alice", "s0").session_id == "s0"
+            with pytest.raises(MemgasError, match="inside store.reading"):
+                store.delete_session("alice", "s0")
+        writer.join(10)
+        assert not writer.is_alive()
+        assert [i.session_id for i in store.list_sessions("alice")] == ["s1"] and store.version("alice") != version
+
+
+def test_load_edges_after_and_the_edge_rule(store: SQLiteStore, rng: np.random.Generator) -> None:
+    a1 = _add(store, "alice", "a1", rng)
+    _add(store, "bob", "b1", rng)  # bob's edges have larger ids than a1's and must not show
+    s = _session("alice", "a2")
+    a2 = store.add_session(s, _units(s, rng), [Edge(-1, a1[0], 0.5), Edge(a1[1], -2, 0.25), Edge(-1, -3, 0.5)])
+    whole = store.load_edges("alice")
+    for after in (0, a1[1], a2[0], a2[1], a2[-1]):
+        got = store.load_edges_after("alice", after)
+        keep = whole.dst > after
+        assert got.src.tolist() == whole.src[keep].tolist() and got.dst.tolist() == whole.dst[keep].tolist()
+        np.testing.assert_array_equal(got.weight, whole.weight[keep])
+    assert store.load_edges_after("alice", a2[0]).dst.tolist() == [a2[1], a2[2]]  # dst > a2[0], not >=
+    before = _snapshot(store)
+    s3 = _session("alice", "a3")
+    with pytest.raises(InvalidInputError, match="two stored units"):
+        store.add_session(s3, _units(s3, rng), [Edge(-1, -2, 0.5), Edge(a1[0], a2[0], 0.5)])
+    assert _snapshot(store) == before
+
+
+# -- deletion that forgets --------------------------------------------------------------------------------------
+def _files_holding(directory: Path, secret: bytes) -> list[str]:
+    return sorted(f.name for f in directory.iterdir() if f.is_file() and secret in f.read_bytes())
+
+
+def _secret_session(user: str, sid: str, secret: str, rng: np.random.Generator) -> tuple[Session, list[Unit]]:
+    s = make_session([{"role": "user", "content": f"my locker code is {secret}"},
+                      {"role": "assistant", "content": "noted"}], user_id=user, session_id=sid)
+    units = _units(s, rng)
+    units[1].text = f"locker {secret}"
+    return s, units
+
+
+def test_delete_leaves_the_text_in_no_file(db: Path, rng: np.random.Generator) -> None:
+    in_db, in_wal = "ZQX-checkpointed-7731", "ZQX-in-the-log-5519"
+    with SQLiteStore(db) as store, SQLiteStore(db) as other:
+        store.bind_embedder(EMBEDDER, DIM)
+        _add(store, "alice", "keep", rng)
+        store.add_session(*_secret_session("alice", "old", in_db, rng), [])
+        store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        store.add_session(*_secret_session("bob", "new", in_wal, rng), [])
+        assert other.load_units("bob").texts[1] == f"locker {in_wal}"  # another connection is open and has read
+        assert "memory.db" in _files_holding(db.parent, in_db.encode())  # (its page may be in the log too)
+        assert _files_holding(db.parent, in_wal.encode()) == ["memory.db-wal"]
+        store.delete_session("alice", "old")
+        store.delete_user("bob")
+        for secret in (in_db, in_wal):
+            assert _files_holding(db.parent, secret.encode()) == []
+        assert {f.name for f in db.parent.iterdir()} >= {"memory.db", "memory.db-wal", "memory.db-shm"}
+        assert [i.session_id for i in other.list_sessions("alice")] == ["keep"]
+        for conn in (store._conn, store._reader(), other._reader()):
+            assert conn.execute("PRAGMA secure_delete").fetchone()[0] == 1
+
+
+def test_a_long_reader_delays_forgetting_until_close(db: Path, rng: np.random.Generator,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("memgas.store.sqlite._FORGET_WAIT", 0.2)
+    secret = "ZQX-held-by-a-reader-2207"
+    store = SQLiteStore(db)
+    store.bind_embedder(EMBEDDER, DIM)
+    _add(store, "alice", "keep", rng)
+    store.add_session(*_secret_session("alice", "s", secret, rng), [])
+    reader = sqlite3.connect(db, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM messages").fetchone()  # holds a snapshot that still has the text
+    store.delete_session("alice", "s")
+    assert _files_holding(db.parent, secret.encode()) == ["memory.db-wal"]  # the documented limit
+    _add(store, "alice", "next", rng)  # still held: the next write tries again without waiting
+    assert _files_holding(db.parent, secret.encode()) == ["memory.db-wal"]
+    reader.execute("ROLLBACK")
+    store.close()  # the reader is done: close empties the log
+    assert _files_holding(db.parent, secret.encode()) == []
+    reader.close()

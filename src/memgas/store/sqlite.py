@@ -168,7 +168,9 @@ def _edge_rows(edges: Sequence[Edge], n_new: int) -> list[tuple[int, int, float]
                 )
         if src > 0 and dst > 0:
             # Edges are written with their newer unit, which is what makes load_edges_after exact.
-            raise InvalidInputError(f"edge {i}: links two stored units ({src}, {dst}); one end must be a unit of this call")
+            raise InvalidInputError(
+                f"edge {i}: links two stored units ({src}, {dst}); one end must be a unit of this call"
+            )
         if src == dst:
             raise InvalidInputError(f"edge {i}: a unit cannot be linked to itself ({src})")
         if not (np.isfinite(weight) and weight > 0):
