@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from importlib import resources
 
 import numpy as np
@@ -168,3 +169,70 @@ def test_association_is_incremental(tmp_path) -> None:
             u = a if a in new_units else b
             per_unit[u] = per_unit.get(u, 0) + 1
         assert max(per_unit.values()) < len(table) // 2
+
+
+def test_aware_timestamps_and_time_expressions(tmp_path) -> None:
+    """A session stored with a zone is compared in UTC with the query's window (was a TypeError)."""
+    msgs = [{"role": "user", "content": "I went kayaking on the river with my cousin."}]
+    with Memory(str(tmp_path / "tz.db")) as mem:
+        mem.add(msgs, user_id="u", session_id="march", timestamp="2023-03-01 10:00")  # naive
+        mem.add(msgs, user_id="u", session_id="weekend", timestamp="2023-05-20T10:00:00Z")  # aware
+        for when in ("2023-05-23T10:00:00+02:00", "2023-05-23 10:00", None):
+            hits = mem.search("what did I do last weekend?", user_id="u", k=2,
+                              query_time=when if when else datetime(2023, 5, 23, 8, tzinfo=timezone.utc))
+            # same text, so only the time prior tells them apart: the aware session is in the window
+            assert [h.session_id for h in hits] == ["weekend", "march"] and hits[0].score > hits[1].score
+        assert mem.get("weekend", user_id="u")["timestamp"] == "2023-05-20T10:00:00+00:00"  # zone kept for display
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    ({"session_id": ""}, "invalid session_id ''"),
+    ({"session_id": 0}, "invalid session_id 0"),
+    ({"session_id": False}, "invalid session_id False"),
+    ({"user_id": "alice\n"}, "invalid user_id"),
+    ({"timestamp": "0001-01-01T00:00:00+05:00"}, "out of range"),
+    ({"timestamp": "9999-12-31T23:59:59-05:00"}, "out of range"),
+    ({"metadata": ["a"]}, "metadata must be a JSON object"),
+    ({"metadata": "a"}, "metadata must be a JSON object"),
+    ({"metadata": {"a": float("nan")}}, "not a finite number"),
+    ({"metadata": {"\udc80": 1}}, "not valid Unicode"),
+    ({"messages": [{"role": "user", "content": "caf\udce9"}]}, "not valid Unicode"),
+])
+def test_add_refuses_bad_input_and_writes_nothing(tmp_path, kwargs, needle) -> None:
+    args = {"messages": [{"role": "user", "content": "hello"}], "user_id": "u", "session_id": "s2", **kwargs}
+    with Memory(str(tmp_path / "r.db")) as mem:
+        mem.add([{"role": "user", "content": "hello"}], user_id="u", session_id="s1")
+        before = mem.stats()
+        with pytest.raises(InvalidInputError, match=needle) as e:
+            mem.add(args.pop("messages"), **args)
+        assert "\n" not in str(e.value)
+        assert mem.stats() == {**before, "calls": mem.stats()["calls"]}
+        assert mem.list() == [{"user_id": "u", "sessions": 1}]
+
+
+def test_session_id_none_makes_one_and_metadata_round_trips(tmp_path) -> None:
+    with Memory(str(tmp_path / "n.db")) as mem:
+        meta = {"source": "chat", "tags": ("a", "b"), "n": {"deep": [1, 2.5, None, True]}}
+        sid = mem.add([{"role": "user", "content": "hello"}], user_id="u", metadata=meta)["session_id"]
+        assert len(sid) == 32
+        assert mem.get(sid, user_id="u")["metadata"] == {"source": "chat", "tags": ["a", "b"],
+                                                         "n": {"deep": [1, 2.5, None, True]}}
+
+
+def test_reads_refuse_malformed_ids_and_bad_queries(tmp_path) -> None:
+    with Memory(str(tmp_path / "q.db")) as mem:
+        mem.add([{"role": "user", "content": "hello there"}], user_id="u", session_id="s")
+        for call in (lambda: mem.get("bad id", user_id="u"), lambda: mem.delete("s\n", user_id="u"),
+                     lambda: mem.get("s", user_id=""), lambda: mem.list(user_id="u\n"),
+                     lambda: mem.stats("a b"), lambda: mem.delete(0, user_id="u")):
+            with pytest.raises(InvalidInputError, match="invalid (user|session)_id"):
+                call()
+        with pytest.raises(NotFoundError):  # well-formed but unknown: not found, not invalid
+            mem.get("other", user_id="u")
+        for kwargs, needle in (({"k": True}, "k must be"), ({"k": 1001}, "k must be"), ({"k": 0}, "k must be"),
+                               ({"query": "q" * 10_001}, "over the limit"), ({"query": "hi \ud800"}, "Unicode"),
+                               ({"query_time": "0001-01-02T00:00:00"}, "out of range")):
+            with pytest.raises(InvalidInputError, match=needle):
+                mem.search(**{"query": "last month", "user_id": "u", **kwargs})
+        assert mem.search("q" * 10_000, user_id="u", k=1000)[0].session_id == "s"
+        assert mem.list(user_id="u")[0]["session_id"] == "s"

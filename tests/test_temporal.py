@@ -254,3 +254,30 @@ def test_fast_and_no_catastrophic_backtracking() -> None:
         start = time.perf_counter()
         assert parse_time_window(adversarial, TUE) is None
         assert time.perf_counter() - start < 1.0
+
+
+@pytest.mark.parametrize("query,now", [
+    ("What did I do last month?", D(1, 1, 15)),  # the month before year 1's January: year 0
+    ("What did I do three weeks ago?", D(1, 1, 5)),
+    ("the past two years", D(1, 6, 1)),
+    ("What did I do this week?", D(9999, 12, 31)),  # the week's end is in year 10000
+    ("What did I do this year?", D(9999, 6, 1)),
+    ("What did I do this weekend?", D(9999, 12, 30)),
+])
+def test_no_window_beyond_the_representable_range(query: str, now: datetime) -> None:
+    assert parse_time_window(query, now) is None  # was ValueError / OverflowError
+
+
+def test_later_expression_still_found_after_an_overflowing_one() -> None:
+    window = parse_time_window("last month, or rather on 0005-01-03?", D(1, 1, 15))
+    assert window == TimeWindow(D(5, 1, 3), D(5, 1, 4), "0005-01-03")
+
+
+def test_widened_stops_at_the_range_ends() -> None:
+    window = TimeWindow(D(2023, 5, 27), D(2023, 5, 29), "last weekend")
+    assert window.widened(timedelta(days=1), timedelta(days=7)) == TimeWindow(
+        D(2023, 5, 26), D(2023, 6, 5), "last weekend")
+    edge = TimeWindow(D(1, 1, 1, 12), D(9999, 12, 31), "everything")
+    wide = edge.widened(timedelta(days=1), timedelta(days=3650))
+    assert wide.start == datetime.min and wide.end == datetime.max
+    assert wide.contains(D(9999, 12, 31, 12)) and wide.contains(D(1, 1, 1))

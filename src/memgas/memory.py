@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -20,6 +20,7 @@ from .llm_units import LLMUnitWriter
 from .methods import LLM_DESCRIBED, NEEDS_LLM, MemoryMethod, get_method
 from .methods.raptor import LLMGroupSummarizer
 from .model import EmbedderMismatchError, Hit, InvalidInputError, NotFoundError, check_id, make_session, parse_timestamp
+from .model import check_k, check_query, naive_utc
 from .store import Store, open_store
 
 __all__ = ["Memory"]
@@ -99,19 +100,21 @@ class Memory:
         Args:
             messages: ``[{"role": "user"|"assistant"|"system", "content": str, "name"?: str}, ...]``.
             user_id: whose memory this is.
-            session_id: a unique id within the user; a random one is made when omitted.
-            timestamp: when the session happened (ISO 8601), used for display and ordering.
-            metadata: any JSON-serialisable data kept with the session.
+            session_id: a unique id within the user; a random one is made when it is ``None``.
+            timestamp: when the session happened (ISO 8601; without a zone it is read as UTC), used
+                for display, ordering and time expressions in queries; years 1000 to 8999.
+            metadata: a JSON object kept with the session (see :func:`memgas.model.check_metadata`
+                for its limits).
 
         Returns:
             ``{"session_id", "units", "edges", "seconds"}``.
 
         Raises:
-            InvalidInputError: bad messages, ids or timestamp (nothing is written).
+            InvalidInputError: bad messages, ids, timestamp or metadata (nothing is written).
             DuplicateSessionError: the user already has this session id (nothing is written).
         """
         session = make_session(
-            messages, user_id=user_id, session_id=session_id or uuid.uuid4().hex,
+            messages, user_id=user_id, session_id=uuid.uuid4().hex if session_id is None else session_id,
             timestamp=timestamp, metadata=metadata,
         )
         t0 = time.perf_counter()
@@ -131,9 +134,12 @@ class Memory:
         """Delete one session (with its units and edges), or all of a user's memory when ``session_id`` is None.
 
         Raises:
+            InvalidInputError: a malformed user or session id.
             NotFoundError: unknown user or session.
         """
         check_id("user_id", user_id)
+        if session_id is not None:
+            check_id("session_id", session_id)
         with self._lock:
             if session_id is None:
                 return {"user_id": user_id, "deleted_sessions": self.store.delete_user(user_id)}
@@ -149,18 +155,17 @@ class Memory:
         Each :class:`~memgas.model.Hit` names the session, its best turns with their text, its
         timestamp and score, the router's granularity weights, and whether it came through an
         association edge. ``query_time`` (default: now) anchors time expressions in the query
-        ("last weekend", "in April") for the method's time prior.
+        ("last weekend", "in April") for the method's time prior; methods get it as naive UTC.
 
         Raises:
-            InvalidInputError: empty query or k < 1.
+            InvalidInputError: an empty query or one over :data:`~memgas.model.MAX_QUERY_CHARS`, k not
+                an integer from 1 to :data:`~memgas.model.MAX_K`, a bad user id or ``query_time``.
             NotFoundError: the user has no memory.
         """
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInputError("query must be a non-empty string")
-        if not isinstance(k, int) or k < 1:
-            raise InvalidInputError(f"k must be a positive integer, got {k!r}")
+        check_query(query)
+        k = check_k(k)
         self._require_user(user_id)
-        when = parse_timestamp(query_time) if query_time is not None else datetime.now()
+        when = naive_utc(parse_timestamp(query_time) if query_time is not None else datetime.now(timezone.utc))
         t0 = time.perf_counter()
         hits = self.method.search(self.store, user_id, query, k=k, query_time=when)
         self._timings["search"].append(time.perf_counter() - t0)
@@ -249,9 +254,11 @@ class Memory:
         """One stored session: its id, timestamp, metadata and messages.
 
         Raises:
+            InvalidInputError: a malformed user or session id.
             NotFoundError: unknown user or session.
         """
         check_id("user_id", user_id)
+        check_id("session_id", session_id)
         s = self.store.get_session(user_id, session_id)
         return {
             "session_id": s.session_id,

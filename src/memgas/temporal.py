@@ -8,7 +8,10 @@ arithmetic, no model, no third-party parser.
 Conventions:
 
 * Datetimes are naive. An aware ``now`` (or ``t`` given to :class:`TimeWindow`) is converted to
-  naive UTC first, like :func:`memgas.model.parse_timestamp` does for stored timestamps.
+  naive UTC first (:func:`memgas.model.naive_utc`, memgas's one rule for comparing times), so
+  stored timestamps with a zone compare with those without.
+* A window that would leave ``datetime``'s range (years 1-9999), as "five years ago" asked in
+  year 3 would, is no window; :meth:`TimeWindow.widened` stops at the range's ends.
 * Windows are about the past: memories are in the past. A month, season or date without a year is
   the most recent occurrence whose window starts before ``now`` ("in June" asked on 2023-05-30 is
   June 2022). Future expressions ("tomorrow", "next week") are not recognised.
@@ -33,10 +36,10 @@ import re
 import string
 from calendar import monthrange
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Callable
 
-from .model import InvalidInputError
+from .model import InvalidInputError, naive_utc
 
 __all__ = ["AGO_TOLERANCE_DAYS", "TimeWindow", "parse_time_window"]
 
@@ -44,10 +47,6 @@ __all__ = ["AGO_TOLERANCE_DAYS", "TimeWindow", "parse_time_window"]
 AGO_TOLERANCE_DAYS: dict[str, int] = {"day": 1, "week": 3, "month": 15, "year": 45}
 
 _DAY = timedelta(days=1)
-
-
-def _naive_utc(t: datetime) -> datetime:
-    return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo is not None else t
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +71,7 @@ class TimeWindow:
 
     def contains(self, t: datetime) -> bool:
         """Whether ``start <= t < end``; an aware ``t`` is compared as naive UTC."""
-        t = _naive_utc(t)
+        t = naive_utc(t)
         return self.start <= t < self.end
 
     def distance_days(self, t: datetime) -> float:
@@ -80,12 +79,21 @@ class TimeWindow:
 
         An aware ``t`` is compared as naive UTC.
         """
-        t = _naive_utc(t)
+        t = naive_utc(t)
         if t < self.start:
             return (self.start - t).total_seconds() / 86400.0
         if t > self.end:
             return (t - self.end).total_seconds() / 86400.0
         return 0.0
+
+    def widened(self, before: timedelta, after: timedelta) -> TimeWindow:
+        """The window extended by ``before`` at its start and ``after`` at its end (both >= 0).
+
+        The ends stop at ``datetime.min`` / ``datetime.max`` instead of overflowing.
+        """
+        start = self.start - before if self.start - datetime.min > before else datetime.min
+        end = self.end + after if datetime.max - self.end > after else datetime.max
+        return TimeWindow(start, end, self.expression)
 
 
 # -- vocabulary ------------------------------------------------------------------------------
@@ -481,13 +489,14 @@ def parse_time_window(query: str, now: datetime) -> TimeWindow | None:
           "this" the most recent one started.
 
     Raises:
-        InvalidInputError: ``query`` is not a string or ``now`` not a datetime.
+        InvalidInputError: ``query`` is not a string or ``now`` not a datetime (or an aware one
+            outside the representable range in UTC).
     """
     if not isinstance(query, str):
         raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
     if not isinstance(now, datetime):
         raise InvalidInputError(f"now must be a datetime, got {type(now).__name__}")
-    now = _naive_utc(now)
+    now = naive_utc(now)
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     folded, pos = query.translate(_LOWER), 0
     if not any(a in folded for a in _ANCHORS):
@@ -498,7 +507,10 @@ def parse_time_window(query: str, now: datetime) -> TimeWindow | None:
         # may still match at the same position ("in April or may not" → "in April").
         for i in range(int(hit.lastgroup[1:]), len(_FORMS)):  # type: ignore[index]
             m = _FORM_RES[i].match(query, at)
-            span = _FORMS[i][1](m, now, today) if m is not None else None
+            try:
+                span = _FORMS[i][1](m, now, today) if m is not None else None
+            except (OverflowError, ValueError):
+                span = None  # the window would leave datetime's years 1-9999: there is none to favour
             if span is not None:
                 return TimeWindow(span[0], span[1], " ".join(m.group(0).split()))  # type: ignore[union-attr]
         pos = at + 1

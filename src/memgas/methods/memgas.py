@@ -251,11 +251,11 @@ class MemGAS(MemoryMethod):
         window = parse_time_window(query, query_time)
         if window is None:
             return prior
-        after = max(window.end - window.start, timedelta(days=7))
-        lo, hi = window.start - timedelta(days=1), window.end + after
+        # widened() stops at datetime's range; contains() compares stored aware timestamps as naive UTC
+        span = window.widened(timedelta(days=1), max(window.end - window.start, timedelta(days=7)))
         for i, sid in enumerate(units.sessions):
             t = units.timestamps.get(sid)
-            if t is not None and lo <= t < hi:
+            if t is not None and span.contains(t):
                 prior[i] += self.cfg.time_weight
         return prior
 
