@@ -20,8 +20,17 @@ and turns as for every other method. Facts not valid at the query time still cou
 
 The graph of a user is built from the store on first use and extended incrementally with new sessions
 (rebuilt when a session was deleted); LLM answers go through the response cache of :mod:`memgas.llm`,
-so a rebuild repeats no call. A failed LLM call never loses an episode: the episode stays, the failure
-is counted (``stats``), and a fact whose judge call failed is written as new.
+so a rebuild repeats no call. Every call made for a session runs inside
+:func:`memgas.provenance.source` of that session, so deleting it forgets the cached answers.
+
+Failures: ``add`` never raises once the session is committed. A failed LLM call never loses an
+episode: the episode stays and the failure is counted (``stats``); a fact whose judge call failed is
+written as new. An extraction whose call failed (unreachable, past its deadline, malformed answer) is
+*pending*: it is retried at the next build of the user's graph (the next ``add``, or a search after
+another process wrote), on demand with :meth:`Zep.retry_pending`, and in a new process by the rebuild
+(failed calls are not cached). Once a call of a build has failed, the build's other extractions wait
+as pending without a call, so a dead endpoint costs one deadline per build, not one per message. An
+extraction that stays invalid (the model's JSON is wrong: the cache would replay it) is not retried.
 """
 
 from __future__ import annotations
@@ -58,9 +67,10 @@ from ..kg import (
     parse_verdict,
     reciprocal_rank_fusion,
 )
+from .. import provenance
 from ..lexical import LexicalIndex
 from ..llm import LLM, ChatModel, LLMError, ResponseCache, get_llm
-from ..model import InvalidInputError, Session
+from ..model import InvalidInputError, MemgasError, Session
 from ..store import Store
 from .base import IndexCache, IngestStats, MemoryMethod, Scored, UserIndex
 from .baselines import _turn_docs
@@ -112,6 +122,12 @@ class _UserGraph:
     stats: Counter[str] = field(default_factory=Counter)
     name_vectors: dict[str, np.ndarray] = field(default_factory=dict)
     summaries: dict[frozenset[str], CommunitySummary] = field(default_factory=dict)
+    #: Extractions to retry: session id → (the session, its message indexes), oldest first.
+    pending: dict[str, tuple[Session, list[int]]] = field(default_factory=dict)
+
+    def pending_count(self) -> int:
+        """Messages whose extraction is pending."""
+        return sum(len(indexes) for _, indexes in self.pending.values())
 
 
 @dataclass(slots=True)
@@ -128,6 +144,21 @@ class _Index:
     entity_lexical: LexicalIndex
     communities: list[CommunitySummary]
     community_lexical: LexicalIndex
+
+
+@dataclass(slots=True)
+class _Live:
+    """The cached value of a user: the current view, replaced whole when the graph changes between store
+    versions (a retried extraction), so a reader holding the old view keeps a consistent one."""
+
+    view: _Index
+
+
+class _Breaker:
+    """Open after the first failed call of a build: the build's other extractions wait without calling."""
+
+    def __init__(self) -> None:
+        self.open = False
 
 
 class Zep(MemoryMethod):
@@ -197,7 +228,7 @@ class Zep(MemoryMethod):
         self.seed_communities = seed_communities
         self._graphs: weakref.WeakKeyDictionary[Store, dict[str, _UserGraph]] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
-        self._indexes: IndexCache[_Index] = IndexCache(self._build)
+        self._indexes: IndexCache[_Live] = IndexCache(self._build)
 
     # ------------------------------------------------------------------ building
 
@@ -207,13 +238,23 @@ class Zep(MemoryMethod):
         return self.llm
 
     def ingest(self, store: Store, session: Session) -> IngestStats:
-        """Store the session (as every method does), then fold its messages into the user's graph."""
+        """Store the session (as every method does), then fold its messages into the user's graph.
+
+        Once the session is committed nothing raises: failed extractions are pending (see the module
+        notes), and a graph that could not be built now is built at the next search, which reports why.
+        """
         self._require_llm()
         stats = super().ingest(store, session)
-        self.prepare(store, session.user_id)
+        try:
+            self.prepare(store, session.user_id)
+        except MemgasError:
+            pass  # committed: telling the caller "failed" would make a retry a DuplicateSessionError
         return stats
 
-    def _build(self, store: Store, user_id: str) -> _Index:
+    def _index(self, store: Store, user_id: str) -> _Index:
+        return self._indexes.get(store, user_id).view
+
+    def _build(self, store: Store, user_id: str) -> _Live:
         llm = self._require_llm()
         with self._lock:
             infos = store.list_sessions(user_id)
@@ -225,36 +266,71 @@ class Zep(MemoryMethod):
             fresh = [i for i in infos if i.session_id not in state.sessions]
             fresh.sort(key=lambda i: (i.timestamp is None, (i.timestamp or datetime.min).replace(tzinfo=None),
                                       i.session_id))  # oldest first; aware times are UTC
-            for info in fresh:
-                self._fold(llm, state, store.get_session(user_id, info.session_id))
-                state.sessions.add(info.session_id)
+            sessions = [store.get_session(user_id, info.session_id) for info in fresh]
+            breaker = _Breaker()
+            self._retry(llm, state, breaker)  # older sessions' facts first
+            for session in sessions:
+                state.sessions.add(session.session_id)  # first: a failure below leaves pending messages, no half fold
+                self._fold(llm, state, session, breaker)
             self._summarize(llm, state)
-            return self._view(store, user_id, state)
+            return _Live(self._view(store, user_id, state))
 
-    def _fold(self, llm: LLM, state: _UserGraph, session: Session) -> None:
+    def _fold(self, llm: LLM, state: _UserGraph, session: Session, breaker: _Breaker) -> None:
         """Add a session's messages as episodes and their extracted facts to the graph."""
-        graph = state.graph
         turn_of = {m: t.index for t in session.turns for m in range(t.msg_start, t.msg_end)}
-        lines = [f"{m.name or m.role}: {m.content}" for m in session.messages]
         for i, msg in enumerate(session.messages):
-            episode = Episode(f"{session.session_id}#{i}", session.session_id, turn_of[i], msg.name or msg.role,
-                              msg.content, session.timestamp)
-            graph.add_episode(episode)  # first: whatever fails below, the episode is kept
+            state.graph.add_episode(Episode(f"{session.session_id}#{i}", session.session_id, turn_of[i],
+                                            msg.name or msg.role, msg.content, session.timestamp))
             state.stats["episodes"] += 1
-            if msg.role not in self.roles:
-                continue
-            context = [line[: self.max_chars // 4] for line in lines[max(0, i - self.context_messages) : i]]
-            prompt = extraction_messages(msg.content[: self.max_chars], episode.speaker, context, session.timestamp)
-            try:
-                value = llm.complete_json(prompt, EXTRACT_SCHEMA, max_tokens=600)
-                triples = parse_triples(value)
-            except (LLMError, InvalidInputError):
-                state.stats["extraction_failures"] += 1
-                continue
-            state.stats["triples"] += len(triples)
+        todo = [i for i, msg in enumerate(session.messages) if msg.role in self.roles]
+        if todo:
+            state.pending[session.session_id] = (session, todo)
+            self._extract_pending(llm, state, session.session_id, breaker)
+
+    def _retry(self, llm: LLM, state: _UserGraph, breaker: _Breaker) -> bool:
+        """Retry the pending extractions, oldest session first; whether any succeeded."""
+        before = state.pending_count()
+        for session_id in list(state.pending):
+            self._extract_pending(llm, state, session_id, breaker)
+        return state.pending_count() < before
+
+    def _extract_pending(self, llm: LLM, state: _UserGraph, session_id: str, breaker: _Breaker) -> None:
+        """Extract the facts of a session's pending messages; those whose call fails stay pending."""
+        session, indexes = state.pending[session_id]
+        left = []
+        with provenance.source(session.user_id, session_id):  # cached answers are forgotten with the session
+            for i in indexes:
+                if not breaker.open and self._extract(llm, state, session, i):
+                    continue
+                breaker.open = True
+                left.append(i)
+        if left:
+            state.pending[session_id] = (session, left)
+        else:
+            del state.pending[session_id]
+
+    def _extract(self, llm: LLM, state: _UserGraph, session: Session, i: int) -> bool:
+        """Extract message ``i``'s facts into the graph; ``False`` when a call failed (worth a retry)."""
+        msg = session.messages[i]
+        episode = state.graph.episodes[f"{session.session_id}#{i}"]
+        lines = [f"{m.name or m.role}: {m.content}" for m in session.messages[max(0, i - self.context_messages) : i]]
+        context = [line[: self.max_chars // 4] for line in lines]
+        prompt = extraction_messages(msg.content[: self.max_chars], episode.speaker, context, session.timestamp)
+        try:
+            triples = parse_triples(llm.complete_json(prompt, EXTRACT_SCHEMA, max_tokens=600))
             vectors = self.embedder.embed([t.text for t in triples]) if triples else []
-            for triple, vector in zip(triples, vectors):
-                self._add(llm, state, triple, episode, np.asarray(vector, dtype=np.float32))
+        except (LLMError, InvalidInputError) as e:
+            state.stats["extraction_failures"] += 1
+            if isinstance(e, LLMError) and e.raw is None:  # the call failed, not the model's output
+                return False
+            return True  # invalid output: the cache would replay it, so a retry cannot help
+        except MemgasError:  # the embedder failed: the answer is cached, a retry costs no LLM call
+            state.stats["extraction_failures"] += 1
+            return False
+        state.stats["triples"] += len(triples)
+        for triple, vector in zip(triples, vectors):
+            self._add(llm, state, triple, episode, np.asarray(vector, dtype=np.float32))
+        return True
 
     def _add(self, llm: LLM, state: _UserGraph, triple: Triple, episode: Episode, vector: np.ndarray) -> None:
         def judge(t: Triple, candidates: Sequence[Fact]) -> Verdict:
@@ -321,8 +397,8 @@ class Zep(MemoryMethod):
 
     def _fact_scores(self, index: _Index, query: str, as_of: datetime | None) -> np.ndarray:
         """Fused, MMR-reranked score of every fact for ``query`` (0 = not retrieved)."""
-        facts = index.state.graph.facts
-        n = len(facts)
+        n = len(index.fact_vectors)
+        facts = index.state.graph.facts[:n]  # the graph may have grown since this view (a retried extraction)
         if n == 0:
             return np.zeros(0)
         q = self.embed_query(query)
@@ -364,7 +440,7 @@ class Zep(MemoryMethod):
 
     def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Scored:
         """Score every turn by its best fact (a fact scores the turns of its source episodes)."""
-        index = self._indexes.get(store, user_id)
+        index = self._index(store, user_id)
         fact_scores = self._fact_scores(index, query, query_time)
         scores = np.full(len(index.docs.table), -np.inf)
         episodes = index.state.graph.episodes
@@ -379,7 +455,7 @@ class Zep(MemoryMethod):
     def search_facts(self, store: Store, user_id: str, query: str, *, k: int = 10, as_of: datetime | None = None,
                      include_invalid: bool = False) -> list[FactHit]:
         """The ``k`` best facts for ``query``: valid at ``as_of`` (default now), or any with ``include_invalid``."""
-        index = self._indexes.get(store, user_id)
+        index = self._index(store, user_id)
         graph = index.state.graph
         scores = self._fact_scores(index, query, as_of)
         keep = [i for i in _positive_order(scores) if include_invalid or graph.facts[i].valid(as_of)][:k]
@@ -390,7 +466,7 @@ class Zep(MemoryMethod):
 
     def graph(self, store: Store, user_id: str) -> TemporalGraph:
         """The user's temporal graph, up to date with the store."""
-        return self._indexes.get(store, user_id).state.graph
+        return self._index(store, user_id).state.graph
 
     def facts(self, store: Store, user_id: str, *, entity: str | None = None, as_of: datetime | None = None,
               include_invalid: bool = False) -> list[Fact]:
@@ -403,15 +479,41 @@ class Zep(MemoryMethod):
 
     def communities(self, store: Store, user_id: str) -> list[CommunitySummary]:
         """The user's summarised communities (those of at least ``min_community`` entities), as of the last batch."""
-        return list(self._indexes.get(store, user_id).communities)
+        return list(self._index(store, user_id).communities)
 
     def stats(self, store: Store, user_id: str) -> dict[str, int]:
         """Counts for the user: episodes, triples, new, duplicate (by the judge), duplicate_free (without an
-        LLM call), contradiction, invalidated, extraction_failures, judge_failures, community_summaries
-        (written, by the LLM or extractive), community_failures (fell back to extractive), judge_calls."""
-        state = self._indexes.get(store, user_id).state
+        LLM call), contradiction, invalidated, extraction_failures (failed attempts, retries included),
+        judge_failures, community_summaries (written, by the LLM or extractive), community_failures (fell
+        back to extractive), judge_calls, facts, entities, and pending_sessions / pending_extractions
+        (sessions and messages whose extraction waits for a retry)."""
+        state = self._index(store, user_id).state
         return {**{name: state.stats[name] for name in _COUNTS}, "judge_calls": state.graph.judge_calls,
-                "facts": len(state.graph.facts), "entities": len(state.graph.entities)}
+                "facts": len(state.graph.facts), "entities": len(state.graph.entities),
+                "pending_sessions": len(state.pending), "pending_extractions": state.pending_count()}
+
+    def pending(self, store: Store, user_id: str | None = None) -> dict[str, int]:
+        """Sessions and messages whose extraction waits for a retry, for one user or every user whose graph
+        this process holds (a graph not built yet retries everything when it is)."""
+        with self._lock:
+            states = [s for u, s in self._graphs.get(store, {}).items() if user_id is None or u == user_id]
+            return {"pending_sessions": sum(len(s.pending) for s in states),
+                    "pending_extractions": sum(s.pending_count() for s in states)}
+
+    def retry_pending(self, store: Store, user_id: str) -> int:
+        """Retry the user's pending extractions now; return how many messages are still pending.
+
+        Raises:
+            InvalidInputError: no LLM.
+        """
+        llm = self._require_llm()
+        live = self._indexes.get(store, user_id)  # a build retries too; then nothing may be left
+        with store.reading(), self._lock:  # the store's lock first, as in a build
+            state = live.view.state
+            if state.pending and self._retry(llm, state, _Breaker()):
+                self._summarize(llm, state)
+                live.view = self._view(store, user_id, state)
+            return state.pending_count()
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "llm": None if self.llm is None else self.llm.id,
