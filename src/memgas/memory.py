@@ -9,9 +9,10 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from .answer import Answer, answer_question, items_from_hits
 from .embed import Embedder, EmbeddingCache, get_embedder
@@ -19,7 +20,8 @@ from .llm import LLM, ChatModel, Usage, default_llm_cache_path, get_llm, track_u
 from .llm_units import LLMUnitWriter
 from .methods import LLM_DESCRIBED, NEEDS_LLM, MemoryMethod, get_method
 from .methods.raptor import LLMGroupSummarizer
-from .model import EmbedderMismatchError, Hit, InvalidInputError, NotFoundError, check_id, make_session, parse_timestamp
+from . import provenance
+from .model import DuplicateSessionError, EmbedderMismatchError, Hit, InvalidInputError, NotFoundError, check_id, make_session, parse_timestamp
 from .model import check_k, check_query, naive_utc
 from .store import Store, open_store
 
@@ -129,6 +131,70 @@ class Memory:
             "edges": stats.n_edges,
             "seconds": round(seconds, 4),
         }
+
+    def add_many(
+        self, sessions: Iterable[Mapping[str, Any]], *, user_id: str, skip_existing: bool = False
+    ) -> list[dict[str, Any]]:
+        """Store several sessions of one user in one transaction: all of them, or none.
+
+        Every session is validated, and its id checked against the batch and the store, before anything is
+        written; the batch is then written under the user's write lock (:meth:`Store.writing`), so a failure
+        midway (or a crash) leaves the store as it was.
+
+        Args:
+            sessions: objects ``{"messages": [...], "session_id"?, "timestamp"?, "metadata"?}`` (as :meth:`add`
+                takes them); a session without an id gets a random one.
+            user_id: whose memory they are.
+            skip_existing: leave out the sessions whose id the user already has instead of refusing the batch.
+
+        Returns:
+            One dict per session, in order: :meth:`add`'s result, or ``{"session_id", "skipped": True}``.
+
+        Raises:
+            InvalidInputError: a bad session (named by its position), or two sessions with one id.
+            DuplicateSessionError: without ``skip_existing``, a session id the user already has.
+        """
+        check_id("user_id", user_id)
+        batch = []
+        for i, raw in enumerate(sessions):
+            if not isinstance(raw, Mapping):
+                raise InvalidInputError(f"session {i}: expected an object with 'messages', got {type(raw).__name__}")
+            unknown = sorted(map(str, set(raw) - {"messages", "session_id", "timestamp", "metadata"}))
+            if unknown:
+                raise InvalidInputError(f"session {i}: unknown keys {unknown}; expected messages, session_id, "
+                                        "timestamp, metadata")
+            session_id = raw.get("session_id")
+            try:
+                batch.append(make_session(
+                    raw.get("messages"), user_id=user_id, timestamp=raw.get("timestamp"), metadata=raw.get("metadata"),
+                    session_id=uuid.uuid4().hex if session_id is None else session_id,
+                ))
+            except InvalidInputError as e:
+                raise type(e)(f"session {i}: {e}") from None
+        ids = [s.session_id for s in batch]
+        twice = sorted(sid for sid, n in Counter(ids).items() if n > 1)
+        if twice:
+            raise InvalidInputError(f"session ids given more than once: {twice}")
+        results: list[dict[str, Any]] = []
+        timings: list[float] = []
+        with self._lock, track_usage() as usage, self.store.writing(user_id):
+            stored = {info.session_id for info in self.store.list_sessions(user_id)}
+            clash = [sid for sid in ids if sid in stored]
+            if clash and not skip_existing:
+                raise DuplicateSessionError(f"user {user_id!r} already has sessions {clash}: nothing was added")
+            for session in batch:
+                if session.session_id in stored:
+                    results.append({"session_id": session.session_id, "skipped": True})
+                    continue
+                t0 = time.perf_counter()
+                with provenance.source(session.user_id, session.session_id):  # as in add(): delete() forgets them
+                    stats = self.method.ingest(self.store, session)
+                timings.append(time.perf_counter() - t0)
+                results.append({"session_id": session.session_id, "units": stats.n_units, "edges": stats.n_edges,
+                                "seconds": round(timings[-1], 4)})
+            self._llm_usage["add"].add(usage)
+        self._timings["add"].extend(timings)  # only once committed: a rolled-back batch added nothing
+        return results
 
     def delete(self, session_id: str | None = None, *, user_id: str) -> dict[str, Any]:
         """Delete one session (with its units and edges), or all of a user's memory when ``session_id`` is None.
