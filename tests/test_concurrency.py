@@ -199,7 +199,8 @@ class HashEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             for word in re.findall(r"\w+", text.lower()):
-                out[row, int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "little") % self.dim] += 1
+                bucket = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "little")
+                out[row, bucket % self.dim] += 1
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return np.divide(out, norms, out=out, where=norms > 0)
 
