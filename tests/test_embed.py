@@ -26,6 +26,7 @@ from memgas.embed import (
     get_embedder,
 )
 from memgas.model import InvalidInputError, MemgasError
+from memgas.provenance import source
 
 TOKENIZER = Path(__file__).resolve().parents[1] / "src" / "memgas" / "data" / "minilm_tokenizer.json"
 WORDS = ("memory agent session sister wedding Lisbon hiking dog lake router coffee budget "
@@ -219,6 +220,62 @@ def test_cache_get_many_beyond_the_sqlite_variable_limit(tmp_path: Path) -> None
         assert cache.get_many("other:model", texts[:5]) == {}
         with pytest.raises(InvalidInputError):
             cache.put_many("fake:model", texts[:3], vecs[:2])
+
+
+def test_cache_forgets_the_rows_only_a_deleted_session_produced(tmp_path: Path) -> None:
+    vecs = np.eye(4, dtype=np.float32)
+    path = tmp_path / "c.sqlite"
+    with EmbeddingCache(path) as cache:
+        cache.put_many("m", ["untagged"], vecs[:1])  # outside an ingest (e.g. memgas bench): kept
+        with source("u", "s1"):
+            cache.put_many("m", ["only s1", "shared"], vecs[1:3])
+        with source("u", "s2"):
+            assert sorted(cache.get_many("m", ["shared", "missing"])) == [0]  # a hit tags the row with s2
+            cache.put_many("m", ["only s2"], vecs[3:])
+        with source("v", "s1"):  # another user's session of the same id
+            cache.get_many("m", ["only s1"])
+        assert cache.forget("u", "s1") == 0  # "only s1" is still v's
+        assert cache.forget("v", "s1") == 1
+        assert sorted(cache.get_many("m", ["untagged", "only s1", "shared", "only s2"])) == [0, 2, 3]
+        assert cache.forget("u") == 2 and cache.forget("u") == 0
+        assert sorted(cache.get_many("m", ["untagged", "shared", "only s2"])) == [0]
+        assert path.with_name("c.sqlite-wal").stat().st_size == 0  # checkpointed and truncated
+    with EmbeddingCache(path) as again:  # tags persist
+        assert len(again) == 1
+    with pytest.raises(MemgasError, match="closed"):
+        again.get_many("m", ["untagged"])
+    again.close()  # idempotent
+
+
+def test_cache_file_without_tags_is_migrated_and_its_rows_kept(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(path)
+    old.execute("CREATE TABLE embeddings (embedder_id TEXT NOT NULL, text_hash BLOB NOT NULL, dim INTEGER NOT NULL,"
+                " vector BLOB NOT NULL, PRIMARY KEY (embedder_id, text_hash)) WITHOUT ROWID")
+    old.commit()
+    old.close()
+    with EmbeddingCache(path) as cache:
+        cache.put_many("m", ["old row", "old, used again"], np.ones((2, 3), np.float32))  # untagged, as before
+        with source("u", "s"):
+            cache.get_many("m", ["old, used again"])  # the session produced it too
+            cache.put_many("m", ["new row"], np.ones((1, 3), np.float32))
+        # An untagged row names no one who still needs it, so the session that used it takes it along.
+        assert cache.forget("u", "s") == 2
+        assert sorted(cache.get_many("m", ["old row", "old, used again", "new row"])) == [0]
+
+
+def test_cached_embedder_can_leave_queries_out_of_the_cache(model: OnnxMiniLMEmbedder) -> None:
+    counting = CountingEmbedder(model)
+    emb = CachedEmbedder(counting, EmbeddingCache(None), cache_queries=False)
+    emb.embed(["a query"])
+    emb.embed(["a query"])
+    assert len(counting.calls) == 2 and len(emb.cache) == 0  # outside an ingest: not written
+    with source("u", "s"):
+        emb.embed(["a turn", "a query"])
+    emb.embed(["a turn"])
+    assert counting.calls[2:] == [["a turn", "a query"]] and len(emb.cache) == 2 and emb.hits == 1
 
 
 def test_default_cache_path_honours_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ import numpy as np
 
 from .http import json_headers, post_json
 from .model import InvalidInputError, MemgasError
+from .provenance import current_source
 
 __all__ = [
     "Embedder",
@@ -537,7 +538,16 @@ def _hash(text: str) -> bytes:
 
 
 class EmbeddingCache:
-    """Vectors keyed by (embedder id, SHA-256 of the UTF-8 text), in SQLite (WAL mode).
+    """Vectors keyed by (embedder id, SHA-256 of the UTF-8 text), in SQLite (WAL mode), with their sources.
+
+    Every row written or hit while a session is ingested (inside :func:`memgas.provenance.source`) is
+    tagged with that session's ``(user_id, session_id)``; a row several sessions produced has several
+    tags. :meth:`forget` drops a session's (or a user's) tags and every row left without a tag, so a
+    delete leaves no vector or text hash that only the deleted session produced. Rows written outside
+    an ingest (embeddings made directly, e.g. by ``memgas bench``) and rows of cache files written before
+    tags existed are untagged and kept, until an ingest uses one: it is then that session's too, and
+    goes when the session is deleted unless another session still uses it. Deleted rows are overwritten (``secure_delete``) and the WAL is
+    checkpointed and truncated after a forget, so their bytes leave every file of the cache.
 
     Safe for one writer (several processes may read); calls are serialised within a process.
 
@@ -553,7 +563,10 @@ class EmbeddingCache:
             target = str(path)
         self.path = None if path is None else Path(path)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(target, check_same_thread=False, timeout=30)
+        self._conn: sqlite3.Connection | None = sqlite3.connect(target, check_same_thread=False, timeout=30)
+        # Freed cells and pages are zeroed, whatever the SQLite build's default: a forgotten vector or
+        # hash must not survive in the file's free space.
+        self._db.execute("PRAGMA secure_delete=ON")
         if path is not None:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -561,14 +574,32 @@ class EmbeddingCache:
             "CREATE TABLE IF NOT EXISTS embeddings (embedder_id TEXT NOT NULL, text_hash BLOB NOT NULL,"
             " dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (embedder_id, text_hash)) WITHOUT ROWID"
         )
+        # Created here for cache files older than tags too (their rows stay untagged, hence kept).
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS sources (user_id TEXT NOT NULL, session_id TEXT NOT NULL,"
+            " embedder_id TEXT NOT NULL, text_hash BLOB NOT NULL,"
+            " PRIMARY KEY (user_id, session_id, embedder_id, text_hash)) WITHOUT ROWID"
+        )
+        self._db.execute("CREATE INDEX IF NOT EXISTS sources_by_row ON sources (embedder_id, text_hash)")
         self._db.commit()
 
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise MemgasError(f"the embedding cache {self.path or ':memory:'} is closed")
+        return self._conn
+
     def get_many(self, embedder_id: str, texts: Sequence[str]) -> dict[int, np.ndarray]:
-        """The cached vectors of ``texts``, as ``{index in texts: float32 vector}`` (misses absent)."""
+        """The cached vectors of ``texts``, as ``{index in texts: float32 vector}`` (misses absent).
+
+        Inside an ingest every hit is tagged with the ingested session too: that session produced the
+        text as well, so the row must outlive the deletion of the session that wrote it first.
+        """
         hashes = [_hash(t) for t in texts]
         found: dict[bytes, np.ndarray] = {}
         unique = list(dict.fromkeys(hashes))
-        with self._lock:
+        tag = current_source()
+        with self._lock, self._db:
             for i in range(0, len(unique), _IN_CHUNK):
                 chunk = unique[i : i + _IN_CHUNK]
                 rows = self._db.execute(
@@ -579,10 +610,13 @@ class EmbeddingCache:
                 for h, dim, blob in rows:
                     if len(blob) == 4 * dim:
                         found[h] = np.frombuffer(blob, dtype=np.float32).copy()
+            if tag is not None and found:
+                self._tag(tag, embedder_id, list(found))
         return {i: found[h] for i, h in enumerate(hashes) if h in found}
 
     def put_many(self, embedder_id: str, texts: Sequence[str], vectors: np.ndarray) -> None:
-        """Store ``vectors[i]`` as the vector of ``texts[i]`` (replacing any older one).
+        """Store ``vectors[i]`` as the vector of ``texts[i]`` (replacing any older one), tagged with the
+        session being ingested, if any.
 
         Raises:
             InvalidInputError: ``vectors`` is not a 2-D array with one row per text.
@@ -591,18 +625,60 @@ class EmbeddingCache:
         if vectors.ndim != 2 or vectors.shape[0] != len(texts):
             raise InvalidInputError(f"put_many: {len(texts)} texts but vectors of shape {vectors.shape}")
         dim = int(vectors.shape[1])
-        rows = [(embedder_id, _hash(t), dim, v.tobytes()) for t, v in zip(texts, vectors)]
+        hashes = [_hash(t) for t in texts]
+        rows = [(embedder_id, h, dim, v.tobytes()) for h, v in zip(hashes, vectors)]
+        tag = current_source()
         with self._lock, self._db:
             self._db.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)", rows)
+            if tag is not None:
+                self._tag(tag, embedder_id, hashes)
+
+    def _tag(self, tag: tuple[str, str], embedder_id: str, hashes: Sequence[bytes]) -> None:
+        """Record that session ``tag`` produced the rows ``hashes`` (caller holds the lock and a transaction)."""
+        self._db.executemany("INSERT OR IGNORE INTO sources VALUES (?, ?, ?, ?)",
+                             [(*tag, embedder_id, h) for h in hashes])
+
+    def forget(self, user_id: str, session_id: str | None = None) -> int:
+        """Drop the tags of one session (or of every session of ``user_id``) and every row left untagged.
+
+        Rows another session also produced keep that session's tag and stay. The deleted rows are
+        overwritten in the file (``secure_delete``) and the WAL is checkpointed and truncated, so their
+        bytes are gone from the cache's files, unless another process is reading the cache at that
+        moment (then its next checkpoint completes the job).
+
+        Args:
+            user_id: whose rows.
+            session_id: one session; ``None`` for all of the user's sessions.
+
+        Returns:
+            The number of cached vectors deleted.
+        """
+        where, args = ("user_id = ?", (user_id,)) if session_id is None else (
+            "user_id = ? AND session_id = ?", (user_id, session_id))
+        with self._lock:
+            with self._db:
+                keys = self._db.execute(f"SELECT DISTINCT embedder_id, text_hash FROM sources WHERE {where}",
+                                        args).fetchall()
+                self._db.execute(f"DELETE FROM sources WHERE {where}", args)
+                before = self._db.total_changes
+                self._db.executemany(
+                    "DELETE FROM embeddings WHERE embedder_id = ?1 AND text_hash = ?2 AND NOT EXISTS"
+                    " (SELECT 1 FROM sources WHERE embedder_id = ?1 AND text_hash = ?2)", keys)
+                deleted = self._db.total_changes - before
+            if self.path is not None:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return deleted
 
     def __len__(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0])
 
     def close(self) -> None:
-        """Close the database."""
+        """Close the database (idempotent). Any later call raises :class:`MemgasError`."""
         with self._lock:
-            self._db.close()
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
     def __enter__(self) -> "EmbeddingCache":
         return self
@@ -617,11 +693,20 @@ class CachedEmbedder:
     Identical texts in one call are embedded once. Counters: ``hits`` and ``misses`` count distinct
     texts per call found in / missing from the cache; ``seconds`` is the time spent in the inner
     model.
+
+    Args:
+        inner: the model.
+        cache: where vectors are kept.
+        cache_queries: also write the vectors of texts embedded outside an ingest (outside
+            :func:`memgas.provenance.source`: search queries). Such rows carry no session tag, so no
+            delete removes them; :class:`memgas.Memory` passes ``False`` because a query may hold
+            what its user later deletes. Reads hit the cache either way.
     """
 
-    def __init__(self, inner: Embedder, cache: EmbeddingCache) -> None:
+    def __init__(self, inner: Embedder, cache: EmbeddingCache, *, cache_queries: bool = True) -> None:
         self.inner = inner
         self.cache = cache
+        self.cache_queries = cache_queries
         self.id = inner.id
         self.max_tokens = inner.max_tokens
         self.hits = 0
@@ -644,7 +729,8 @@ class CachedEmbedder:
             t0 = time.perf_counter()
             new = self.inner.embed(todo)
             self.seconds += time.perf_counter() - t0
-            self.cache.put_many(self.id, todo, new)
+            if self.cache_queries or current_source() is not None:
+                self.cache.put_many(self.id, todo, new)
             vecs.update(zip(todo, new))
         self.hits += len(unique) - len(todo)
         self.misses += len(todo)
@@ -665,7 +751,8 @@ class CachedEmbedder:
 
 
 def get_embedder(
-    spec: str | Embedder | None = None, *, cache: EmbeddingCache | str | Path | None = None
+    spec: str | Embedder | None = None, *, cache: EmbeddingCache | str | Path | None = None,
+    cache_queries: bool = True,
 ) -> Embedder:
     """Build an embedder from a spec string.
 
@@ -680,6 +767,7 @@ def get_embedder(
     Args:
         spec: see above.
         cache: an :class:`EmbeddingCache` or a path to one; wraps the result in :class:`CachedEmbedder`.
+        cache_queries: see :class:`CachedEmbedder` (ignored for a :class:`CachedEmbedder` instance).
 
     Raises:
         InvalidInputError: an unknown spec.
@@ -705,4 +793,5 @@ def get_embedder(
         raise InvalidInputError(f"expected an embedder spec string or an Embedder, got {type(spec).__name__}")
     if cache is None or isinstance(emb, CachedEmbedder):
         return emb
-    return CachedEmbedder(emb, cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache))
+    return CachedEmbedder(emb, cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache),
+                          cache_queries=cache_queries)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from .answer import Answer, answer_question, items_from_hits
-from .embed import Embedder, EmbeddingCache, get_embedder
+from .embed import CachedEmbedder, Embedder, EmbeddingCache, get_embedder
 from .llm import LLM, ChatModel, Usage, default_llm_cache_path, get_llm, track_usage
 from .llm_units import LLMUnitWriter
 from .methods import LLM_DESCRIBED, NEEDS_LLM, MemoryMethod, get_method
@@ -65,15 +65,19 @@ class Memory:
         **method_options: Any,
     ) -> None:
         self.store = open_store(path)
-        self.embedder = get_embedder(embedder, cache=EmbeddingCache(embedding_cache))
+        self._embedding_cache = EmbeddingCache(embedding_cache)  # opened here, so close() closes it
+        # Query vectors are not cached: a query may hold what its user later deletes (see delete()).
+        self.embedder = get_embedder(embedder, cache=self._embedding_cache, cache_queries=False)
         bound = self.store.embedder_id
         if bound is not None and bound != self.embedder.id:
             self.store.close()
+            self._embedding_cache.close()
             raise EmbedderMismatchError(
                 f"this store holds vectors of embedder {bound!r}, not {self.embedder.id!r}; "
                 "open it with the same embedder or use a new store"
             )
         self.llm = get_llm(llm, cache=llm_cache or default_llm_cache_path()) if llm is not None else None
+        self._llm_cache = None if self.llm is None or isinstance(llm, LLM) else self.llm.cache  # ours to close
         self._unit_writer = LLMUnitWriter(self.llm) if self.llm is not None and llm_units else None
         if self._unit_writer is not None:
             method_options.setdefault("summarizer", self._unit_writer)
@@ -120,7 +124,9 @@ class Memory:
             timestamp=timestamp, metadata=metadata,
         )
         t0 = time.perf_counter()
-        with self._lock, track_usage() as usage:  # association reads the history it extends: one writer at a time
+        # One writer at a time: association reads the history it extends. Cache rows written meanwhile
+        # are tagged with the session, so delete() can forget them.
+        with self._lock, track_usage() as usage, provenance.source(session.user_id, session.session_id):
             stats = self.method.ingest(self.store, session)
             self._llm_usage["add"].add(usage)
         seconds = time.perf_counter() - t0
@@ -199,6 +205,11 @@ class Memory:
     def delete(self, session_id: str | None = None, *, user_id: str) -> dict[str, Any]:
         """Delete one session (with its units and edges), or all of a user's memory when ``session_id`` is None.
 
+        The store's rows go, and so do the rows of the embedding cache and the LLM response cache that
+        only the deleted sessions produced; every file is checkpointed so their bytes leave the WAL too
+        (README, "What a delete removes"). A delete interrupted after the store's commit finishes
+        forgetting when it is retried (it then raises :class:`NotFoundError`).
+
         Raises:
             InvalidInputError: a malformed user or session id.
             NotFoundError: unknown user or session.
@@ -207,10 +218,24 @@ class Memory:
         if session_id is not None:
             check_id("session_id", session_id)
         with self._lock:
-            if session_id is None:
-                return {"user_id": user_id, "deleted_sessions": self.store.delete_user(user_id)}
-            self.store.delete_session(user_id, session_id)
-        return {"user_id": user_id, "deleted_sessions": 1}
+            try:
+                if session_id is None:
+                    deleted = self.store.delete_user(user_id)
+                else:
+                    self.store.delete_session(user_id, session_id)
+                    deleted = 1
+            except NotFoundError:  # perhaps a retry of a delete that crashed after the store's commit
+                self._forget_derived(user_id, session_id)
+                raise
+            self._forget_derived(user_id, session_id)
+        return {"user_id": user_id, "deleted_sessions": deleted}
+
+    def _forget_derived(self, user_id: str, session_id: str | None) -> None:
+        """Drop the cache rows only ``user_id``'s deleted session(s) produced (see :meth:`delete`)."""
+        if isinstance(self.embedder, CachedEmbedder):
+            self.embedder.cache.forget(user_id, session_id)
+        if self.llm is not None and self.llm.cache is not None:
+            self.llm.cache.forget(user_id, session_id)
 
     # -- reads -------------------------------------------------------------------------------
     def search(
@@ -367,8 +392,16 @@ class Memory:
         return out
 
     def close(self) -> None:
-        """Close the store."""
-        self.store.close()
+        """Close what this Memory opened: the store, the embedding cache and the LLM response cache.
+
+        Idempotent; any later call raises :class:`~memgas.model.MemgasError`. An embedder or LLM passed in
+        as an instance with its own cache is left open for its owner.
+        """
+        with self._lock:  # not in the middle of an add or delete
+            self.store.close()
+            self._embedding_cache.close()
+            if self._llm_cache is not None:
+                self._llm_cache.close()
 
     def __enter__(self) -> "Memory":
         return self
