@@ -12,7 +12,10 @@ Script steps (dicts):
     ``{"status": int, "body"?: str, "headers"?: dict}``: an error status (429 sends ``Retry-After: 0``).
     ``{"sleep": float}``: wait that long (to provoke a client timeout), then answer with the responder.
     ``{"raw": bytes}``: a 200 whose body is these bytes (malformed JSON).
+    ``{"payload": Any}``: a 200 whose body is this value as JSON (a malformed completion: wrong types anywhere).
     ``{"drop": True}``: close the connection without an answer.
+    ``{"silent": float}``: read the request, then say nothing for that long (a server that never answers).
+    ``{"trickle": float}``: a 200 completion (from the responder) sent one byte every that many seconds.
 
 ``refuse`` lists request keys (e.g. ``"response_format"``) answered with HTTP 400 naming the key,
 as servers without a feature do. Every request body is kept in ``requests``.
@@ -77,6 +80,10 @@ class OpenAIStub:
                     return self._send(400, json.dumps({"error": {"message": message}}).encode())
                 if "sleep" in step:
                     time.sleep(step["sleep"])
+                if "silent" in step:
+                    time.sleep(step["silent"])
+                    self.close_connection = True
+                    return
                 if step.get("drop"):
                     self.close_connection = True
                     return
@@ -87,18 +94,27 @@ class OpenAIStub:
                     return self._send(step["status"], error.encode(), headers)
                 if "raw" in step:
                     return self._send(200, step["raw"])
+                if "payload" in step:
+                    return self._send(200, json.dumps(step["payload"]).encode())
                 text = step["text"] if "text" in step else owner.responder(body)
                 payload = completion_payload(text, body.get("model", "stub"), step.get("usage", owner.usage))
-                self._send(200, json.dumps(payload).encode())
+                self._send(200, json.dumps(payload).encode(), every=step.get("trickle"))
 
-            def _send(self, code: int, raw: bytes, headers: dict[str, str] | None = None) -> None:
+            def _send(self, code: int, raw: bytes, headers: dict[str, str] | None = None,
+                      every: float | None = None) -> None:
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(raw)))
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
                 self.end_headers()
-                self.wfile.write(raw)
+                if every is None:
+                    self.wfile.write(raw)
+                    return
+                for i in range(len(raw)):  # until the client hangs up (the write then fails)
+                    self.wfile.write(raw[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(every)
 
             def log_message(self, *args: object) -> None:
                 pass
