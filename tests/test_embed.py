@@ -261,9 +261,10 @@ def test_cache_file_without_tags_is_migrated_and_its_rows_kept(tmp_path: Path) -
         with source("u", "s"):
             cache.get_many("m", ["old, used again"])  # the session produced it too
             cache.put_many("m", ["new row"], np.ones((1, 3), np.float32))
-        # An untagged row names no one who still needs it, so the session that used it takes it along.
-        assert cache.forget("u", "s") == 2
-        assert sorted(cache.get_many("m", ["old row", "old, used again", "new row"])) == [0]
+        assert cache.forget("u", "s") == 1  # the rows made outside a session stay, the one used again too
+        assert sorted(cache.get_many("m", ["old row", "old, used again", "new row"])) == [0, 1]
+        with pytest.raises(InvalidInputError):
+            cache.forget("")
 
 
 def test_cached_embedder_can_leave_queries_out_of_the_cache(model: OnnxMiniLMEmbedder) -> None:

@@ -545,9 +545,11 @@ class EmbeddingCache:
     tags. :meth:`forget` drops a session's (or a user's) tags and every row left without a tag, so a
     delete leaves no vector or text hash that only the deleted session produced. Rows written outside
     an ingest (embeddings made directly, e.g. by ``memgas bench``) and rows of cache files written before
-    tags existed are untagged and kept, until an ingest uses one: it is then that session's too, and
-    goes when the session is deleted unless another session still uses it. Deleted rows are overwritten (``secure_delete``) and the WAL is
-    checkpointed and truncated after a forget, so their bytes leave every file of the cache.
+    tags existed have no tag and are never forgotten; when an ingest hits one, it gets the untagged mark
+    ``('', '')`` (ids are never empty) beside the session's tag, so it stays after that session is
+    deleted, as the LLM response cache does (:class:`memgas.llm.ResponseCache`). Deleted rows are
+    overwritten (``secure_delete``) and the WAL is checkpointed and truncated after a forget, so their
+    bytes leave every file of the cache.
 
     Safe for one writer (several processes may read); calls are serialised within a process.
 
@@ -593,7 +595,8 @@ class EmbeddingCache:
         """The cached vectors of ``texts``, as ``{index in texts: float32 vector}`` (misses absent).
 
         Inside an ingest every hit is tagged with the ingested session too: that session produced the
-        text as well, so the row must outlive the deletion of the session that wrote it first.
+        text as well, so the row must outlive the deletion of the session that wrote it first. A hit
+        row without a tag (made outside any ingest) gets the untagged mark first, so it stays too.
         """
         hashes = [_hash(t) for t in texts]
         found: dict[bytes, np.ndarray] = {}
@@ -611,6 +614,10 @@ class EmbeddingCache:
                     if len(blob) == 4 * dim:
                         found[h] = np.frombuffer(blob, dtype=np.float32).copy()
             if tag is not None and found:
+                keys = [(embedder_id, h) for h in found]
+                self._db.executemany(
+                    "INSERT INTO sources SELECT '', '', ?1, ?2 WHERE NOT EXISTS"
+                    " (SELECT 1 FROM sources WHERE embedder_id = ?1 AND text_hash = ?2)", keys)
                 self._tag(tag, embedder_id, list(found))
         return {i: found[h] for i, h in enumerate(hashes) if h in found}
 
@@ -652,7 +659,12 @@ class EmbeddingCache:
 
         Returns:
             The number of cached vectors deleted.
+
+        Raises:
+            InvalidInputError: an empty ``user_id`` (it would name the untagged mark).
         """
+        if not user_id or session_id == "":
+            raise InvalidInputError("forget needs a non-empty user id (and session id, if given)")
         where, args = ("user_id = ?", (user_id,)) if session_id is None else (
             "user_id = ? AND session_id = ?", (user_id, session_id))
         with self._lock:
