@@ -154,7 +154,7 @@ def test_client_error_is_not_retried_and_malformed_body_is_an_error(stub: OpenAI
     with pytest.raises(LLMError, match="did not answer JSON"):
         client(stub).complete(ASK)
     stub.script = [{"raw": b'{"choices": []}'}]
-    with pytest.raises(LLMError, match="malformed completion \(no choices\)"):
+    with pytest.raises(LLMError, match=r"malformed completion \(no choices\)"):
         client(stub).complete(ASK)
 
 

@@ -25,10 +25,12 @@ import re
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping, Sequence
 
-import networkx as nx
 import numpy as np
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 from .model import InvalidInputError
 
@@ -210,6 +212,8 @@ class TemporalGraph:
         self.episodes: dict[str, Episode] = {}
         self.entities: dict[str, Entity] = {}
         self.facts: list[Fact] = []
+        import networkx as nx  # here, not at module level: a process that only searches other methods needs none
+
         self.graph = nx.MultiGraph()  # entity key → entity key, one edge per fact (key = fact id)
         self.judge_calls = 0
         #: label → entity keys, as of the last Louvain refresh (empty before the first).
@@ -336,6 +340,8 @@ class TemporalGraph:
 
         Labels are numbered by community size, largest first. Returns label → entity keys.
         """
+        import networkx as nx
+
         simple = nx.Graph()
         simple.add_nodes_from(self.graph.nodes)
         for u, v, k in self.graph.edges(keys=True):
