@@ -24,7 +24,7 @@ from memgas.model import (
     make_session,
 )
 from memgas.store import SQLiteStore, Store, UnitTable, open_store
-from memgas.store.sqlite import SCHEMA_VERSION
+from memgas.store.sqlite import _FORGET_WAIT, SCHEMA_VERSION
 
 DIM = 8
 EMBEDDER = "test-embedder"
@@ -505,7 +505,8 @@ def test_nested_writes_join_and_a_failed_call_inside_leaves_nothing(store: SQLit
             _add(store, "alice", "a1", rng)
         _add(store, "alice", "a3", rng)
     assert store.generation == 2  # the failed add and the refused duplicate each rolled back their part
-    assert [i.session_id for i in store.list_sessions("alice")] == ["a1", "a3"] and store.list_users() == ["alice", "bob"]
+    assert [i.session_id for i in store.list_sessions("alice")] == ["a1", "a3"]
+    assert store.list_users() == ["alice", "bob"]
     assert store._conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 3 * 4
     assert set(store.load_units("alice").session_ids) == {"a1", "a3"}
 
@@ -620,3 +621,23 @@ def test_a_long_reader_delays_forgetting_until_close(db: Path, rng: np.random.Ge
     store.close()  # the reader is done: close empties the log
     assert _files_holding(db.parent, secret.encode()) == []
     reader.close()
+
+
+def test_a_failed_checkpoint_does_not_fail_the_committed_delete(store: SQLiteStore, rng: np.random.Generator,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    _add(store, "alice", "s0", rng)
+    _add(store, "alice", "s1", rng)
+    calls: list[float] = []
+
+    def broken(conn: sqlite3.Connection, wait: float) -> None:
+        calls.append(wait)
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(store, "_empty_wal", broken)
+    store.delete_session("alice", "s0")  # committed: reported as done, forgetting is retried
+    assert [i.session_id for i in store.list_sessions("alice")] == ["s1"] and store._wal_dirty
+    _add(store, "alice", "s2", rng)
+    assert calls == [_FORGET_WAIT, 0.0]  # the delete waited for readers, the retry does not
+    monkeypatch.undo()
+    _add(store, "alice", "s3", rng)
+    assert not store._wal_dirty and store.path.with_name("memory.db-wal").stat().st_size == 0

@@ -397,9 +397,12 @@ class SQLiteStore(Store):
                 raise
             finally:
                 state.write_depth = 0
-            if state.deleted or self._wal_dirty:
+            if self._path is not None and (state.deleted or self._wal_dirty):
                 self._wal_dirty = True
-                self._empty_wal(conn, _FORGET_WAIT if state.deleted else 0.0)
+                try:
+                    self._empty_wal(conn, _FORGET_WAIT if state.deleted else 0.0)
+                except sqlite3.Error:
+                    pass  # the write is committed and must be reported so; the next write or close retries
 
     def _empty_wal(self, conn: sqlite3.Connection, wait: float) -> None:
         """Copy the write-ahead log into the database and truncate it, so deleted text leaves the
@@ -408,8 +411,6 @@ class SQLiteStore(Store):
         An open read transaction of another connection keeps the frames it may still read: the
         truncation is retried for ``wait`` seconds, then left to the next write or :meth:`close`.
         """
-        if self._path is None:
-            return
         conn.execute(f"PRAGMA busy_timeout = {_FORGET_STEP_MS}")
         try:
             deadline = time.monotonic() + wait
