@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from memgas.lexical import LexicalIndex, tokenize
 
@@ -30,3 +31,65 @@ def test_index_scores_rare_names_highest() -> None:
     assert scores.shape == (len(TEXTS),) and int(np.argmax(scores)) == 2
     assert not index.scores("the and of").any()  # stop words only: nothing scores
     assert LexicalIndex([]).scores("anything").shape == (0,)
+
+
+def _corpus() -> list[str]:
+    """A fixed corpus with varied document frequencies and lengths (and the hand-written texts above)."""
+    rng = np.random.default_rng(11)
+    words = ["trail", "hike", "mountain", "curry", "lentil", "vet", "corgi", "formula", "sheet", "zero", "rent",
+             "flight", "lisbon", "cello", "wedding", "porto", "kibble", "walk", "dinner", "falls"]
+    p = 1.0 / np.arange(1, len(words) + 1)  # Zipf-like: some words in most documents, some in few
+    docs = [" ".join(rng.choice(words, size=rng.integers(0, 25), p=p / p.sum())) for _ in range(300)]
+    return TEXTS + docs
+
+
+QUERIES = ["What did the vet say about Biscuit?", "trail hike mountain", "corgi corgi kibble", "lentil curry dinner",
+           "porto wedding flight to lisbon", "formula returns zero in the sheet", "unknownword", "cello"]
+
+
+def test_scores_equal_bm25s_built_at_once_and_in_batches() -> None:
+    import bm25s
+
+    corpus = _corpus()
+    reference = bm25s.BM25()  # bm25s's defaults: method="lucene", k1=1.5, b=0.75
+    reference.index(tokenize(corpus), show_progress=False)
+    whole = LexicalIndex(corpus)
+    grown = LexicalIndex(corpus[:5])
+    for start, end in [(5, 6), (6, 90), (90, 91), (91, 250), (250, len(corpus))]:
+        grown.add(corpus[start:end])
+    assert len(whole) == len(grown) == len(corpus)
+    for q in QUERIES:
+        tokens = tokenize([q])[0]
+        expected = np.asarray(reference.get_scores(tokens), dtype=np.float64) if tokens else np.zeros(len(corpus))
+        np.testing.assert_allclose(whole.scores(q), expected, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(grown.scores(q), whole.scores(q), rtol=1e-12, atol=0)
+
+
+def test_a_snapshot_scores_as_the_index_of_its_documents() -> None:
+    corpus = _corpus()
+    index = LexicalIndex(corpus[:100])
+    index.add(corpus[100:])
+    for q in QUERIES:  # the first 100 documents score as an index of only those (df, N and mean length)
+        np.testing.assert_allclose(index.scores(q, 100), LexicalIndex(corpus[:100]).scores(q), rtol=1e-12)
+
+
+def test_bm25_value_by_hand() -> None:
+    # tokens: [appl, banana], [appl, appl, cherri], [banana]; N = 3, avgdl = 2
+    index = LexicalIndex(["apple banana", "apple apple cherry", "banana"])
+    k1, b = 1.5, 0.75
+
+    def tf_part(tf: float, length: float) -> float:
+        return tf / (tf + k1 * (1 - b + b * length / 2.0))
+
+    idf_apple, idf_cherry = np.log(1 + (3 - 2 + 0.5) / (2 + 0.5)), np.log(1 + (3 - 1 + 0.5) / (1 + 0.5))
+    np.testing.assert_allclose(index.scores("apple"), [idf_apple * tf_part(1, 2), idf_apple * tf_part(2, 3), 0.0])
+    np.testing.assert_allclose(index.scores("cherry apple"),
+                               [idf_apple * tf_part(1, 2), idf_apple * tf_part(2, 3) + idf_cherry * tf_part(1, 3), 0])
+    assert index.scores("cherry")[1] == pytest.approx(np.log(8 / 3) / 3.0625)
+
+
+def test_coverage_is_the_share_of_query_tokens_in_each_document() -> None:
+    index = LexicalIndex(["apple banana", "apple apple cherry", "banana", "kiwi"])
+    np.testing.assert_allclose(index.coverage("apple cherry apple"), [0.5, 1.0, 0.0, 0.0])
+    np.testing.assert_allclose(index.coverage("apple cherry", 1), [0.5])
+    assert not index.coverage("the of").any()
