@@ -200,3 +200,42 @@ def test_association_sees_every_writer_and_every_delete(embedder) -> None:
         return {e for e in _edge_set(store) if "again" in e[:2]}
 
     assert of_again(shared) == of_again(fresh) and of_again(shared)
+
+
+def test_relevance_tells_found_from_nothing_relevant(embedder, tmp_path) -> None:
+    """``score`` ranks (the top hit scores 2.0 whatever the query); ``relevance`` is the query's best cosine
+    with the session's units, so ``min_score=0.3`` (MiniLM) drops hits about nothing stored."""
+    from memgas import Memory
+
+    store = open_store(None)
+    m = MemGAS(embedder)
+    for sid, lines in [*TOPICS.items(), ("gamma", ["gamma"])]:
+        m.ingest(store, _session(sid, lines))
+    nothing = "quantum chromodynamics lecture notes"
+    hits = m.search(store, "u", nothing, k=6)
+    assert hits and hits[0].score == pytest.approx(2.0) and max(h.relevance for h in hits) < 0.3
+    assert m.search(store, "u", nothing, k=6, min_score=0.3) == []
+    q = "What did the vet say about my dog?"
+    found = m.search(store, "u", q, k=6, min_score=0.3)
+    assert [h.session_id for h in found] == ["dog"]
+    table = store.load_units("u")
+    best = float(max(v @ embedder.embed([q])[0] for v, s in zip(table.vectors, table.session_ids) if s == "dog"))
+    assert found[0].relevance == pytest.approx(best, abs=1e-6) and found[0].to_dict()["relevance"] == round(best, 6)
+    # the same session's relevance does not depend on what else is stored (unlike its score)
+    alone = open_store(None)
+    m.ingest(alone, _session("dog", TOPICS["dog"]))
+    assert m.search(alone, "u", q, k=1)[0].relevance == pytest.approx(found[0].relevance, abs=1e-6)
+    with Memory(tmp_path / "mem.db", embedder=embedder, embedding_cache=tmp_path / "emb.sqlite") as mem:
+        for sid in ("dog", "code"):
+            mem.add([{"role": "user", "content": line} for line in TOPICS[sid]], user_id="u", session_id=sid)
+        assert mem.search(nothing, user_id="u", min_score=0.3) == []
+        assert [h.session_id for h in mem.search(q, user_id="u", min_score=0.3)] == ["dog"]
+        with pytest.raises(InvalidInputError, match="min_score"):
+            mem.search(q, user_id="u", min_score=1.5)
+
+
+def test_bm25_relevance_is_the_share_of_query_words_found(embedder, filled) -> None:
+    store, _ = filled
+    hits = get_method("bm25-all", embedder).search(store, "u", "SUMIFS spreadsheet", k=2)
+    assert hits[0].session_id == "code" and hits[0].relevance == pytest.approx(0.5)  # "sumif" found, "spreadsheet" not
+    assert get_method("bm25-all", embedder).search(store, "u", "SUMIFS spreadsheet", k=2, min_score=0.6) == []

@@ -239,7 +239,8 @@ class Memory:
 
     # -- reads -------------------------------------------------------------------------------
     def search(
-        self, query: str, *, user_id: str, k: int = 5, query_time: str | datetime | None = None
+        self, query: str, *, user_id: str, k: int = 5, query_time: str | datetime | None = None,
+        min_score: float = 0.0,
     ) -> list[Hit]:
         """The ``k`` sessions of ``user_id`` most relevant to ``query``, best first.
 
@@ -247,18 +248,23 @@ class Memory:
         timestamp and score, the router's granularity weights, and whether it came through an
         association edge. ``query_time`` (default: now) anchors time expressions in the query
         ("last weekend", "in April") for the method's time prior; methods get it as naive UTC.
+        Hits whose ``relevance`` (the query's best cosine with the session's units, in [0, 1]) is below
+        ``min_score`` are left out, so a query about nothing stored can return nothing.
 
         Raises:
             InvalidInputError: an empty query or one over :data:`~memgas.model.MAX_QUERY_CHARS`, k not
-                an integer from 1 to :data:`~memgas.model.MAX_K`, a bad user id or ``query_time``.
+                an integer from 1 to :data:`~memgas.model.MAX_K`, a bad user id or ``query_time``,
+                ``min_score`` not a number in [0, 1].
             NotFoundError: the user has no memory.
         """
         check_query(query)
         k = check_k(k)
+        if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or not 0.0 <= min_score <= 1.0:
+            raise InvalidInputError(f"min_score must be a number from 0 to 1, got {min_score!r}")
         self._require_user(user_id)
         when = naive_utc(parse_timestamp(query_time) if query_time is not None else datetime.now(timezone.utc))
         t0 = time.perf_counter()
-        hits = self.method.search(self.store, user_id, query, k=k, query_time=when)
+        hits = self.method.search(self.store, user_id, query, k=k, query_time=when, min_score=float(min_score))
         self._timings["search"].append(time.perf_counter() - t0)
         return hits
 

@@ -16,7 +16,7 @@ from ..embed import Embedder
 from ..lexical import LexicalIndex
 from ..model import Granularity, InvalidInputError
 from ..store import Store, UnitTable
-from .base import IndexCache, MemoryMethod, Scored, UserIndex, build_user_index
+from .base import IndexCache, MemoryMethod, Scored, UserIndex, build_user_index, update_user_index
 
 __all__ = ["DenseMethod", "BM25Method"]
 
@@ -27,7 +27,7 @@ class DenseMethod(MemoryMethod):
         super().__init__(embedder, **kwargs)
         self.granularity = granularity
         self.name = f"dense-{granularity}"
-        self._indexes: IndexCache[UserIndex] = IndexCache(build_user_index)
+        self._indexes: IndexCache[UserIndex] = IndexCache(build_user_index, update=update_user_index)
 
     def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Scored:
         index = self._indexes.get(store, user_id)
@@ -68,7 +68,9 @@ class BM25Method(MemoryMethod):
     """BM25 over every turn; a session scores as its best turn.
 
     ``side="user"`` indexes only what the user said in each turn (the LongMemEval reference corpus);
-    ``side="all"`` indexes every speaker (LoCoMo's conversations are between two people).
+    ``side="all"`` indexes every speaker (LoCoMo's conversations are between two people). Having no
+    vectors, a hit's relevance is lexical: the largest share of the query's distinct tokens found in
+    one of the session's turns (:meth:`memgas.lexical.LexicalIndex.coverage`).
     """
 
     def __init__(self, embedder: Embedder, side: str = "user", **kwargs: Any) -> None:
@@ -85,7 +87,7 @@ class BM25Method(MemoryMethod):
 
     def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Scored:
         docs, lexical = self._indexes.get(store, user_id)
-        return Scored(docs, lexical.scores(query))
+        return Scored(docs, lexical.scores(query), relevance=lexical.coverage(query))
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "side": self.side}

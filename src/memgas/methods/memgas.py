@@ -33,11 +33,11 @@ from ..gmm import accept_masks
 from ..model import GRANULARITIES, Edge, Session, Unit
 from ..ppr import personalized_pagerank
 from ..router import granularity_weights
-from ..store import Store, UnitTable
+from ..store import EdgeTable, Store, UnitTable
 from ..temporal import parse_time_window
 from ..lexical import LexicalIndex
 from ..units import Keyworder, Summarizer, embedding_view
-from .base import IndexCache, IngestStats, MemoryMethod, Scored, UserIndex, build_user_index
+from .base import IndexCache, IngestStats, MemoryMethod, Scored, UserIndex, build_user_index, extend_user_index
 
 __all__ = ["MemGASConfig", "MemGAS", "session_edges", "association_edges"]
 
@@ -84,11 +84,32 @@ class MemGASConfig:
 
 @dataclass(slots=True)
 class _Index:
-    """A user's units, the association graph over them, and BM25 over the turn units."""
+    """A user's units, the association graph over them, and BM25 over the turn units.
+
+    The graph is kept as its edge list (rows of ``units``, each undirected edge once, with its
+    search weight), which an add extends in O(new edges); the symmetric sparse matrix PageRank reads
+    is built from it on first use. ``lexical`` may hold more documents than this snapshot (a later
+    snapshot appended to it): its first ``units.masks["turn"].size`` are this one's.
+    """
 
     units: UserIndex
-    adjacency: sp.csr_matrix
+    src: np.ndarray  # int64 unit rows
+    dst: np.ndarray
+    weight: np.ndarray  # float64, > 0
     lexical: LexicalIndex | None  # documents = the rows ``units.masks["turn"]``, in that order
+    _adjacency: sp.csr_matrix | None = None
+
+    def adjacency(self) -> sp.csr_matrix:
+        """The symmetric weighted adjacency matrix, in canonical CSR form (columns sorted in each row),
+        so that an index extended edge by edge and one built at once multiply alike, bit for bit."""
+        if self._adjacency is None:
+            n = len(self.units.table)
+            rows = np.concatenate([self.src, self.dst])
+            cols = np.concatenate([self.dst, self.src])
+            a = sp.csr_matrix((np.concatenate([self.weight, self.weight]), (rows, cols)), shape=(n, n))
+            a.sum_duplicates()  # sorts each row's columns (there are no duplicates: each edge is stored once)
+            self._adjacency = a
+        return self._adjacency
 
 
 def session_edges(units: list[Unit], floor: float = 0.05) -> list[Edge]:
@@ -155,13 +176,13 @@ def association_edges(
     return edges, decisions
 
 
-def _refresh_table(store: Store, user_id: str, table: UnitTable) -> UnitTable:
-    """The user's unit table, from a stale copy: only the units added since are read, unless some were
-    deleted (then everything is). Keeps ``add`` from re-reading the whole history on every call."""
+def _refresh_table(store: Store, user_id: str, table: UnitTable) -> UnitTable | None:
+    """The user's unit table, from a stale copy: only the units added since are read; ``None`` when some
+    were deleted (then the cache reads everything). Keeps ``add`` from re-reading the whole history."""
     if len(table) == 0:
-        return store.load_units(user_id)
+        return None
     kept, added = store.load_units_after(user_id, int(table.ids[-1]))
-    return table.extended(added) if kept == len(table) else store.load_units(user_id)
+    return table.extended(added) if kept == len(table) else None
 
 
 class MemGAS(MemoryMethod):
@@ -180,7 +201,7 @@ class MemGAS(MemoryMethod):
     ) -> None:
         super().__init__(embedder, summarizer=summarizer, keyworder=keyworder)
         self.cfg = replace(config or MemGASConfig(), **overrides)
-        self._indexes: IndexCache[_Index] = IndexCache(self._build_index)
+        self._indexes: IndexCache[_Index] = IndexCache(self._build_index, update=self._update_index)
         self._tables: IndexCache[UnitTable] = IndexCache(lambda store, user_id: store.load_units(user_id),
                                                          update=_refresh_table)
 
@@ -189,56 +210,92 @@ class MemGAS(MemoryMethod):
 
     # -- ingest ------------------------------------------------------------------------------
     def ingest(self, store: Store, session: Session) -> IngestStats:
-        """Build units, associate them with the user's history, and write all in one transaction."""
+        """Build units, associate them with the user's history, and write all in one transaction.
+
+        Units (the embedding, most of the cost) are built outside any lock; reading the history,
+        associating with it and writing happen under the user's write lock, so a concurrent delete
+        can neither remove an association target before the write nor hide a unit added meanwhile.
+        """
         t0 = time.perf_counter()
         store.bind_embedder(self.embedder.id, self.embedder.dim)
         units = self.build(session)
         t1 = time.perf_counter()
         edges = session_edges(units)
         decisions: dict[str, int] = {}
-        if store.has_user(session.user_id):
-            table = self._tables.get(store, session.user_id)
-            assoc, decisions = association_edges(units, table, candidates=self.cfg.candidates)
-            edges += assoc
-        t2 = time.perf_counter()
-        ids = store.add_session(session, units, edges)
-        t3 = time.perf_counter()
+        with store.writing(session.user_id):
+            t2 = time.perf_counter()
+            if store.has_user(session.user_id):
+                table = self._tables.get(store, session.user_id)
+                assoc, decisions = association_edges(units, table, candidates=self.cfg.candidates)
+                edges += assoc
+            t3 = time.perf_counter()
+            ids = store.add_session(session, units, edges)
+        t4 = time.perf_counter()
         return IngestStats(
             session.session_id, ids, len(units), len(edges),
-            {"units": t1 - t0, "associate": t2 - t1, "write": t3 - t2}, decisions,
+            {"units": t1 - t0, "lock": t2 - t1, "associate": t3 - t2, "write": t4 - t3}, decisions,
         )
 
     # -- index -------------------------------------------------------------------------------
-    def _build_index(self, store: Store, user_id: str) -> _Index:
-        units = build_user_index(store, user_id)
-        edges = store.load_edges(user_id)
-        n = len(units.table)
-        if len(edges):
-            src = np.searchsorted(units.table.ids, edges.src)
-            dst = np.searchsorted(units.table.ids, edges.dst)
-            w = edges.weight.astype(np.float64)
-            cross = units.session_of[src] != units.session_of[dst]
-            if not self.cfg.use_association:
-                w[cross] = 0.0
-            else:
-                w[cross & (w < self.cfg.assoc_min_weight)] = 0.0
-                w[cross] *= self.cfg.assoc_scale
-            keep = w > 0
-            a = sp.coo_matrix((w[keep], (src[keep], dst[keep])), shape=(n, n))
-            adjacency = (a + a.T).tocsr()
+    def _graph_edges(self, units: UserIndex, edges: EdgeTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Stored edges as unit rows of ``units`` with their search weights; edges weighted 0 are dropped."""
+        src = np.searchsorted(units.table.ids, edges.src)
+        dst = np.searchsorted(units.table.ids, edges.dst)
+        w = edges.weight.astype(np.float64)
+        cross = units.session_of[src] != units.session_of[dst]
+        if not self.cfg.use_association:
+            w[cross] = 0.0
         else:
-            adjacency = sp.csr_matrix((n, n))
+            w[cross & (w < self.cfg.assoc_min_weight)] = 0.0
+            w[cross] *= self.cfg.assoc_scale
+        keep = w > 0
+        return src[keep], dst[keep], w[keep]
+
+    @staticmethod
+    def _turn_views(units: UserIndex, rows: np.ndarray, sessions: dict[str, Session]) -> list[str]:
+        """The lexical documents of turn ``rows``: each turn read as its vector is (user words whole,
+        replies' openings), so the two channels see the same evidence and long assistant answers do
+        not drown the user's."""
+        table = units.table
+        views = {(sid, turn.index): embedding_view(turn) for sid, s in sessions.items() for turn in s.turns}
+        return [views[(table.session_ids[r], int(table.turn_start[r]))] for r in rows]
+
+    def _build_index(self, store: Store, user_id: str) -> _Index:
+        """The user's whole index from the store (inside the cache's ``store.reading()``)."""
+        units = build_user_index(store, user_id)
+        src, dst, weight = self._graph_edges(units, store.load_edges(user_id))
         lexical = None
-        if self.cfg.use_lexical and n:
-            # BM25 reads each turn as its vector does (user words whole, replies' openings), so the
-            # two channels see the same evidence and long assistant answers do not drown the user's.
-            views = {}
-            for sid in units.sessions:
-                for turn in store.get_session(user_id, sid).turns:
-                    views[(sid, turn.index)] = embedding_view(turn)
-            rows = units.masks["turn"]
-            lexical = LexicalIndex([views[(units.table.session_ids[r], int(units.table.turn_start[r]))] for r in rows])
-        return _Index(units, adjacency, lexical)
+        if self.cfg.use_lexical and len(units.table):
+            sessions = {sid: store.get_session(user_id, sid) for sid in units.sessions}
+            lexical = LexicalIndex(self._turn_views(units, units.masks["turn"], sessions))
+        return _Index(units, src, dst, weight, lexical)
+
+    def _update_index(self, store: Store, user_id: str, index: _Index) -> _Index | None:
+        """``index`` extended by what was added since it was read: the new units' rows, the edges that
+        touch them, their sessions' timestamps and turns (inside the cache's ``store.reading()``).
+
+        Only the new rows are read and appended (vectors into spare capacity, edges to the edge list,
+        documents to BM25), so search right after an add costs about a warm search. After a delete it
+        returns ``None`` and the cache rebuilds the index: a delete is rare, and rebuilding keeps the
+        rows dense and the BM25 statistics exact. ``index`` stays valid for readers still holding it.
+        """
+        extended = extend_user_index(store, user_id, index.units)
+        if extended is None:
+            return None
+        units, sessions = extended
+        n_old = len(index.units.table)
+        if len(units.table) == n_old:
+            return index
+        src, dst, weight = self._graph_edges(units, store.load_edges_after(user_id, int(index.units.table.ids[-1])))
+        lexical = index.lexical
+        if lexical is not None:
+            old_turns = index.units.masks["turn"].size
+            if len(lexical) != old_turns:  # a later snapshot already appended to it: start a copy of ours
+                lexical = LexicalIndex(self._turn_views(index.units, index.units.masks["turn"], {
+                    sid: store.get_session(user_id, sid) for sid in index.units.sessions}))
+            lexical.add(self._turn_views(units, units.masks["turn"][old_turns:], sessions))
+        return _Index(units, np.concatenate([index.src, src]), np.concatenate([index.dst, dst]),
+                      np.concatenate([index.weight, weight]), lexical)
 
     # -- search ------------------------------------------------------------------------------
     def _time_prior(self, units: UserIndex, query: str, query_time: datetime) -> np.ndarray:
@@ -272,8 +329,8 @@ class MemGAS(MemoryMethod):
         masks = index.units.masks
         channels = {g: (rows, sims[rows]) for g, rows in masks.items() if rows.size}
         if index.lexical is not None:
-            lexical = index.lexical.scores(query)
-            if lexical.max() > 0:
+            lexical = index.lexical.scores(query, masks["turn"].size)
+            if lexical.size and lexical.max() > 0:
                 channels["lexical"] = (masks["turn"], lexical)
         z = {}
         for c, (rows, s) in channels.items():
@@ -310,9 +367,10 @@ class MemGAS(MemoryMethod):
         seed_rows = np.argpartition(-seed, top - 1)[:top]
         personalization = np.zeros_like(seed)
         personalization[seed_rows] = seed[seed_rows]
-        if self.cfg.use_ppr and index.adjacency.nnz:
+        adjacency = index.adjacency() if self.cfg.use_ppr else None
+        if adjacency is not None and adjacency.nnz:
             scores = personalized_pagerank(
-                index.adjacency, personalization,
+                adjacency, personalization,
                 damping=self.cfg.damping, tol=self.cfg.tol, max_iter=self.cfg.max_iter,
             ).scores
         else:
@@ -322,4 +380,4 @@ class MemGAS(MemoryMethod):
             # and BM25 hit together) outweighs one unit that a single channel favours.
             bonus = self.cfg.session_weight * evidence / evidence.max()
             scores = scores / scores.max() + bonus[index.units.session_of]
-        return Scored(index.units, scores, weights, personalization)
+        return Scored(index.units, scores, weights, personalization, relevance=sims)
