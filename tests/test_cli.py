@@ -73,8 +73,9 @@ def test_list_of_sessions_file_keeps_metadata_and_non_ascii(capsys: pytest.Captu
     code, out, _ = _cli(capsys, "get", "trip", "--db", str(db), "--user", "ana")
     assert code == 0 and json.loads(out)["metadata"] == TRIP["metadata"]
     assert "café" in out and "\\u00e9" not in out  # JSON output keeps non-ASCII as it is
-    code, out, _ = _cli(capsys, "list", "--db", str(db))
-    assert code == 0 and json.loads(out) == [{"user_id": "ana", "sessions": 2}]
+    for target in (str(db), f"sqlite:///{db}"):  # a path, or the URL of the same file
+        code, out, _ = _cli(capsys, "list", "--db", target)
+        assert code == 0 and json.loads(out) == [{"user_id": "ana", "sessions": 2}]
 
 
 def test_stats(capsys: pytest.CaptureFixture[str], db: Path) -> None:
