@@ -11,7 +11,7 @@ import weakref
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Callable, Generic, TypeVar
 
@@ -125,7 +125,9 @@ def extend_user_index(store: Store, user_id: str, index: UserIndex) -> tuple[Use
         return index, {}
     n = len(old)
     rows = (index.rows or RowBuffer(old.vectors)).extend(n, added.vectors)
-    table = _with_rows(old.extended(added), rows)
+    # Extending the columns without their vectors: the buffer already holds every row, uncopied.
+    none = old.vectors[:0]
+    table = _with_rows(replace(old, vectors=none).extended(replace(added, vectors=none)), rows)
     new_sessions = dict.fromkeys(added.session_ids)
     sessions = {sid: store.get_session(user_id, sid) for sid in new_sessions}
     pos = {sid: i for i, sid in enumerate(index.sessions)}

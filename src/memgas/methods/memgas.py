@@ -88,8 +88,10 @@ class _Index:
 
     The graph is kept as its edge list (rows of ``units``, each undirected edge once, with its
     search weight), which an add extends in O(new edges); the symmetric sparse matrix PageRank reads
-    is built from it on first use. ``lexical`` may hold more documents than this snapshot (a later
-    snapshot appended to it): its first ``units.masks["turn"].size`` are this one's.
+    is made on first use, by extending the previous snapshot's matrix when that one was made
+    (``_parent``: its matrix and edge count), else from the edge list. ``lexical`` may hold more
+    documents than this snapshot (a later snapshot appended to it): its first
+    ``units.masks["turn"].size`` are this one's.
     """
 
     units: UserIndex
@@ -98,18 +100,44 @@ class _Index:
     weight: np.ndarray  # float64, > 0
     lexical: LexicalIndex | None  # documents = the rows ``units.masks["turn"]``, in that order
     _adjacency: sp.csr_matrix | None = None
+    _parent: tuple[sp.csr_matrix, int] | None = None
 
     def adjacency(self) -> sp.csr_matrix:
         """The symmetric weighted adjacency matrix, in canonical CSR form (columns sorted in each row),
         so that an index extended edge by edge and one built at once multiply alike, bit for bit."""
         if self._adjacency is None:
             n = len(self.units.table)
-            rows = np.concatenate([self.src, self.dst])
-            cols = np.concatenate([self.dst, self.src])
-            a = sp.csr_matrix((np.concatenate([self.weight, self.weight]), (rows, cols)), shape=(n, n))
-            a.sum_duplicates()  # sorts each row's columns (there are no duplicates: each edge is stored once)
-            self._adjacency = a
+            if self._parent is not None:
+                a, m = self._parent
+                self._adjacency = _extended_adjacency(a, self.src[m:], self.dst[m:], self.weight[m:], n)
+            else:
+                rows = np.concatenate([self.src, self.dst])
+                cols = np.concatenate([self.dst, self.src])
+                a = sp.csr_matrix((np.concatenate([self.weight, self.weight]), (rows, cols)), shape=(n, n))
+                a.sum_duplicates()  # sorts each row's columns (there are no duplicates: each edge is stored once)
+                self._adjacency = a
+            self._parent = None  # let the previous matrix go
         return self._adjacency
+
+
+def _extended_adjacency(a: sp.csr_matrix, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
+                        n: int) -> sp.csr_matrix:
+    """The canonical symmetric CSR matrix ``a`` grown to ``n × n`` with the undirected edges
+    ``src``–``dst`` (``dst`` rows all new, i.e. ``>= a.shape[0]``), without re-sorting ``a``.
+
+    Each new entry's column is larger than any column of its row in ``a`` when the row is old (the
+    other end is new), so it goes at the row's end; new rows are all new entries. One sort of the new
+    entries and one ``np.insert`` per array (a copy of ``a``, O(nnz)) give the canonical result.
+    """
+    n_old = a.shape[0]
+    rows = np.concatenate([src, dst])
+    cols = np.concatenate([dst, src])
+    order = np.lexsort((cols, rows))
+    rows, cols, w = rows[order], cols[order], np.concatenate([weight, weight])[order]
+    at = a.indptr[np.minimum(rows + 1, n_old)]  # the end of each old row; the end of everything for new rows
+    indptr = np.concatenate([a.indptr, np.full(n - n_old, a.indptr[-1])])
+    indptr = indptr + np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
+    return sp.csr_matrix((np.insert(a.data, at, w), np.insert(a.indices, at, cols), indptr), shape=(n, n))
 
 
 def session_edges(units: list[Unit], floor: float = 0.05) -> list[Edge]:
@@ -294,8 +322,9 @@ class MemGAS(MemoryMethod):
                 lexical = LexicalIndex(self._turn_views(index.units, index.units.masks["turn"], {
                     sid: store.get_session(user_id, sid) for sid in index.units.sessions}))
             lexical.add(self._turn_views(units, units.masks["turn"][old_turns:], sessions))
+        parent = None if index._adjacency is None else (index._adjacency, index.src.size)
         return _Index(units, np.concatenate([index.src, src]), np.concatenate([index.dst, dst]),
-                      np.concatenate([index.weight, weight]), lexical)
+                      np.concatenate([index.weight, weight]), lexical, _parent=parent)
 
     # -- search ------------------------------------------------------------------------------
     def _time_prior(self, units: UserIndex, query: str, query_time: datetime) -> np.ndarray:
