@@ -371,8 +371,11 @@ def test_schema_version_and_foreign_files(tmp_path: Path) -> None:
     other = tmp_path / "other.db"
     with sqlite3.connect(other) as conn:
         conn.execute("CREATE TABLE t (x)")
+    before = other.read_bytes()
     with pytest.raises(InvalidInputError, match="not a memgas store"):
         SQLiteStore(other)
+    assert other.read_bytes() == before  # refused untouched (no switch to WAL)
+    assert not other.with_name("other.db-wal").exists()
 
     garbage = tmp_path / "garbage.db"
     garbage.write_bytes(b"this is not a database" * 100)

@@ -240,10 +240,11 @@ class SQLiteStore(Store):
         conn = None
         try:
             conn = self._connect()
-            if self._path is not None:
-                conn.execute("PRAGMA journal_mode = WAL")
             self._conn = conn
             self._init_schema()
+            # WAL only once the file is known to be a memgas store: a refused foreign file keeps its bytes.
+            if self._path is not None:
+                conn.execute("PRAGMA journal_mode = WAL")
         except BaseException as exc:
             if conn is not None:
                 conn.close()
