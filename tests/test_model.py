@@ -186,12 +186,12 @@ def test_metadata_values(bad: dict, needle: str) -> None:
 
 
 def test_metadata_is_copied_to_plain_json() -> None:
-    inner = {"tags": ("a", "b")}
+    inner = {"tags": ("a", "b"), "list": [1]}
     clean = check_metadata(MappingProxyType({"x": inner, "none": None}))
-    assert clean == {"x": {"tags": ["a", "b"]}, "none": None}
-    assert json.loads(json.dumps(clean, allow_nan=False)) == clean
-    inner["tags"] = ()
-    assert clean["x"]["tags"] == ["a", "b"]  # a copy, not a view of the caller's objects
+    assert clean == {"x": {"tags": ("a", "b"), "list": [1]}, "none": None} and type(clean) is dict
+    assert json.loads(json.dumps(clean, allow_nan=False)) == {"x": {"tags": ["a", "b"], "list": [1]}, "none": None}
+    inner["list"].append(2)
+    assert clean["x"]["list"] == [1]  # a copy, not a view of the caller's objects
     assert check_metadata(None) == {}
 
 

@@ -369,7 +369,8 @@ def check_metadata(value: object) -> dict[str, Any]:
     :data:`MAX_METADATA_BYTES` bytes as UTF-8 JSON.
 
     Returns:
-        A copy made of ``dict``, ``list`` and scalars, which ``json.dumps`` writes as standard JSON.
+        A copy made of ``dict``, ``list``, ``tuple`` and scalars, which ``json.dumps`` writes as
+        standard JSON (a tuple comes back from the store as a list).
 
     Raises:
         InvalidInputError: any rule is broken; the message names where.
@@ -413,7 +414,8 @@ def _json_value(value: object, where: str, depth: int) -> Any:
             check_unicode(f"{where} key", key)
             out[key] = _json_value(item, f"{where}[{_show(key, 30)}]", depth + 1)
         return out
-    return [_json_value(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
+    items = [_json_value(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
+    return tuple(items) if isinstance(value, tuple) else items  # in memory as given; JSON writes both as arrays
 
 
 def _message(i: int, raw: object, max_chars: int) -> Message:
