@@ -250,6 +250,9 @@ def test_memory_stats_report_zep_pending(embedder, stub, tmp_path) -> None:
         assert mem.stats("u")["method"]["pending_sessions"] == 1
         with pytest.raises(DuplicateSessionError):
             mem.add([{"role": "user", "content": "I live in Paris."}], user_id="u", session_id="s1")
+        assert mem.retry_pending(user_id="u") == 0  # the LLM answers again
+        assert mem.stats("u")["method"]["pending_sessions"] == 0
+        assert [f.object for f in mem.facts(user_id="u")] == ["Paris"]
 
 
 # ----------------------------------------------------------------------------- the response cache forgets

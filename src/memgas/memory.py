@@ -342,6 +342,17 @@ class Memory:
         self._require_user(user_id)
         return self._fact_method().communities(self.store, user_id)
 
+    def retry_pending(self, *, user_id: str) -> int:
+        """Retry the user's knowledge-graph extractions that failed at ``add`` (``method="zep"``); return how
+        many messages are still pending. ``stats(user_id)["method"]`` shows the pending counts.
+
+        Raises:
+            InvalidInputError: the memory's method keeps no facts, or no LLM is configured.
+            NotFoundError: the user has no memory.
+        """
+        self._require_user(user_id)
+        return self._fact_method().retry_pending(self.store, user_id)
+
     def _fact_method(self) -> Any:
         if not hasattr(self.method, "facts"):
             raise InvalidInputError(f"method {self.method.name!r} keeps no facts; use Memory(method='zep', llm=...)")
@@ -388,6 +399,8 @@ class Memory:
             self._require_user(user_id)
         out = dict(self.store.stats(user_id))
         out["method"] = self.method.config()
+        if hasattr(self.method, "pending"):  # zep: extractions waiting for a retry (see Zep.retry_pending)
+            out["method"].update(self.method.pending(self.store, user_id))
         out["calls"] = {name: {"count": len(ts), "seconds": round(sum(ts), 4)} for name, ts in self._timings.items()}
         out["llm"] = None if self.llm is None else {"model": self.llm.id, **{
             name: {"count": len(self._timings[name]), "total": u.to_dict(),
