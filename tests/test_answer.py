@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -115,6 +115,15 @@ def test_fit_items_fair_heads_and_oldest_end_truncation() -> None:
     assert [m.session_id for m in newest] == ["s2", "s3", "s4"]  # chronological, oldest dropped
     assert newest[1:] == long[3:] and newest[0].text.endswith("w2_99") and not newest[0].text.startswith("w2_0 ")
     assert count(render_items(newest)) <= 250
+
+
+def test_fit_items_orders_aware_and_naive_times_as_instants() -> None:
+    count = lambda text: len(text.split())  # noqa: E731
+    # 09:00 at UTC-5 is 14:00 UTC: after the naive (UTC) 12:00 item, before 13:00 would be wrong.
+    items = [MemoryItem("late", "b", datetime(2023, 1, 1, 9, tzinfo=timezone(timedelta(hours=-5)))),
+             MemoryItem("noon", "a", datetime(2023, 1, 1, 12)), MemoryItem("none", "c", None)]
+    kept = fit_items(items, 100, count, keep_newest=True)
+    assert [m.session_id for m in kept] == ["none", "noon", "late"]
 
 
 def test_items_from_hits_keep_turn_order() -> None:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from .llm import LLM, LLMError, Usage, strip_think, track_usage
 from .llm_units import fit_texts
-from .model import Hit, Session
+from .model import Hit, Session, naive_utc
 
 __all__ = [
     "MemoryItem",
@@ -84,6 +84,11 @@ class Answer:
 # ----------------------------------------------------------------------------- items
 
 
+
+def _instant(t: datetime | None) -> datetime:
+    """A sort key for a memory's time: naive UTC (stored times may be aware or naive); none sorts first."""
+    return datetime.min if t is None else naive_utc(t)
+
 def items_from_hits(hits: Iterable[Hit]) -> list[MemoryItem]:
     """One item per retrieved session: its best turns in conversation order (relevance order kept)."""
     return [MemoryItem(h.session_id, "\n".join(t.text for t in sorted(h.turns, key=lambda t: t.index)), h.timestamp)
@@ -130,7 +135,7 @@ def fit_items(items: Sequence[MemoryItem], budget_tokens: int, count_tokens: Cou
     if not keep_newest:
         texts = fit_texts([m.text for m in items], budget_tokens - header * len(items), count_tokens)
         return [MemoryItem(m.session_id, t, m.timestamp) for m, t in zip(items, texts) if t]
-    ordered = sorted(items, key=lambda m: (m.timestamp is not None, m.timestamp or datetime.min))
+    ordered = sorted(items, key=lambda m: (m.timestamp is not None, _instant(m.timestamp)))
     kept: list[MemoryItem] = []
     left = budget_tokens
     for m in reversed(ordered):
@@ -149,7 +154,7 @@ def fit_items(items: Sequence[MemoryItem], budget_tokens: int, count_tokens: Cou
 
 
 def _chronological(items: Sequence[MemoryItem]) -> list[MemoryItem]:
-    return sorted(items, key=lambda m: (m.timestamp is None, m.timestamp or datetime.min))
+    return sorted(items, key=lambda m: (m.timestamp is None, _instant(m.timestamp)))
 
 
 # ----------------------------------------------------------------------------- filter

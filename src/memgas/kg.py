@@ -32,7 +32,7 @@ import numpy as np
 if TYPE_CHECKING:
     import networkx as nx
 
-from .model import InvalidInputError
+from .model import InvalidInputError, naive_utc
 
 __all__ = [
     "Episode",
@@ -66,7 +66,7 @@ _WORD = re.compile(r"[^\w\s'-]+")
 
 def _utc_naive(t: datetime | None) -> datetime | None:
     """Aware times as naive UTC, so the benchmarks' naive times and aware ones compare."""
-    return t.astimezone(timezone.utc).replace(tzinfo=None) if t is not None and t.tzinfo else t
+    return None if t is None else naive_utc(t)
 
 
 def _now() -> datetime:

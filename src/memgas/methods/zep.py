@@ -70,7 +70,7 @@ from ..kg import (
 from .. import provenance
 from ..lexical import LexicalIndex
 from ..llm import LLM, ChatModel, LLMError, ResponseCache, get_llm
-from ..model import InvalidInputError, MemgasError, Session
+from ..model import InvalidInputError, MemgasError, Session, naive_utc
 from ..store import Store
 from .base import IndexCache, IngestStats, MemoryMethod, Scored, UserIndex
 from .baselines import _turn_docs
@@ -264,7 +264,7 @@ class Zep(MemoryMethod):
             if state is None or not state.sessions <= ids:  # first use, or a session was deleted: rebuild
                 state = users[user_id] = _UserGraph(TemporalGraph(refresh_every=self.refresh_every))
             fresh = [i for i in infos if i.session_id not in state.sessions]
-            fresh.sort(key=lambda i: (i.timestamp is None, (i.timestamp or datetime.min).replace(tzinfo=None),
+            fresh.sort(key=lambda i: (i.timestamp is None, naive_utc(i.timestamp) if i.timestamp else datetime.min,
                                       i.session_id))  # oldest first; aware times are UTC
             sessions = [store.get_session(user_id, info.session_id) for info in fresh]
             breaker = _Breaker()
