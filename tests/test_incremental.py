@@ -57,6 +57,7 @@ def test_random_adds_and_deletes_match_a_fresh_build(embedder, tmp_path: Path) -
     method = MemGAS(embedder)
     stored: list[str] = []
     for step in range(14):
+        builds, updates = method._indexes.builds, method._indexes.updates
         if len(stored) > 2 and rng.random() < 0.3:
             victim = stored.pop(rng.randrange(len(stored)))
             store.delete_session("u", victim)
@@ -65,9 +66,9 @@ def test_random_adds_and_deletes_match_a_fresh_build(embedder, tmp_path: Path) -
             stored.append(f"s{step}")
             method.ingest(store, _session(rng, f"s{step}"))
             expected = "update" if step else "build"
-        builds, updates = method._indexes.builds, method._indexes.updates
         _assert_same_as_fresh(method, store, embedder)
-        # An add extends the cached index; a delete (and the first search) builds it whole.
+        # An add extends the cached index (at once, for the next search); a delete (and the first search)
+        # builds it whole.
         assert (method._indexes.builds - builds, method._indexes.updates - updates) == (
             (1, 0) if expected == "build" else (0, 1))
     assert method._indexes.updates >= 6

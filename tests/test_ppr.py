@@ -48,6 +48,10 @@ def test_matches_networkx(directed: bool, seed: int, damping: float) -> None:
     np.testing.assert_allclose(got.scores, [expected[i] for i in range(n)], atol=1e-9)
     if directed:
         assert (a.sum(axis=1) == 0).sum() >= 3 + 3  # sinks and isolated nodes were exercised
+    else:  # an undirected graph may skip the transposition: the same iterates
+        same = personalized_pagerank(a, p, damping=damping, tol=1e-10, max_iter=500, symmetric=True)
+        np.testing.assert_allclose(same.scores, got.scores, rtol=0, atol=1e-15)
+        assert same.n_iter == got.n_iter
 
 
 def test_matches_networkx_default_tolerance_and_iterations() -> None:

@@ -105,14 +105,16 @@ class LexicalIndex:
                 self._tfs.append(_Chunks())
             # One sort gives every (term, document) pair with its count, grouped by term, documents ascending.
             width = self._n + len(tokens)
-            pairs, tf = np.unique(terms * width + np.repeat(np.arange(self._n, width), lengths), return_counts=True)
+            pairs, counts = np.unique(terms * width + np.repeat(np.arange(self._n, width), lengths),
+                                      return_counts=True)
             term_of, doc_of = np.divmod(pairs, width)
+            tf = counts.astype(np.float64)
             bounds = np.flatnonzero(np.diff(term_of)) + 1
             for start, end in zip(np.r_[0, bounds], np.r_[bounds, pairs.size]):
                 if end > start:
                     t = int(term_of[start])
                     self._docs[t].pieces.append(doc_of[start:end])
-                    self._tfs[t].pieces.append(tf[start:end].astype(np.float64))
+                    self._tfs[t].pieces.append(tf[start:end])
             self._lengths.pieces.append(lengths.astype(np.float64))
             self._n = width
 

@@ -41,6 +41,7 @@ def personalized_pagerank(
     tol: float = 1e-6,
     max_iter: int = 100,
     raise_on_failure: bool = True,
+    symmetric: bool = False,
 ) -> PPRResult:
     """Personalized PageRank by sparse power iteration.
 
@@ -53,6 +54,8 @@ def personalized_pagerank(
         tol: convergence tolerance (> 0): stop when the L1 change is below ``n · tol``.
         max_iter: most power iterations (≥ 1).
         raise_on_failure: raise on non-convergence (default) or return with ``converged=False``.
+        symmetric: the caller vouches that ``adjacency`` is symmetric (an undirected graph), so it is
+            its own transpose and the per-call transposition (a copy of the matrix) is skipped.
 
     Returns:
         A :class:`PPRResult`. For ``n = 0`` the scores are empty and ``converged`` is true.
@@ -110,7 +113,7 @@ def personalized_pagerank(
     dangling = out_degree == 0
     inv_degree = np.divide(1.0, out_degree, out=np.zeros(n), where=~dangling)
     # x P = ((x / D) A) = Aᵀ (x / D): keep Aᵀ in CSR so the product is a row-wise sweep.
-    a_t = a.T.tocsr()
+    a_t = a if symmetric else a.T.tocsr()
 
     x = np.full(n, 1.0 / n)
     err = np.inf

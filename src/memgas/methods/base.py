@@ -291,6 +291,16 @@ class IndexCache(Generic[T]):
                 items.move_to_end(user_id)
             return hit
 
+    def refresh(self, store: Store, user_id: str) -> None:
+        """Bring the cached index of ``user_id`` up to date now (right after a write), so the next search
+        finds it ready; nothing when none is cached or this cache cannot update (a rebuild waits for a
+        search that needs it)."""
+        if self._update is not None:
+            with self._lock:
+                cached = user_id in self._stores.get(store, {})
+            if cached:
+                self.get(store, user_id)
+
     def get(self, store: Store, user_id: str) -> T:
         """The index of ``user_id`` in ``store`` as of now, updated or rebuilt if the store changed."""
         # Store first, then this cache's locks, in every thread (a writer holding the store may call here).
@@ -363,6 +373,8 @@ class MemoryMethod(ABC):
         t1 = time.perf_counter()
         with store.writing(session.user_id):
             ids = store.add_session(session, units, [])
+        if self._indexes is not None:
+            self._indexes.refresh(store, session.user_id)
         t2 = time.perf_counter()
         return IngestStats(session.session_id, ids, len(units), 0, {"units": t1 - t0, "write": t2 - t1})
 

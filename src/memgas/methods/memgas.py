@@ -259,9 +259,13 @@ class MemGAS(MemoryMethod):
             t3 = time.perf_counter()
             ids = store.add_session(session, units, edges)
         t4 = time.perf_counter()
+        # A search usually follows an add (an agent's next turn): extend the cached index now, once.
+        self._indexes.refresh(store, session.user_id)
+        t5 = time.perf_counter()
         return IngestStats(
             session.session_id, ids, len(units), len(edges),
-            {"units": t1 - t0, "lock": t2 - t1, "associate": t3 - t2, "write": t4 - t3}, decisions,
+            {"units": t1 - t0, "lock": t2 - t1, "associate": t3 - t2, "write": t4 - t3, "index": t5 - t4},
+            decisions,
         )
 
     # -- index -------------------------------------------------------------------------------
@@ -400,7 +404,7 @@ class MemGAS(MemoryMethod):
         if adjacency is not None and adjacency.nnz:
             scores = personalized_pagerank(
                 adjacency, personalization,
-                damping=self.cfg.damping, tol=self.cfg.tol, max_iter=self.cfg.max_iter,
+                damping=self.cfg.damping, tol=self.cfg.tol, max_iter=self.cfg.max_iter, symmetric=True,
             ).scores
         else:
             scores = personalization / personalization.sum()
