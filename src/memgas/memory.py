@@ -12,18 +12,18 @@ import uuid
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from .answer import Answer, answer_question, items_from_hits
 from .embed import CachedEmbedder, Embedder, EmbeddingCache, get_embedder
 from .llm import LLM, ChatModel, Usage, default_llm_cache_path, get_llm, track_usage
-from .llm_units import LLMUnitWriter
 from .methods import LLM_DESCRIBED, NEEDS_LLM, MemoryMethod, get_method
-from .methods.raptor import LLMGroupSummarizer
 from . import provenance
 from .model import DuplicateSessionError, EmbedderMismatchError, Hit, InvalidInputError, NotFoundError, check_id, make_session, parse_timestamp
 from .model import check_k, check_query, naive_utc
 from .store import Store, open_store
+
+if TYPE_CHECKING:
+    from .answer import Answer
 
 __all__ = ["Memory"]
 
@@ -77,6 +77,8 @@ class Memory:
                 "open it with the same embedder or use a new store"
             )
         self.llm = get_llm(llm, cache=llm_cache or default_llm_cache_path()) if llm is not None else None
+        if self.llm is not None:  # what only an LLM uses is imported only with one (fast start without)
+            from .llm_units import LLMUnitWriter
         self._llm_cache = None if self.llm is None or isinstance(llm, LLM) else self.llm.cache  # ours to close
         self._unit_writer = LLMUnitWriter(self.llm) if self.llm is not None and llm_units else None
         if self._unit_writer is not None:
@@ -85,6 +87,8 @@ class Memory:
         if method in NEEDS_LLM and self.llm is not None:
             method_options.setdefault("llm", self.llm)
         if method in LLM_DESCRIBED and self.llm is not None:
+            from .methods.raptor import LLMGroupSummarizer
+
             method_options.setdefault("group_summarizer", LLMGroupSummarizer(self.llm))
         self.method: MemoryMethod = get_method(method, self.embedder, **method_options)
         self._lock = threading.Lock()
@@ -299,6 +303,8 @@ class Memory:
             NotFoundError: the user has no memory.
             LLMError: the model could not be called.
         """
+        from .answer import answer_question, items_from_hits
+
         if self.llm is None:
             raise InvalidInputError("Memory.answer needs an LLM: Memory(..., llm='openai:<model>@<base_url>' "
                                     "or llm='local')")

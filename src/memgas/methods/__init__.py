@@ -1,58 +1,60 @@
 """Memory methods, selectable by name (``memgas``, its ablations, the baselines, and structured methods
-from the literature: ``sgmem``, ``memtree``, ``raptor``, ``episodic``, ``secom``)."""
+from the literature: ``sgmem``, ``memtree``, ``raptor``, ``episodic``, ``secom``).
+
+A method's module is imported when the method is first made (or its class first named here), not with
+this package, so ``import memgas.memory`` pays for no method and a ``Memory`` only for the one it uses.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from ..embed import Embedder
 from ..model import InvalidInputError
 from .base import IngestStats, MemoryMethod
-from .baselines import BM25Method, DenseMethod
-from .episodic import Episodic
-from .memgas import MemGAS, MemGASConfig
-from .memtree import MemTree
-from .raptor import Raptor
-from .secom import SeCom
-from .sgmem import SGMem
-from .zep import Zep
 
-__all__ = ["METHODS", "get_method", "MemoryMethod", "IngestStats", "MemGAS", "MemGASConfig", "DenseMethod",
-           "BM25Method", "SGMem", "MemTree", "Raptor", "Episodic", "SeCom", "Zep", "NEEDS_LLM",
-           "LLM_DESCRIBED"]
+if TYPE_CHECKING:
+    from ..embed import Embedder
+    from .baselines import BM25Method, DenseMethod
+    from .episodic import Episodic
+    from .memgas import MemGAS, MemGASConfig
+    from .memtree import MemTree
+    from .raptor import Raptor
+    from .secom import SeCom
+    from .sgmem import SGMem
+    from .zep import Zep
 
+#: Each class (or config) exported here and the submodule that defines it.
+_LAZY: dict[str, str] = {
+    "MemGAS": "memgas", "MemGASConfig": "memgas", "DenseMethod": "baselines", "BM25Method": "baselines",
+    "SGMem": "sgmem", "MemTree": "memtree", "Raptor": "raptor", "Episodic": "episodic", "SeCom": "secom",
+    "Zep": "zep",
+}
 
-def _memgas(**fixed: Any) -> Callable[..., MemoryMethod]:
-    def make(embedder: Embedder, **kwargs: Any) -> MemoryMethod:
-        return MemGAS(embedder, **{**kwargs, **fixed})  # the ablated part stays off whatever else is set
+__all__ = ["METHODS", "get_method", "MemoryMethod", "IngestStats", *_LAZY, "NEEDS_LLM", "LLM_DESCRIBED"]
 
-    return make
-
-
-def _dense(granularity: str) -> Callable[..., MemoryMethod]:
-    return lambda embedder, **kwargs: DenseMethod(embedder, granularity, **kwargs)  # type: ignore[arg-type]
-
-
-#: Every method by name. The ``memgas-no-*`` ablations switch one part of MemGAS off.
-METHODS: dict[str, Callable[..., MemoryMethod]] = {
-    "memgas": _memgas(),
-    "memgas-no-assoc": _memgas(use_association=False),
-    "memgas-no-router": _memgas(use_router=False),
-    "memgas-no-ppr": _memgas(use_ppr=False),
-    "memgas-no-lexical": _memgas(use_lexical=False),
-    "memgas-no-session": _memgas(session_weight=0.0),
-    "bm25": lambda embedder, **kwargs: BM25Method(embedder, side="user", **kwargs),
-    "bm25-all": lambda embedder, **kwargs: BM25Method(embedder, side="all", **kwargs),
-    "dense-session": _dense("session"),
-    "dense-turn": _dense("turn"),
-    "dense-summary": _dense("summary"),
-    "dense-keyword": _dense("keyword"),
-    "sgmem": SGMem,
-    "memtree": MemTree,
-    "raptor": Raptor,
-    "episodic": Episodic,
-    "secom": SeCom,
-    "zep": Zep,
+#: Every method by name: its class (a name in :data:`_LAZY`) and the options the name fixes, which win over
+#: the caller's (an ablation stays ablated whatever else is set). The ``memgas-no-*`` ablations switch one
+#: part of MemGAS off.
+METHODS: dict[str, tuple[str, dict[str, Any]]] = {
+    "memgas": ("MemGAS", {}),
+    "memgas-no-assoc": ("MemGAS", {"use_association": False}),
+    "memgas-no-router": ("MemGAS", {"use_router": False}),
+    "memgas-no-ppr": ("MemGAS", {"use_ppr": False}),
+    "memgas-no-lexical": ("MemGAS", {"use_lexical": False}),
+    "memgas-no-session": ("MemGAS", {"session_weight": 0.0}),
+    "bm25": ("BM25Method", {"side": "user"}),
+    "bm25-all": ("BM25Method", {"side": "all"}),
+    "dense-session": ("DenseMethod", {"granularity": "session"}),
+    "dense-turn": ("DenseMethod", {"granularity": "turn"}),
+    "dense-summary": ("DenseMethod", {"granularity": "summary"}),
+    "dense-keyword": ("DenseMethod", {"granularity": "keyword"}),
+    "sgmem": ("SGMem", {}),
+    "memtree": ("MemTree", {}),
+    "raptor": ("Raptor", {}),
+    "episodic": ("Episodic", {}),
+    "secom": ("SeCom", {}),
+    "zep": ("Zep", {}),
 }
 #: Methods that cannot work without an LLM: they take ``llm=`` (a spec or an instance).
 NEEDS_LLM: frozenset[str] = frozenset({"zep"})
@@ -60,16 +62,39 @@ NEEDS_LLM: frozenset[str] = frozenset({"zep"})
 LLM_DESCRIBED: frozenset[str] = frozenset({"memtree", "raptor"})
 
 
+def __getattr__(name: str) -> Any:
+    """Import an exported class's submodule on first access and cache the class in this package (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
 def get_method(name: str, embedder: Embedder, **kwargs: Any) -> MemoryMethod:
-    """Instantiate the method called ``name``.
+    """Instantiate the method called ``name`` (importing its module on first use).
+
+    Args:
+        name: a key of :data:`METHODS`.
+        embedder: the embedder the method embeds units and queries with.
+        **kwargs: the method's parameters; those the name fixes (an ablation's switch, a baseline's side or
+            granularity) override them.
+
+    Returns:
+        The method, its ``name`` set to ``name``.
 
     Raises:
         InvalidInputError: unknown name (the message lists the known ones).
     """
     try:
-        factory = METHODS[name]
+        cls_name, fixed = METHODS[name]
     except KeyError:
         raise InvalidInputError(f"unknown method {name!r}; choose from {', '.join(METHODS)}") from None
-    method = factory(embedder, **kwargs)
+    method: MemoryMethod = __getattr__(cls_name)(embedder, **{**kwargs, **fixed})
     method.name = name
     return method
