@@ -327,8 +327,11 @@ class MemGAS(MemoryMethod):
                     sid: store.get_session(user_id, sid) for sid in index.units.sessions}))
             lexical.add(self._turn_views(units, units.masks["turn"][old_turns:], sessions))
         parent = None if index._adjacency is None else (index._adjacency, index.src.size)
-        return _Index(units, np.concatenate([index.src, src]), np.concatenate([index.dst, dst]),
-                      np.concatenate([index.weight, weight]), lexical, _parent=parent)
+        out = _Index(units, np.concatenate([index.src, src]), np.concatenate([index.dst, dst]),
+                     np.concatenate([index.weight, weight]), lexical, _parent=parent)
+        if parent is not None:
+            out.adjacency()  # searches used the graph before: grow it now (cheap) rather than in the next one
+        return out
 
     # -- search ------------------------------------------------------------------------------
     def _time_prior(self, units: UserIndex, query: str, query_time: datetime) -> np.ndarray:
