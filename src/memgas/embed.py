@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-from .http import json_headers, post_json
 from .model import InvalidInputError, MemgasError
 from .provenance import current_source
 
@@ -241,9 +240,9 @@ class OnnxMiniLMEmbedder(_WindowMixin):
     2-core VM (3.3 vs 4.9 ms) but the pool then kept ~1.2 cores busy while the caller was idle, and
     under contention from another process queries were slower (5.9-7.4 vs 4.8 ms).
 
-    The model and tokenizers load on the first ``embed`` or ``count_tokens`` (~0.3 s), not here: ``id``
-    (and, for the default model, ``dim``) are known without them, so opening a store and checking its
-    embedder (``memgas list``) costs no model load.
+    Nothing heavy loads here: the model and its tokenizer load on the first ``embed`` (~0.3 s), the
+    counting tokenizer on the first ``count_tokens``. ``id`` (and, for the default model, ``dim``) are
+    known without them, so opening a store and checking its embedder (``memgas list``) loads no model.
 
     Args:
         model_path: an ONNX export with inputs ``input_ids``/``attention_mask``/``token_type_ids``
@@ -308,7 +307,8 @@ class OnnxMiniLMEmbedder(_WindowMixin):
         self.batch_size = batch_size
         self.max_batch_tokens = max_batch_tokens
         self._load_lock = threading.Lock()
-        self._loaded: tuple[Tokenizer, Tokenizer, InferenceSession] | None = None
+        self._loaded: tuple[Tokenizer, InferenceSession] | None = None
+        self._counter: Tokenizer | None = None  # count_tokens' own, made apart: a search never counts
 
     @property
     def dim(self) -> int:
@@ -318,8 +318,8 @@ class OnnxMiniLMEmbedder(_WindowMixin):
         assert self._dim is not None  # set by _model()
         return self._dim
 
-    def _model(self) -> tuple[Tokenizer, Tokenizer, InferenceSession]:
-        """The embedding tokenizer, the counting tokenizer and the onnxruntime session, loaded on first use.
+    def _model(self) -> tuple[Tokenizer, InferenceSession]:
+        """The embedding tokenizer and the onnxruntime session, loaded on first use.
 
         Raises:
             MemgasError: the default model's vectors are not :data:`MODEL_DIM` wide.
@@ -329,8 +329,8 @@ class OnnxMiniLMEmbedder(_WindowMixin):
                 self._loaded = self._load()
             return self._loaded
 
-    def _load(self) -> tuple[Tokenizer, Tokenizer, InferenceSession]:
-        import onnxruntime as ort
+    def _tokenizer(self, truncate: bool) -> Tokenizer:
+        """A new tokenizer from the tokenizer file, without padding, truncating to the window or not."""
         from tokenizers import Tokenizer
 
         if self._tokenizer_path is None:
@@ -338,13 +338,19 @@ class OnnxMiniLMEmbedder(_WindowMixin):
         else:
             tok_json = self._tokenizer_path.read_text(encoding="utf-8")
         # The file pads and truncates to 128: override both. Batches are padded here, per batch
-        # (after sorting by length), so the embedding tokenizer does not pad at all.
+        # (after sorting by length), so no tokenizer pads at all.
         tok = Tokenizer.from_str(tok_json)
-        tok.enable_truncation(self.max_tokens)
+        if truncate:
+            tok.enable_truncation(self.max_tokens)
+        else:
+            tok.no_truncation()
         tok.no_padding()
-        count_tok = Tokenizer.from_str(tok_json)
-        count_tok.no_truncation()
-        count_tok.no_padding()
+        return tok
+
+    def _load(self) -> tuple[Tokenizer, InferenceSession]:
+        import onnxruntime as ort
+
+        tok = self._tokenizer(truncate=True)
 
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = self._threads
@@ -356,7 +362,7 @@ class OnnxMiniLMEmbedder(_WindowMixin):
         if self._dim is not None and dim != self._dim:  # the id promised this width to every store
             raise MemgasError(f"model {self._model_file} gives {dim}-dimensional vectors, expected {self._dim}")
         self._dim = dim
-        return tok, count_tok, session
+        return tok, session
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``.
@@ -368,7 +374,7 @@ class OnnxMiniLMEmbedder(_WindowMixin):
             InvalidInputError: ``texts`` is a single string or holds a non-string.
         """
         texts = _check_texts(texts)
-        tok, _, session = self._model()
+        tok, session = self._model()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
@@ -396,8 +402,10 @@ class OnnxMiniLMEmbedder(_WindowMixin):
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Word pieces per text, without [CLS]/[SEP] and without truncation."""
         texts = _check_texts(texts)
-        _, count_tok, _ = self._model()
-        return [len(e.ids) for e in count_tok.encode_batch(texts, add_special_tokens=False)]
+        with self._load_lock:
+            if self._counter is None:
+                self._counter = self._tokenizer(truncate=False)
+        return [len(e.ids) for e in self._counter.encode_batch(texts, add_special_tokens=False)]
 
 
 _DEFAULT: OnnxMiniLMEmbedder | None = None
@@ -549,6 +557,8 @@ class OpenAIEmbedder(_WindowMixin):
         return [len(t.encode("utf-8", "surrogatepass")) // 3 + 1 for t in _check_texts(texts)]
 
     def _post(self, batch: list[str]) -> np.ndarray:
+        from .http import json_headers, post_json  # http.client and urllib only for a remote model (fast start)
+
         payload = post_json(
             self.url, {"model": self.model, "input": batch}, json_headers(self._api_key), timeout=self.timeout,
             max_retries=self.max_retries, backoff=self.backoff, max_backoff=self.max_backoff, what="embedding server",

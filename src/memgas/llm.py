@@ -28,7 +28,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Protocol, Sequence
 
-from . import http as http_base
 from .embed import default_cache_path
 from .model import InvalidInputError, MemgasError
 from .provenance import current_source
@@ -353,6 +352,8 @@ class OpenAIChat:
             LLMError: unreachable after the retries or within the deadline, a refused request, or an answer
                 that is not a well-formed chat completion.
         """
+        from . import http as http_base  # http.client and urllib only once a call is made (fast start)
+
         headers = http_base.json_headers(self._api_key)
         t0 = time.perf_counter()
         end = time.monotonic() + self.timeout
