@@ -204,6 +204,14 @@ def test_read_commands_never_create_a_store(capsys: pytest.CaptureFixture[str], 
     assert list(tmp_path.iterdir()) == []
 
 
+def test_refused_add_leaves_no_new_store(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    msg = [{"role": "user", "content": "hello"}]
+    twice = _write(tmp_path / "twice.json", [{"session_id": "a", "messages": msg}, {"session_id": "a", "messages": msg}])
+    for target in (tmp_path / "new" / "deeper" / "m.db", tmp_path / "m.db"):
+        _refused(_cli(capsys, "add", str(twice), "--user", "ana", "--db", str(target)), "'a'")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["twice.json"]  # neither the file nor its folders
+
+
 @pytest.mark.parametrize("argv", [["search", "ferry"], ["get", "trip"], ["delete", "trip"], ["delete", "--all"],
                                   ["list"], ["stats"]])
 def test_unknown_user_is_worded_alike(capsys: pytest.CaptureFixture[str], db: Path, argv: list[str]) -> None:

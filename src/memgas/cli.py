@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sqlite3
 import sys
 import time
@@ -190,11 +191,29 @@ def _file_sessions(data: Any, args: argparse.Namespace) -> list[Any]:
 def cmd_add(args: argparse.Namespace) -> int:
     """Add the sessions of a JSON file, all in one transaction (or none of them)."""
     sessions = _file_sessions(_read_json(args.file), args)
-    with _memory(args, create=True) as mem:
-        results = mem.add_many(sessions, user_id=args.user, skip_existing=args.skip_existing)
+    path = _store_file(args.db)
+    # A refused add leaves no trace: a store (and folders) this call created are removed again.
+    made = None if path is None or path.exists() else next(
+        (p for p in reversed((path, *path.parents)) if not p.exists()), path)
+    try:
+        with _memory(args, create=True) as mem:
+            results = mem.add_many(sessions, user_id=args.user, skip_existing=args.skip_existing)
+    except BaseException:
+        if made is not None and made.exists():
+            _remove(made)
+        raise
     for r in results:
         _print_json(r, indent=None)
     return 0
+
+
+def _remove(path: Path) -> None:
+    """Delete a store file with its -wal/-shm, or a folder this command created for it."""
+    if path.is_dir():
+        shutil.rmtree(path)
+        return
+    for f in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        f.unlink(missing_ok=True)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
