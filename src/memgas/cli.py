@@ -1,4 +1,4 @@
-"""The ``memgas`` command: demo, add, search, list, get, delete, stats, facts, bench.
+"""The ``memgas`` command: demo, add, search, list, get, delete, stats, facts, export, import, bench.
 
 Every error ends the command with one line on stderr, ``memgas: error: ...``, and exit status 2 for bad
 input (a bad option, file, id or timestamp, an unknown user or session, a missing store) or 1 for other
@@ -6,7 +6,7 @@ failures (an LLM that cannot be reached, a store of another embedder, a locked o
 bug prints a traceback. When the reader of stdout goes away (``memgas stats | head -1``) the command stops
 quietly with status 141, as a program killed by SIGPIPE does. JSON output is UTF-8 and keeps non-ASCII text.
 
-Only ``add`` and ``demo`` create a store; the other commands refuse a ``--db`` file that does not exist.
+Only ``add``, ``import`` and ``demo`` create a store; the other commands refuse a ``--db`` file that does not exist.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import shutil
 import sqlite3
 import sys
 import time
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, NoReturn, Sequence
 
 # onnxruntime/OpenMP threads must not busy-wait on small machines; set before any runtime loads.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -81,10 +82,16 @@ def _memory(args: argparse.Namespace, *, create: bool = False) -> Memory:
     is created, not even its directory)."""
     from .memory import Memory
 
-    path = _store_file(args.db)
-    if not create and path is not None and not path.exists():
-        raise NotFoundError(f"no store at {args.db}: the file does not exist ('memgas add' creates one)")
+    if not create:
+        _require_store(args.db)
     return Memory(args.db, method=getattr(args, "method", "memgas"), llm=getattr(args, "llm", None))
+
+
+def _require_store(db: str) -> None:
+    """Raise :class:`NotFoundError` when ``db`` names a store file that does not exist."""
+    path = _store_file(db)
+    if path is not None and not path.exists():
+        raise NotFoundError(f"no store at {db}: the file does not exist ('memgas add' creates one)")
 
 
 def _require_user(mem: Memory, user_id: str) -> None:
@@ -191,20 +198,26 @@ def _file_sessions(data: Any, args: argparse.Namespace) -> list[Any]:
 def cmd_add(args: argparse.Namespace) -> int:
     """Add the sessions of a JSON file, all in one transaction (or none of them)."""
     sessions = _file_sessions(_read_json(args.file), args)
-    path = _store_file(args.db)
-    # A refused add leaves no trace: a store (and folders) this call created are removed again.
+    with _undo_created(args.db), _memory(args, create=True) as mem:
+        results = mem.add_many(sessions, user_id=args.user, skip_existing=args.skip_existing)
+    for r in results:
+        _print_json(r, indent=None)
+    return 0
+
+
+@contextmanager
+def _undo_created(db: str) -> Iterator[None]:
+    """A refused command leaves no trace: the store file (and folders) of ``db`` made inside the block are
+    removed again when it fails."""
+    path = _store_file(db)
     made = None if path is None or path.exists() else next(
         (p for p in reversed((path, *path.parents)) if not p.exists()), path)
     try:
-        with _memory(args, create=True) as mem:
-            results = mem.add_many(sessions, user_id=args.user, skip_existing=args.skip_existing)
+        yield
     except BaseException:
         if made is not None and made.exists():
             _remove(made)
         raise
-    for r in results:
-        _print_json(r, indent=None)
-    return 0
 
 
 def _remove(path: Path) -> None:
@@ -272,6 +285,39 @@ def cmd_stats(args: argparse.Namespace) -> int:
     """Print store statistics."""
     with _memory(args) as mem:
         _print_json(mem.stats(args.user))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write the store's memory (or one user's) to a JSON Lines dump; the file appears only when complete."""
+    from .portability import export_dump
+    from .store import open_store
+
+    _require_store(args.db)
+    out = Path(args.out).expanduser()
+    partial = out.with_name(out.name + ".partial")
+    with open_store(args.db) as store:
+        try:
+            with partial.open("w", encoding="utf-8", newline="\n") as f:
+                counts = export_dump(store, f, user_ids=None if args.user is None else [args.user])
+            os.replace(partial, out)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+    _print_json({"out": str(out), **counts}, indent=None)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Import a dump: lossless with the dump's embedder, re-embedded and re-associated with another."""
+    from .portability import import_dump
+
+    with _undo_created(args.db), _memory(args, create=True) as mem:
+        result = import_dump(args.file, mem, skip_existing=args.skip_existing)
+    if result["mode"] == "re-derived":
+        print(f"memgas: note: the dump's vectors come from embedder {result['dump_embedder_id']!r} and this store "
+              f"uses {result['embedder_id']!r}: its sessions were re-embedded and re-associated", file=sys.stderr)
+    _print_json(result, indent=None)
     return 0
 
 
@@ -348,6 +394,19 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("stats", help="store statistics")
     common(sp)
     sp.set_defaults(func=cmd_stats)
+
+    sp = sub.add_parser("export", help="write memory to a JSON Lines dump (all users, or --user)")
+    sp.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file (default {DEFAULT_DB})")
+    sp.add_argument("--out", required=True, help="the dump file to write")
+    sp.add_argument("--user", help="export only this user (default: every user)")
+    sp.set_defaults(func=cmd_export)
+
+    sp = sub.add_parser("import", help="read a dump made by 'memgas export' into a store")
+    common(sp, user=False)
+    sp.add_argument("file")
+    sp.add_argument("--skip-existing", action="store_true",
+                    help="skip the dump's sessions a user already has (default: refuse the whole dump)")
+    sp.set_defaults(func=cmd_import)
 
     add_bench_parser(sub)
     return p
