@@ -25,6 +25,45 @@ def test_tokens_by_hand() -> None:
     assert tokenize(["", "a I x 1 2"]) == [[], []]  # single characters and stop words go
 
 
+#: Texts where a batch tokenizer could go wrong: the batch separator's own word, case-sensitive lower-casing
+#: (final sigma, dotted İ, the Kelvin sign), underscores and digits (word characters), upper-case stop words,
+#: words that share a stem, non-Latin scripts and text with no words at all.
+TRICKY = ["DOC doc \x00DOC\x00 Doc", "ΟΔΥΣΣΕΥΣ ΣΑΣ σοφοσ", "İstanbul KELVIN 5\u212a", "snake_case __x__ a_ 42 4",
+          "THE Of AND the-end", "connect connected connecting connection", "東京で 寿司 食べた", "", " \n\t ",
+          "don't won't it's", "ﬁnance Straße STRASSE", "x"]
+
+
+def test_tokens_equal_bm25s_in_any_batch() -> None:
+    import bm25s
+    import Stemmer
+
+    texts = TRICKY + TEXTS
+    expected = bm25s.tokenize(texts, stopwords="en", stemmer=Stemmer.Stemmer("english"), return_ids=False,
+                              show_progress=False)
+    assert tokenize(texts) == expected
+    assert [tokenize([t])[0] for t in texts] == expected  # a batch of one: no separator involved
+    assert tokenize(texts[::-1]) == expected[::-1] and tokenize([]) == []
+
+
+def _postings(index: LexicalIndex) -> dict[str, tuple[list[int], list[float]]]:
+    """Each term's documents and frequencies in them, keyed by the term (ids depend on arrival order)."""
+    return {term: (np.concatenate(index._docs[t]).tolist(), np.concatenate(index._tfs[t]).tolist())
+            for term, t in index._vocab.items()}
+
+
+def test_an_index_grown_in_batches_equals_one_built_at_once() -> None:
+    corpus = TRICKY + _corpus()
+    whole = LexicalIndex(corpus)
+    grown = LexicalIndex()
+    grown.add([])
+    for start, end in [(0, 1), (1, 2), (2, 7), (7, 9), (9, 11), (11, 12), (12, 60), (60, 61), (61, len(corpus))]:
+        grown.add(corpus[start:end])  # (7, 9) and (11, 12): batches without a single token
+    assert len(grown) == len(whole) == len(corpus)
+    assert _postings(grown) == _postings(whole) and len(_postings(whole)) > 30
+    lengths = [float(len(t)) for t in tokenize(corpus)]
+    assert np.concatenate(grown._lengths).tolist() == np.concatenate(whole._lengths).tolist() == lengths
+
+
 def test_index_scores_rare_names_highest() -> None:
     index = LexicalIndex(TEXTS)
     scores = index.scores("What did the vet say about Biscuit?")
