@@ -53,10 +53,7 @@ from ..model import (
 )
 from .base import EdgeTable, SessionInfo, Store, UnitTable
 
-__all__ = ["SQLiteStore", "SCHEMA_VERSION"]
-
-#: Version of the on-disk schema this code reads and writes.
-SCHEMA_VERSION = 1
+__all__ = ["SQLiteStore", "SCHEMA_VERSION", "MIGRATIONS"]
 
 #: Vectors are stored as little-endian float32 so files move between machines.
 _VEC_DTYPE = np.dtype("<f4")
@@ -105,6 +102,13 @@ _SCHEMA = (
     "CREATE INDEX edges_dst ON edges (dst)",
     "CREATE INDEX edges_user ON edges (user_id)",
 )
+
+#: Migrations, in order: ``MIGRATIONS[i]`` upgrades a file from schema version ``i`` to ``i + 1``
+#: (:mod:`memgas.store.postgres` keeps the same list for PostgreSQL, with the version in a table).
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_SCHEMA,)
+
+#: Version of the on-disk schema this code reads and writes.
+SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def _unit_rows(session: Session, units: Sequence[Unit], dim: int | None) -> list[tuple[Any, ...]]:
@@ -273,17 +277,23 @@ class SQLiteStore(Store):
         return conn
 
     def _init_schema(self) -> None:
-        """Create the schema in a new database; refuse a foreign or newer one."""
-        version = self._conn.execute("PRAGMA user_version").fetchone()[0]  # type: ignore[union-attr]
-        if version == 0:
+        """Create the schema in a new database or apply pending migrations; refuse a foreign or newer one.
+
+        The version lives in ``PRAGMA user_version`` (the file header, written in the same transaction
+        as the migration, and present in every file memgas ever wrote); :attr:`schema_upgrade` records
+        what was found.
+        """
+        found = version = self._conn.execute("PRAGMA user_version").fetchone()[0]  # type: ignore[union-attr]
+        if version < SCHEMA_VERSION:
             with self._write() as conn:
-                # Re-read under the write lock: another process may have created it meanwhile.
-                version = conn.execute("PRAGMA user_version").fetchone()[0]
-                if version == 0:
-                    if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                        raise InvalidInputError(f"{self._path} is a SQLite database but not a memgas store")
-                    for statement in _SCHEMA:
-                        conn.execute(statement)
+                # Re-read under the write lock: another process may have migrated it meanwhile.
+                found = version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                    raise InvalidInputError(f"{self._path} is a SQLite database but not a memgas store")
+                if version < SCHEMA_VERSION:
+                    for statements in MIGRATIONS[version:]:
+                        for statement in statements:
+                            conn.execute(statement)
                     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                     version = SCHEMA_VERSION
         if version > SCHEMA_VERSION:
@@ -291,8 +301,8 @@ class SQLiteStore(Store):
                 f"{self._path} has store schema version {version}, newer than this memgas supports "
                 f"({SCHEMA_VERSION}); upgrade memgas to open it"
             )
-        if version != SCHEMA_VERSION:
-            raise InvalidInputError(f"{self._path} has unknown store schema version {version}")
+        #: ``(version found at open, version now)``; 0 found means the schema was created.
+        self.schema_upgrade: tuple[int, int] = (found, version)
 
     # -- transactions ------------------------------------------------------------------------
     def _writer(self) -> sqlite3.Connection:
