@@ -4,12 +4,14 @@ user-scoped statements and many processes writing at once."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import subprocess
 import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -701,3 +703,188 @@ def test_a_failed_checkpoint_does_not_fail_the_committed_delete(sqlite_store: SQ
     monkeypatch.undo()
     _add(store, "alice", "s3", rng)
     assert not store._wal_dirty and store.path.with_name("memory.db-wal").stat().st_size == 0
+
+
+# -- PostgreSQL in particular -----------------------------------------------------------------------------------
+_DATA_TABLES = ("users", "sessions", "messages", "units", "edges")
+
+
+def _is_scoped(statement: str) -> bool:
+    """Whether a statement on a data table is limited to one user: an insert that writes ``user_id``
+    first, or a statement whose every table reference and join is constrained by ``user_id``."""
+    flat = " ".join(statement.split())
+    if flat.startswith("INSERT INTO"):
+        return flat.split("(", 1)[1].startswith("user_id,")
+    n_tables = len(re.findall(rf"\b(?:FROM|JOIN|UPDATE) ({'|'.join(_DATA_TABLES)})\b", flat))
+    return flat.count("user_id = %s") + flat.count("s.user_id = u.user_id") >= n_tables > 0
+
+
+def test_postgres_every_statement_is_scoped_by_user(pg_url: str, rng: np.random.Generator,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from memgas.store.postgres import CROSS_USER_STATEMENTS
+
+    seen: list[str] = []
+    for name in ("execute", "executemany"):
+        original = getattr(psycopg.Cursor, name)
+
+        def record(self, query, *args, _original=original, **kwargs):  # type: ignore[no-untyped-def]
+            seen.append(query if isinstance(query, str) else query.as_string(self))
+            return _original(self, query, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Cursor, name, record)
+    with open_store(pg_url) as store:  # every call of the interface, each path once
+        store.bind_embedder(EMBEDDER, DIM)
+        ids = _add(store, "alice", "a1", rng)
+        s = _session("alice", "a2", timestamp="2024-01-01")
+        store.add_session(s, _units(s, rng), [Edge(-1, ids[0], 0.5)])
+        _add(store, "bob", "b1", rng)
+        with store.writing("alice"), store.reading():
+            store.load_units_after("alice", ids[-1]), store.load_edges_after("alice", ids[0])
+        store.load_units("alice"), store.load_edges("alice"), store.get_session("alice", "a1")
+        store.list_sessions("alice"), store.version("alice"), store.has_user("alice"), store.embedder_id
+        store.stats("alice"), store.stats(), store.list_users()
+        store.delete_session("alice", "a1"), store.delete_user("bob")
+        with pytest.raises(DuplicateSessionError):
+            store.add_session(s, [], [])
+    data = [q for q in dict.fromkeys(seen)  # the queries (the schema's DDL runs once, at creation)
+            if q.lstrip().startswith(("SELECT", "INSERT", "UPDATE", "DELETE"))
+            and re.search(rf"\b({'|'.join(_DATA_TABLES)})\b", q)]
+    unscoped = [q for q in data if not _is_scoped(q)]
+    assert len(data) >= 20 and sorted(unscoped) == sorted(CROSS_USER_STATEMENTS)
+    # The rule bites: a query that forgets its user, or joins without it, is caught.
+    assert not _is_scoped("SELECT role FROM messages WHERE session_pk = %s")
+    assert not _is_scoped("SELECT u.id FROM units u JOIN sessions s ON s.pk = u.session_pk WHERE u.user_id = %s")
+    assert not _is_scoped("INSERT INTO edges (src, dst, weight, user_id) VALUES (%s, %s, %s, %s)")
+
+
+def test_migrations_create_once_and_refuse_newer_or_foreign_databases(pg_url: str, pg_cluster: Any,
+                                                                       tmp_path: Path) -> None:
+    from memgas.store.postgres import SCHEMA_VERSION as PG_SCHEMA_VERSION
+
+    assert migrate(pg_url) == (0, PG_SCHEMA_VERSION) and migrate(pg_url) == (PG_SCHEMA_VERSION,) * 2
+    db = tmp_path / "m.db"
+    assert migrate(db) == (0, SCHEMA_VERSION) and migrate(f"sqlite:///{db}") == (SCHEMA_VERSION,) * 2
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(PG_SCHEMA_VERSION,)]
+        conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (PG_SCHEMA_VERSION + 1,))
+    with pytest.raises(InvalidInputError, match="newer than this memgas"):
+        open_store(pg_url)
+    pg_cluster.admin("CREATE DATABASE foreign_db")
+    try:
+        with psycopg.connect(pg_cluster.url("foreign_db"), autocommit=True) as conn:
+            conn.execute("CREATE TABLE t (x int)")
+        with pytest.raises(InvalidInputError, match="not empty and holds no memgas store"):
+            migrate(pg_cluster.url("foreign_db"))
+        with psycopg.connect(pg_cluster.url("foreign_db"), autocommit=True) as conn:  # refused untouched
+            assert conn.execute("SELECT to_regclass('schema_version')").fetchone()[0] is None
+    finally:
+        pg_cluster.admin("DROP DATABASE foreign_db WITH (FORCE)")
+
+
+def test_concurrent_openers_create_the_schema_once(pg_url: str) -> None:
+    from memgas.store.postgres import SCHEMA_VERSION as PG_SCHEMA_VERSION
+
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            open_store(pg_url).close()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and migrate(pg_url)[0] == PG_SCHEMA_VERSION
+
+
+def _pg_worker(url: str, user: str, name: str, n_adds: int, out: str) -> None:
+    """A process adding ``n_adds`` sessions for ``user`` through :class:`memgas.Memory` while a thread of it
+    searches; writes the acknowledged adds, the search count and every error to ``out`` as JSON."""
+    import json
+
+    from memgas import Memory
+    from test_concurrency import _TOPICS, HashEmbedder
+
+    report: dict[str, Any] = {"adds": [], "searches": 0, "errors": []}
+    done = threading.Event()
+    with Memory(url, embedder=HashEmbedder()) as memory:
+        def search() -> None:
+            while not done.is_set() or report["searches"] < 5:
+                try:
+                    memory.search(f"what about {_TOPICS[report['searches'] % len(_TOPICS)]}?", user_id=user, k=3)
+                except BaseException as exc:  # noqa: BLE001 - every failure is a finding
+                    report["errors"].append(repr(exc))
+                report["searches"] += 1
+
+        searcher = threading.Thread(target=search)  # started once the user exists (else: NotFoundError)
+        for i in range(n_adds):
+            sid, topic = f"{name}-{i}", _TOPICS[(i * 3 + len(name)) % len(_TOPICS)]
+            try:
+                memory.add([{"role": "user", "content": f"Let me tell you about {topic} ({sid})."},
+                            {"role": "assistant", "content": f"Tell me more about {topic}."}],
+                           user_id=user, session_id=sid, timestamp="2024-05-01T10:00:00")
+                report["adds"].append([user, sid])
+            except BaseException as exc:  # noqa: BLE001
+                report["errors"].append(repr(exc))
+            if i == 0:
+                searcher.start()
+        done.set()
+        searcher.join()
+    Path(out).write_text(json.dumps(report))
+
+
+def _edge_keys(store: Store, user: str) -> set[tuple]:
+    """A user's edges named by their units' content (ids differ between stores), weights rounded."""
+    table, edges = store.load_units(user), store.load_edges(user)
+    key = {int(i): (table.session_ids[r], int(table.granularity[r]), int(table.turn_start[r]), table.texts[r])
+           for r, i in enumerate(table.ids)}
+    return {(key[int(a)], key[int(b)], round(float(w), 5)) for a, b, w in zip(edges.src, edges.dst, edges.weight)}
+
+
+def test_postgres_many_processes_lose_nothing_and_associate_as_a_sequential_ingest(pg_url: str,
+                                                                                   tmp_path: Path) -> None:
+    """4 processes add to one user and 4 to a user each (searching meanwhile): every acknowledged add is
+    stored, no call fails, and each user's association edges equal a sequential SQLite ingest in the same order."""
+    import json
+    import multiprocessing
+    import time
+
+    from memgas import Memory
+    from test_concurrency import HashEmbedder
+
+    open_store(pg_url).close()  # the schema exists before the workers race to open it
+    ctx = multiprocessing.get_context("spawn")
+    jobs = [("shared", f"s{k}") for k in range(4)] + [(f"own{k}", f"o{k}") for k in range(4)]
+    outs = [tmp_path / f"report{i}.json" for i in range(len(jobs))]
+    t0 = time.perf_counter()
+    procs = [ctx.Process(target=_pg_worker, args=(pg_url, user, name, 5, str(out)))
+             for (user, name), out in zip(jobs, outs)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0, f"worker process ended with {p.exitcode}"
+    elapsed = time.perf_counter() - t0
+    reports = [json.loads(out.read_text()) for out in outs]
+    assert [e for r in reports for e in r["errors"]] == []
+    added = {tuple(a) for r in reports for a in r["adds"]}
+    assert len(added) == 40 and sum(r["searches"] for r in reports) >= 40
+    with Memory(pg_url, embedder=HashEmbedder()) as shared, \
+            Memory(tmp_path / "sequential.db", embedder=HashEmbedder()) as sequential:
+        store = shared.store
+        assert {(u, i.session_id) for u in store.list_users() for i in store.list_sessions(u)} == added
+        for user in store.list_users():
+            table = store.load_units(user)
+            first = {}
+            for sid, uid in zip(table.session_ids, table.ids.tolist()):
+                first.setdefault(sid, uid)
+            for sid in sorted(first, key=first.get):  # the order the user's lock let them in
+                s = store.get_session(user, sid)
+                sequential.add([{"role": m.role, "content": m.content} for m in s.messages], user_id=user,
+                               session_id=sid, timestamp=s.timestamp)
+            edges = _edge_keys(store, user)
+            assert edges and edges == _edge_keys(sequential.store, user), user
+    print(f"\nPostgreSQL, 8 processes (4 on one user, 4 on a user each), 40 adds: {elapsed:.1f} s")
