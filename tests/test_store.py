@@ -888,3 +888,25 @@ def test_postgres_many_processes_lose_nothing_and_associate_as_a_sequential_inge
             edges = _edge_keys(store, user)
             assert edges and edges == _edge_keys(sequential.store, user), user
     print(f"\nPostgreSQL, 8 processes (4 on one user, 4 on a user each), 40 adds: {elapsed:.1f} s")
+
+
+def test_cli_migrate_and_commands_on_a_postgresql_url(pg_url: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from memgas.cli import main
+
+    assert main(["migrate", "--db", pg_url]) == 0
+    assert json.loads(capsys.readouterr().out) == {"schema_version_before": 0, "schema_version": 1}
+    assert main(["migrate", "--db", pg_url]) == 0
+    assert json.loads(capsys.readouterr().out)["schema_version_before"] == 1
+    session = tmp_path / "s.json"
+    session.write_text(json.dumps([{"role": "user", "content": "I keep bees on the roof."}]))
+    assert main(["add", "--db", pg_url, "--user", "alice", "--session", "s1", str(session)]) == 0
+    capsys.readouterr()
+    assert main(["search", "--db", pg_url, "--user", "alice", "--json", "bees"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["session_id"] == "s1"
+    assert main(["migrate", "--db", str(tmp_path / "none.db")]) == 2  # a file store must exist
+    assert not (tmp_path / "none.db").exists()
+    assert main(["migrate", "--db", "postgresql://me@127.0.0.1:1/x"]) == 1
+    assert "cannot open PostgreSQL store" in capsys.readouterr().err

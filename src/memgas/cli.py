@@ -321,6 +321,16 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """Create or upgrade the store's schema (a SQLite file must exist; a PostgreSQL database may be empty)."""
+    from .store import migrate
+
+    _require_store(args.db)
+    found, now = migrate(args.db)
+    _print_json({"schema_version_before": found, "schema_version": now}, indent=None)
+    return 0
+
+
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line, like every other error of the command."""
 
@@ -407,6 +417,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--skip-existing", action="store_true",
                     help="skip the dump's sessions a user already has (default: refuse the whole dump)")
     sp.set_defaults(func=cmd_import)
+
+    sp = sub.add_parser("migrate", help="create or upgrade the store's schema (before new workers start)")
+    sp.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file or postgresql:// URL (default {DEFAULT_DB})")
+    sp.set_defaults(func=cmd_migrate)
 
     add_bench_parser(sub)
     return p
