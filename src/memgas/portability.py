@@ -345,8 +345,8 @@ def import_dump(path: str | Path, memory: Memory, *, skip_existing: bool = False
         else:
             done = memory.add_many((_session_input(r.session) for r in records), user_id=user,
                                    skip_existing=skip_existing)
-            counts = {"sessions": sum(not r.get("skipped") for r in done), "skipped": sum(bool(r.get("skipped"))
-                                                                                       for r in done),
+            skipped = sum(bool(r.get("skipped")) for r in done)
+            counts = {"sessions": len(done) - skipped, "skipped": skipped,
                       "units": sum(r.get("units", 0) for r in done), "edges": sum(r.get("edges", 0) for r in done)}
         result["users"] += 1
         for key, value in counts.items():
