@@ -8,11 +8,9 @@ end state. The figures are printed (``pytest -s``) for the README's RELIABILITY 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import multiprocessing
 import random
-import re
 import threading
 import time
 import traceback
@@ -23,6 +21,7 @@ import numpy as np
 
 from memgas.model import Edge, Unit, make_session
 from memgas.store import SQLiteStore
+from hash_embedder import HashEmbedder
 
 DIM = 8
 USERS = ("u0", "u1", "u2")
@@ -188,31 +187,6 @@ def test_store_threads_and_processes(tmp_path: Path) -> None:
 
 
 # -- Memory level -----------------------------------------------------------------------------------------------
-class HashEmbedder:
-    """A fast deterministic embedder for load tests: each word hashed into one of ``dim`` buckets."""
-
-    id = "test-hash-64"
-    dim = 64
-    max_tokens = 256
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                bucket = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "little")
-                out[row, bucket % self.dim] += 1
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return np.divide(out, norms, out=out, where=norms > 0)
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return [len(text.split()) for text in texts]
-
-    def split_to_window(self, text: str, max_tokens: int | None = None) -> list[str]:
-        limit = max_tokens or self.max_tokens
-        pieces = re.findall(r"\S+\s*|\s+", text)
-        return ["".join(pieces[i:i + limit]) for i in range(0, len(pieces), limit)] or [text]
-
-
 _TOPICS = ("hiking in the alps", "baking sourdough bread", "my cat Miso", "learning the cello",
            "a trip to Lisbon", "fixing the bike", "tax forms", "the garden tomatoes")
 

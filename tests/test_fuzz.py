@@ -21,15 +21,12 @@ import functools
 import hashlib
 import io
 import json
-import re
 import string
-import zlib
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -37,8 +34,8 @@ from hypothesis import strategies as st
 from memgas import Memory
 from memgas.cli import build_parser
 from memgas.cli import main as cli_main
-from memgas.embed import l2_normalise
 from memgas.model import MAX_K, MAX_QUERY_CHARS, InvalidInputError, NotFoundError, check_id
+from hash_embedder import HashEmbedder
 
 #: Calls each test tries; 10,000 in all.
 FUZZ_SHARE = {"add": 2_500, "search": 3_500, "reads": 3_000, "cli": 1_000}
@@ -48,36 +45,7 @@ COUNTS: dict[str, Counter[str]] = {name: Counter() for name in FUZZ_SHARE}
 USER = "u"  # the user every store starts with, holding session "s0"
 
 
-class HashEmbedder:
-    """A deterministic bag-of-tokens embedder: each token adds ±1 to a hashed coordinate (the
-    :class:`~memgas.embed.Embedder` protocol; microseconds a text). Coordinate 0 is a constant bias so no
-    vector is zero. Encoding a lone surrogate raises, as the real tokenizer does."""
-
-    id = "test:hash-64"
-    dim = 64
-    max_tokens = 64
-    _TOKEN = re.compile(r"\w+|[^\w\s]")
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        out[:, 0] = 0.5
-        for row, text in enumerate(texts):
-            for token in self._TOKEN.findall(text.lower()):
-                h = zlib.crc32(token.encode("utf-8"))
-                out[row, 1 + h % (self.dim - 1)] += 1.0 if h & 1 << 20 else -1.0
-        return l2_normalise(out)
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return [len(self._TOKEN.findall(t)) for t in texts]
-
-    def split_to_window(self, text: str, max_tokens: int | None = None) -> list[str]:
-        n = max_tokens or self.max_tokens
-        starts = [m.start() for m in self._TOKEN.finditer(text)][n::n]
-        cuts = [0, *starts, len(text)]
-        return [text[a:b] for a, b in zip(cuts, cuts[1:])]
-
-
-EMBEDDER = HashEmbedder()
+EMBEDDER = HashEmbedder(64)
 
 
 def fuzz(name: str) -> settings:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import zlib
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -19,11 +17,11 @@ import numpy as np
 import pytest
 
 from memgas.cli import main
-from memgas.embed import l2_normalise
 from memgas.memory import Memory
 from memgas.model import InvalidInputError
 from memgas.portability import import_dump
 from memgas.store import SQLiteStore, Store
+from hash_embedder import HashEmbedder
 
 QUERY_TIME = "2024-07-01T12:00:00"
 
@@ -76,33 +74,6 @@ QUERIES = {
               "ferry to Naxos", "long run along the river"],
     "bob": ["What grows in my garden?", "When is the quarterly review?", "tomato sauce recipe"],
 }
-
-
-class HashEmbedder:
-    """A tiny deterministic embedder (the ``Embedder`` protocol): each word adds ±1 to a hashed coordinate."""
-
-    id = "test:hash-32"
-    dim = 32
-    max_tokens = 64
-    _TOKEN = re.compile(r"\w+")
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        out[:, 0] = 0.5  # no zero vector
-        for row, text in enumerate(texts):
-            for token in self._TOKEN.findall(text.lower()):
-                h = zlib.crc32(token.encode("utf-8"))
-                out[row, 1 + h % (self.dim - 1)] += 1.0 if h & 1 << 20 else -1.0
-        return l2_normalise(out)
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return [len(self._TOKEN.findall(t)) for t in texts]
-
-    def split_to_window(self, text: str, max_tokens: int | None = None) -> list[str]:
-        n = max_tokens or self.max_tokens
-        starts = [m.start() for m in self._TOKEN.finditer(text)][n::n]
-        cuts = [0, *starts, len(text)]
-        return [text[a:b] for a, b in zip(cuts, cuts[1:])]
 
 
 def _ingest(mem: Memory) -> None:
@@ -279,7 +250,7 @@ def test_skip_existing_joins_edges_to_the_sessions_already_there(source: Path, d
 
 
 def test_another_embedder_re_derives(dump: Path, tmp_path: Path) -> None:
-    hashing = HashEmbedder()
+    hashing = HashEmbedder(32)
     with Memory(tmp_path / "t.db", embedder=hashing) as mem:
         result = import_dump(dump, mem)
         assert result["mode"] == "re-derived" and result["sessions"] == 8 and result["edges"] > 0
@@ -296,7 +267,7 @@ def test_another_embedder_re_derives(dump: Path, tmp_path: Path) -> None:
 
 def test_cli_re_derives_a_dump_of_another_embedder(tmp_path: Path, embedder: Any,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    with Memory(tmp_path / "hash.db", embedder=HashEmbedder()) as mem:
+    with Memory(tmp_path / "hash.db", embedder=HashEmbedder(32)) as mem:
         mem.add_many(BOB, user_id="bob")
     out = tmp_path / "hash.jsonl"
     assert _cli(capsys, "export", "--db", str(tmp_path / "hash.db"), "--out", str(out))[0] == 0  # reads the store, no Memory

@@ -806,7 +806,8 @@ def _pg_worker(url: str, user: str, name: str, n_adds: int, out: str) -> None:
     import json
 
     from memgas import Memory
-    from test_concurrency import _TOPICS, HashEmbedder
+    from hash_embedder import HashEmbedder
+    from test_concurrency import _TOPICS
 
     report: dict[str, Any] = {"adds": [], "searches": 0, "errors": []}
     done = threading.Event()
@@ -852,8 +853,9 @@ def test_postgres_many_processes_lose_nothing_and_associate_as_a_sequential_inge
     import multiprocessing
     import time
 
+    from hash_embedder import HashEmbedder
+
     from memgas import Memory
-    from test_concurrency import HashEmbedder
 
     open_store(pg_url).close()  # the schema exists before the workers race to open it
     ctx = multiprocessing.get_context("spawn")
