@@ -285,3 +285,50 @@ def test_closed_stdout_exits_quietly(db: Path) -> None:
     finally:
         os.close(write_end)
     assert (r.returncode, r.stderr) == (EXIT_BROKEN_PIPE, "")
+
+
+def test_a_postgresql_server_lost_mid_command_is_one_line(capsys: pytest.CaptureFixture[str], pg_url: str,
+                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server ends the command's connections (as a restart or a failover does) after the store was opened:
+    each command says so in one line with status 1, no traceback, and the add it broke stored nothing."""
+    import psycopg
+
+    from memgas.store.postgres import PostgresStore
+
+    assert main(["add", str(_write(tmp_path / "trip.json", TRIP)), "--db", pg_url, "--user", "ana"]) == 0
+    capsys.readouterr()
+
+    def lose_the_server() -> None:
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            ended = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                                  " WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchone()[0]
+        assert ended >= 1  # the command's pooled connection
+
+    work = str(_write(tmp_path / "work.json", WORK))
+    for method, argv in [("add_session", ["add", work]), ("list_sessions", ["list"]),
+                         ("load_units_after", ["search", "ferry"]), ("stats", ["stats"])]:
+        real = getattr(PostgresStore, method)
+
+        def lost(self: PostgresStore, *args: Any, _real: Any = real) -> Any:
+            lose_the_server()
+            return _real(self, *args)
+
+        with monkeypatch.context() as patch:
+            patch.setattr(PostgresStore, method, lost)
+            code, out, err = _cli(capsys, *argv, "--db", pg_url, "--user", "ana")
+        lines = err.splitlines()
+        assert code == 1 and len(lines) == 1 and lines[0].startswith("memgas: error: "), (method, err)
+        assert "terminat" in lines[0] or "closed" in lines[0], lines[0]  # the server's reason, not a bug's
+    code, out, _ = _cli(capsys, "list", "--db", pg_url, "--user", "ana")
+    assert code == 0 and [s["session_id"] for s in json.loads(out)] == ["trip"]
+
+
+def test_the_command_line_imports_no_postgresql_driver_for_a_file(db: Path) -> None:
+    """Catching psycopg's errors costs a SQLite command nothing: the driver is looked up, never imported."""
+    probe = ("import sys\nfrom memgas.cli import main\nassert main(['stats', '--db', sys.argv[1]]) == 0\n"
+             "assert main(['list', '--db', sys.argv[1], '--user', 'nobody']) == 2\n"
+             "print('psycopg' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe, str(db)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "False"

@@ -2,9 +2,10 @@
 
 Every error ends the command with one line on stderr, ``memgas: error: ...``, and exit status 2 for bad
 input (a bad option, file, id or timestamp, an unknown user or session, a missing store) or 1 for other
-failures (an LLM that cannot be reached, a store of another embedder, a locked or unwritable file); only a
-bug prints a traceback. When the reader of stdout goes away (``memgas stats | head -1``) the command stops
-quietly with status 141, as a program killed by SIGPIPE does. JSON output is UTF-8 and keeps non-ASCII text.
+failures (an LLM that cannot be reached, a store of another embedder, a locked or unwritable file, a
+PostgreSQL server lost mid-command); only a bug prints a traceback. When the reader of stdout goes away
+(``memgas stats | head -1``) the command stops quietly with status 141, as a program killed by SIGPIPE does.
+JSON output is UTF-8 and keeps non-ASCII text.
 
 Only ``add``, ``import`` and ``demo`` create a store; the other commands refuse a ``--db`` file that does not exist.
 """
@@ -452,8 +453,18 @@ def _run(argv: Sequence[str] | None) -> int:
         raise
     except (InvalidInputError, NotFoundError) as e:
         return _error(e, 2)
-    except (MemgasError, OSError, sqlite3.Error) as e:
+    except (MemgasError, OSError, *_backend_errors()) as e:
         return _error(e, 1)
+
+
+def _backend_errors() -> tuple[type[Exception], ...]:
+    """The database drivers' error classes: SQLite's, and psycopg's once a PostgreSQL store loaded it.
+
+    Called only while an exception propagates, so the command line never imports psycopg itself: an error
+    of psycopg can only come from a process that has imported it.
+    """
+    psycopg = sys.modules.get("psycopg")
+    return (sqlite3.Error,) if psycopg is None else (sqlite3.Error, psycopg.Error)
 
 
 def _error(error: Exception, status: int) -> int:
