@@ -141,3 +141,78 @@ def test_live_bench_reports_each_checkpoint_from_one_add_and_search_per_session(
     assert stats["sessions"] == 5 and sum(stats["units"].values()) == rows[-1]["units"]
     assert len(result["cold"]["help_s"]) == len(result["cold"]["search_s"]) == 1
     assert 0 < result["cold"]["help_s"][0] < result["cold"]["search_s"][0]
+
+
+def test_backend_puts_every_haystack_in_one_store_as_its_own_user_with_the_same_rankings(
+        tmp_path: Path, monkeypatch) -> None:
+    from memgas.store import open_store
+
+    monkeypatch.setenv("MEMGAS_CACHE_DIR", str(tmp_path / "cache"))
+    data = tmp_path / "lme.json"
+    data.write_text(json.dumps(_lme_records()))
+    base = ["bench", "longmemeval", "--data", str(data), "--method", "memgas,bm25-all", "--no-progress"]
+    assert main([*base, "--out", str(tmp_path / "mem")]) == 0
+    shared = tmp_path / "shared.db"
+    for _ in range(2):  # the second run replaces the users the first left
+        assert main([*base, "--out", str(tmp_path / "shared"), "--backend", str(shared)]) == 0
+    alone, together = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("mem", "shared"))
+    assert together["config"]["backend"] == "sqlite"
+    assert [q["methods"] for q in together["questions"]] == [q["methods"] for q in alone["questions"]]
+    with open_store(shared) as store:
+        users = store.list_users()
+        assert len(users) == len(alone["questions"])  # every haystack once, after two runs
+        assert all(len(store.list_sessions(u)) >= 2 for u in users)
+    assert main([*base, "--backend", str(shared), "--stores", str(tmp_path / "s")]) == 2
+
+
+def test_store_bench_runs_clients_on_their_own_users_and_sessions(tmp_path: Path, capsys) -> None:
+    from memgas.store import open_store
+
+    data = tmp_path / "lme.json"
+    data.write_text(json.dumps(_lme_records()))  # 6 distinct sessions
+    out = tmp_path / "store"
+    assert main(["bench", "store", "--data", str(data), "--clients", "2", "--sessions", "3", "--searches", "2",
+                 "--out", str(out)]) == 0
+    assert "| SQLite | 2 |" in capsys.readouterr().out
+    run = json.loads((out / "results.json").read_text())["runs"][0]
+    assert run["clients"] == 2 and run["add"]["n"] == 6 and run["search"]["n"] == 4
+    for phase in ("add", "search"):
+        assert run[phase]["per_s"] == run[phase]["n"] / run[phase]["wall_s"] > 0
+    with open_store(out / "store.db") as store:
+        users = store.list_users()
+        sessions = [s.session_id for u in users for s in store.list_sessions(u)]
+    assert len(users) == 2 and all(u.endswith(("-n2-c0", "-n2-c1")) for u in users)
+    assert len(sessions) == len(set(sessions)) == 6  # each client adds sessions of its own
+
+
+def test_scale_replays_template_ingests_exactly(tmp_path: Path, embedder) -> None:
+    from memgas.bench.store import _templates, run_scale
+    from memgas.methods import MemGAS
+    from memgas.store import open_store
+
+    data = tmp_path / "lme.json"
+    data.write_text(json.dumps(_lme_records()))
+    target = str(tmp_path / "scale.db")
+    rows = run_scale(target, data, [2, 4], embedder, per_user=2, n_templates=3, probes=2)
+    assert [(r["users"], r["sessions"]) for r in rows] == [(2, 4), (4, 8)]
+    for r in rows:
+        assert r["size_bytes"] > 0 and r["write_sessions_per_s"] > 0 and r["cached_user_bytes"] > 0
+        assert 0 < r["cold"]["p50_ms"] <= r["cold"]["p95_ms"] and 0 < r["warm"]["p50_ms"]
+    templates, _ = _templates(data, 3, 2, embedder)
+    with open_store(target) as store, open_store(None) as fresh:
+        assert store.list_users() == ["u000000", "u000001", "u000002", "u000003"]
+        for session, *_ in templates[0]:  # what a real ingest of template 0's sessions writes
+            MemGAS(embedder).ingest(fresh, session)
+        want = _edges_by_unit(fresh, "template")
+        assert want
+        for user in ("u000000", "u000003"):  # users 0 and 3 replay template 0
+            assert _edges_by_unit(store, user) == want
+
+
+def _edges_by_unit(store, user_id: str) -> set[tuple[tuple, tuple, float]]:
+    """A user's edges named by their units' (session, granularity, turns, chunk, text), not by store ids."""
+    units = store.load_units(user_id)
+    edges = store.load_edges(user_id)
+    name = {int(i): (units.session_ids[r], int(units.granularity[r]), int(units.turn_start[r]),
+                     int(units.chunk[r]), units.texts[r]) for r, i in enumerate(units.ids)}
+    return {(name[int(s)], name[int(d)], round(float(w), 6)) for s, d, w in zip(edges.src, edges.dst, edges.weight)}

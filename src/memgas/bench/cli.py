@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..model import InvalidInputError
 
@@ -57,12 +59,18 @@ def _overrides(pairs: list[str]) -> dict[str, Any]:
 def add_bench_parser(sub: Any) -> None:
     """Register the ``bench`` subcommand on the main parser's subparsers."""
     sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
-    sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost", "live", "kg"),
+    sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost", "live", "kg", "store", "scale"),
                     help="a retrieval benchmark; 'cost': add/search cost on LongMemEval-S sessions; 'live': add then "
                          "search, session after session, as an agent does; 'kg': the temporal knowledge graph's "
-                         "update behaviour on the LongMemEval oracle (needs --llm)")
+                         "update behaviour on the LongMemEval oracle (needs --llm); 'store': adds/s and searches/s "
+                         "of --clients processes on one store; 'scale': store size, cold/warm search and memory per "
+                         "cached user at --users users")
     sp.add_argument("--sessions", type=int, default=None,
-                    help="cost, live: sessions to add to one user (default 500; live: the last checkpoint)")
+                    help="cost, live: sessions to add to one user (default 500; live: the last checkpoint); "
+                         "store: sessions each client adds (default 10); scale: sessions per user (default 20)")
+    sp.add_argument("--clients", type=_ks, default=None, help="store: client-process counts to run (default 1,4,8)")
+    sp.add_argument("--searches", type=int, default=20, help="store: searches per client (default 20)")
+    sp.add_argument("--users", type=_ks, default=None, help="scale: user counts to measure at (default 100,1000,10000)")
     sp.add_argument("--checkpoints", type=_ks, default=None,
                     help="live: stored-session counts to report at (default 50,500,2000,5000)")
     sp.add_argument("--window", type=int, default=50,
@@ -78,6 +86,13 @@ def add_bench_parser(sub: Any) -> None:
     sp.add_argument("--stores", type=Path, default=None,
                     help="keep each haystack's ingested store under this folder and reuse it on the next run "
                          "(keyed by embedder and ingest settings); default: ingest in memory every time")
+    sp.add_argument("--backend", default=None, metavar="URL",
+                    help="locomo, longmemeval: ingest every haystack into this store (e.g. postgresql://user@host/db), "
+                         "each as its own user, afresh each run; store: the store measured (default: a SQLite file "
+                         "in --out)")
+    sp.add_argument("--pg-temp", action="store_true",
+                    help="run on a throwaway PostgreSQL cluster (initdb/pg_ctl on a free loopback port, removed "
+                         "afterwards) instead of --backend")
     sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a MemGAS search parameter for the memgas* methods, e.g. --set temperature=0.2 "
                          "(repeatable; see MemGASConfig)")
@@ -182,6 +197,65 @@ def _cmd_kg(args: argparse.Namespace, embedder: Any) -> int:
     return 0
 
 
+@contextmanager
+def _backend(args: argparse.Namespace, database: str = "memgas_bench") -> Iterator[str | None]:
+    """The store URL the run uses: ``--backend``, or a database of a ``--pg-temp`` cluster stopped afterwards."""
+    if not args.pg_temp:
+        yield args.backend
+        return
+    if args.backend is not None:
+        raise InvalidInputError("--backend and --pg-temp exclude each other")
+    from .pgcluster import TempCluster
+
+    with TempCluster() as cluster:
+        yield cluster.create_database(database)
+
+
+def _cmd_store(args: argparse.Namespace) -> int:
+    """``bench store`` / ``bench scale``: on ``--backend``, ``--pg-temp`` or a fresh SQLite file in ``--out``."""
+    import json
+    import time
+
+    from .report import command_line
+    from .runner import DEFAULT_DATA, versions
+    from .store import run_scale, run_throughput, scale_markdown, throughput_markdown
+
+    path = args.data or DEFAULT_DATA["longmemeval"]
+    if not Path(path).is_file():
+        raise InvalidInputError(f"LongMemEval data not found at {Path(path).resolve()}; pass --data PATH")
+    out = args.out or Path("bench-out") / args.dataset
+    out.mkdir(parents=True, exist_ok=True)
+    with _backend(args) as backend:
+        target = backend
+        if target is None:
+            target = str(out / f"{args.dataset}.db")
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{target}{suffix}").unlink(missing_ok=True)
+        label = "PostgreSQL" if target.startswith(("postgresql://", "postgres://")) else "SQLite"
+        if args.dataset == "store":
+            result: Any = run_throughput(target, Path(path), args.clients or [1, 4, 8], adds=args.sessions or 10,
+                                         searches=args.searches, cache=args.cache, tag=f"tp{int(time.time())}")
+            table = throughput_markdown({label: result})
+        else:
+            from ..embed import EmbeddingCache, default_cache_path, get_embedder
+
+            embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
+            result = run_scale(target, Path(path), args.users or [100, 1000, 10000], embedder,
+                               per_user=args.sessions or 20)
+            table = scale_markdown({label: result})
+    command = command_line(f"memgas bench {args.dataset}")
+    cache_note = ("a pre-warmed embedding cache shared by the clients" if args.cache is not None
+                  else "a fresh embedding cache per client (every add runs the model)")
+    text = f"Command: `{command}`\n\nStore: {label}" + (f"; {cache_note}" if args.dataset == "store" else "") + \
+        f"; {os.cpu_count()} CPU cores.\n\n{table}"
+    (out / "results.json").write_text(json.dumps({"command": command, "versions": versions(), "store": label,
+                                                  "runs": result}, indent=1), encoding="utf-8")
+    (out / "report.md").write_text(f"# memgas bench: {args.dataset}\n\n{text}", encoding="utf-8")
+    print(text)
+    print(f"wrote {out / 'results.json'}, {out / 'report.md'}")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark, write results.json, report.md and recall_at_k.png, print the table."""
     from ..embed import EmbeddingCache, default_cache_path, get_embedder
@@ -196,6 +270,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _cmd_cost(args)
     if args.dataset == "live":
         return _cmd_live(args)
+    if args.dataset in ("store", "scale"):
+        return _cmd_store(args)
     if args.dataset == "kg":
         return _cmd_kg(args, get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path())))
     methods = [m.strip() for m in args.method.split(",") if m.strip()]
@@ -215,8 +291,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     extra = {"max_sessions": args.max_sessions} if args.dataset == "locomo" else {}
     if args.max_sessions is not None and args.dataset != "locomo":
         raise InvalidInputError("--max-sessions applies to locomo only")
-    result = run(Path(path), methods, embedder, limit=args.limit, ks=ks, progress=not args.no_progress,
-                 store_dir=args.stores, overrides=_overrides(args.set), llm=llm, **extra)
+    with _backend(args) as backend:
+        result = run(Path(path), methods, embedder, limit=args.limit, ks=ks, progress=not args.no_progress,
+                     store_dir=args.stores, overrides=_overrides(args.set), llm=llm, backend=backend, **extra)
     out = args.out or Path("bench-out") / args.dataset
     paths = write_outputs(result, out, command_line())
     print(markdown_table(result))

@@ -26,7 +26,7 @@ from ..embed import Embedder
 from ..llm import track_usage
 from ..methods import NEEDS_LLM, MemGAS, MemoryMethod, get_method
 from ..model import InvalidInputError, Session, Unit
-from ..store import open_store
+from ..store import Store, open_store
 from .datasets import BenchQuestion, load_locomo, load_longmemeval, locomo_dia_ids
 from .metrics import locomo_recall, ndcg_any_at_k, recall_all_at_k, recall_any_at_k
 
@@ -103,11 +103,19 @@ def store_key(ingester: MemGAS) -> str:
 
 
 def _ingest(
-    ingester: MemGAS, user_id: str, sessions: list[Session], store_dir: Path | None
+    ingester: MemGAS, user_id: str, sessions: list[Session], store_dir: Path | None, shared: Store | None = None
 ) -> tuple[Any, dict[str, float]]:
-    """Fill a store with the sessions, or reopen the kept one from an earlier run with the same key."""
+    """Fill a store with the sessions, or reopen the kept one from an earlier run with the same key.
+
+    With a ``shared`` store (``--backend``) the haystack is its own user there, ingested afresh each run:
+    a user left by an earlier run is deleted first, as nothing keys that database by ingest settings.
+    """
     parts: dict[str, float] = {}
-    if store_dir is None:
+    if shared is not None:
+        store = shared
+        if store.has_user(user_id):
+            store.delete_user(user_id)
+    elif store_dir is None:
         store = open_store(None)
     else:
         path = store_dir / f"{user_id.replace('/', '_')}.db"
@@ -139,6 +147,7 @@ def _run(
     store_dir: Path | None,
     overrides: dict[str, Any] | None = None,
     llm: Any = None,
+    backend: str | None = None,
 ) -> BenchResult:
     def options(m: str) -> dict[str, Any]:
         if m.startswith("memgas"):
@@ -153,6 +162,11 @@ def _run(
         store_dir = store_dir / dataset / store_key(ingester)
         store_dir.mkdir(parents=True, exist_ok=True)
         config["stores"] = str(store_dir)
+    if backend is not None:
+        if store_dir is not None:
+            raise InvalidInputError("--stores and --backend exclude each other")
+        config["backend"] = backend.split("://", 1)[0] if "://" in backend else "sqlite"  # never a password
+    shared = open_store(backend) if backend is not None else None
     result = BenchResult(dataset, {**config, "methods": {m: methods[m].config() for m in method_names}})
     result.timing = {m: {"index_s": [], "query_s": []} for m in method_names}
     result.timing["ingest"] = {"total_s": [], "units_s": [], "associate_s": [], "write_s": []}
@@ -160,7 +174,7 @@ def _run(
     bar = tqdm(total=n_questions, desc=f"{dataset}", unit="q", disable=not progress, file=sys.stderr)
     for user_id, sessions, questions in groups:
         t0 = time.perf_counter()
-        store, parts = _ingest(ingester, user_id, sessions, store_dir)
+        store, parts = _ingest(ingester, user_id, sessions, store_dir, shared)
         ing = result.timing["ingest"]
         if "reused" in parts:
             ing.setdefault("reused", []).append(1.0)
@@ -203,7 +217,10 @@ def _run(
                 }
             result.questions.append(record)
             bar.update(1)
-        store.close()
+        if store is not shared:
+            store.close()
+    if shared is not None:
+        shared.close()
     bar.close()
     return result
 
@@ -219,10 +236,13 @@ def run_longmemeval(
     store_dir: Path | None = None,
     overrides: dict[str, Any] | None = None,
     llm: Any = None,
+    backend: str | None = None,
 ) -> BenchResult:
     """Retrieval on LongMemEval: every scorable question, its own haystack, official metrics.
 
     Abstention questions and questions without a user-side evidence turn are skipped and counted.
+    ``backend`` (a store URL, e.g. ``postgresql://...``) ingests every haystack into that one store,
+    each as its own user, instead of a fresh in-memory SQLite store per haystack.
     """
     questions = load_longmemeval(path, limit=limit)
     skipped: dict[str, int] = {}
@@ -234,7 +254,7 @@ def run_longmemeval(
         groups.append((q.sessions[0].user_id, q.sessions, [q]))
     config = {"dataset": "longmemeval", "data": str(path), "limit": limit, "ks": list(ks), "embedder": embedder.id}
     result = _run("longmemeval", groups, method_names, embedder, ks, config, lambda q, r: {}, progress, store_dir,
-                  overrides, llm)
+                  overrides, llm, backend)
     result.skipped = skipped
     return result
 
@@ -251,6 +271,7 @@ def run_locomo(
     overrides: dict[str, Any] | None = None,
     llm: Any = None,
     max_sessions: int | None = None,
+    backend: str | None = None,
 ) -> BenchResult:
     """Retrieval on LoCoMo: per conversation, its sessions and turns are the corpus.
 
@@ -258,7 +279,7 @@ def run_locomo(
     LoCoMo recall (fraction of evidence found) at session and turn level. Category 5 (adversarial)
     and questions without valid evidence are skipped and counted. ``max_sessions`` keeps only each
     conversation's first sessions (for costly methods, e.g. a local LLM) and the questions whose
-    evidence lies in them; the others are skipped and counted.
+    evidence lies in them; the others are skipped and counted. ``backend``: as in :func:`run_longmemeval`.
 
     Raises:
         InvalidInputError: ``max_sessions`` below 1.
@@ -293,7 +314,8 @@ def run_locomo(
 
     config = {"dataset": "locomo", "data": str(path), "limit": limit, "max_sessions": max_sessions, "ks": list(ks),
               "embedder": embedder.id}
-    result = _run("locomo", groups, method_names, embedder, ks, config, official, progress, store_dir, overrides, llm)
+    result = _run("locomo", groups, method_names, embedder, ks, config, official, progress, store_dir, overrides, llm,
+                  backend)
     result.skipped = skipped
     result.notes.append(
         f"evidence ids dropped (no such turn): {len(report.dropped_evidence)}; "
