@@ -1,9 +1,12 @@
-"""A child process adding and deleting sessions in a store file, killed with SIGKILL at random points.
+"""A child process adding and deleting sessions in a store (a SQLite file, or a PostgreSQL database), killed
+with SIGKILL at random points.
 
 The child writes an intent line before each call and an acknowledgement line after it returns (unbuffered
 writes: a killed process loses nothing it wrote to the file). After each kill the store must hold every
-acknowledged add, none of the acknowledged deletes, the in-flight call all or nothing, and pass SQLite's
-integrity and foreign-key checks. The figures are printed (``pytest -s``) for the README's RELIABILITY section.
+acknowledged add, none of the acknowledged deletes, the in-flight call all or nothing, every stored session
+whole, and pass SQLite's integrity and foreign-key checks (on PostgreSQL: no user row without sessions or the
+other way round, every session's messages all there, no advisory lock left held). The figures are printed
+(``pytest -s``) for the README's RELIABILITY section.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-from memgas.store import SQLiteStore
+import pytest
+
+from memgas.store import SQLiteStore, Store, open_store
 
 KILLS = 30
 UNITS = 12  # per session: enough rows that a kill often lands inside a write
@@ -25,12 +30,12 @@ _CHILD = """
 import os, random, sys
 import numpy as np
 from memgas.model import Edge, Unit, make_session
-from memgas.store import SQLiteStore
+from memgas.store import open_store
 
-db, log, start, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+target, log, start, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 rng = random.Random(seed)
 fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-store = SQLiteStore(db)
+store = open_store(target)
 store.bind_embedder("crash", 8)
 users = ("alice", "bob")
 alive = {(u, i.session_id) for u in users for i in store.list_sessions(u)}
@@ -98,17 +103,75 @@ def _replay(lines: list[str], model: set[tuple[str, str]]) -> tuple[int, int, li
     return adds, deletes, pending, kind
 
 
-def test_sigkill_at_random_points_loses_no_acknowledged_write(tmp_path: Path) -> None:
-    db, log = tmp_path / "crash.db", tmp_path / "acks.log"
-    SQLiteStore(db).close()
+#: On PostgreSQL: what a consistent store has none of (each query counts violations).
+_PG_VIOLATIONS = {
+    "user rows without sessions": "SELECT count(*) FROM users u"
+                                  " WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.user_id = u.user_id)",
+    "users with sessions and no user row": "SELECT count(DISTINCT user_id) FROM sessions s"
+                                           " WHERE NOT EXISTS (SELECT 1 FROM users u WHERE u.user_id = s.user_id)",
+    "sessions missing messages": "SELECT count(*) FROM sessions s WHERE n_messages <> (SELECT count(*)"
+                                 " FROM messages m WHERE m.user_id = s.user_id AND m.session_pk = s.pk)",
+    "advisory locks held": "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'",
+}
+
+
+class _PgWatch:
+    """A connection to the cluster's maintenance database watching the store database's connections."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(url, dbname="postgres", autocommit=True)
+        self.database = url.rsplit("/", 1)[1]
+
+    def connections(self) -> tuple[int, int]:
+        """How many connections the store database has, and how many of them are inside a transaction."""
+        return self.conn.execute("SELECT count(*), count(xact_start) FROM pg_stat_activity WHERE datname = %s",
+                                 (self.database,)).fetchone()
+
+    def settle(self) -> None:
+        """Wait until the server has ended the killed child's connections (rolling back the transaction it
+        left open, or committing a COMMIT it sent before dying), so that what is read next is final."""
+        deadline = time.monotonic() + 30
+        while self.connections()[0]:
+            assert time.monotonic() < deadline, "the killed child's connections stay open"
+            time.sleep(0.005)
+
+
+def _check_consistent(store: Store) -> None:
+    """The backend's own checks of a store after a crash."""
+    if isinstance(store, SQLiteStore):
+        conn = store._conn
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        return
+    import psycopg
+
+    with psycopg.connect(store._url, autocommit=True) as conn:  # type: ignore[attr-defined]
+        found = {name: conn.execute(q).fetchone()[0] for name, q in _PG_VIOLATIONS.items()}
+    assert found == dict.fromkeys(_PG_VIOLATIONS, 0)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The store under test: a SQLite file, or a fresh PostgreSQL database of the throwaway cluster."""
+    return str(tmp_path / "crash.db") if request.param == "sqlite" else request.getfixturevalue("pg_url")
+
+
+def test_sigkill_at_random_points_loses_no_acknowledged_write(target: str, tmp_path: Path) -> None:
+    log = tmp_path / "acks.log"
+    watch = _PgWatch(target) if target.startswith("postgresql://") else None
+    open_store(target).close()
     log.touch()
     rng = random.Random(20240611)
     model: set[tuple[str, str]] = set()
     figures = {"kills": 0, "acked_adds": 0, "acked_deletes": 0, "in_flight": 0, "in_flight_committed": 0,
                "lost_writes": 0, "resurrected_deletes": 0}
+    if watch is not None:
+        figures["killed_in_open_transaction"] = 0  # sampled just before the kill
     seen, start, t0 = 0, 0, time.perf_counter()
     for kill in range(KILLS):
-        child = subprocess.Popen([sys.executable, "-c", _CHILD, str(db), str(log), str(start), str(kill)],
+        child = subprocess.Popen([sys.executable, "-c", _CHILD, target, str(log), str(start), str(kill)],
                                  stderr=subprocess.PIPE)
         # Wait until the child is writing, then kill it a random moment later.
         deadline = time.monotonic() + 60
@@ -116,6 +179,8 @@ def test_sigkill_at_random_points_loses_no_acknowledged_write(tmp_path: Path) ->
             time.sleep(0.005)
         time.sleep(rng.uniform(0, 0.15))
         assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
+        if watch is not None:
+            figures["killed_in_open_transaction"] += watch.connections()[1] > 0
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
         child.stderr.close()  # type: ignore[union-attr]
@@ -125,10 +190,10 @@ def test_sigkill_at_random_points_loses_no_acknowledged_write(tmp_path: Path) ->
         seen, start = len(lines), start + 10_000
         figures["acked_adds"] += adds
         figures["acked_deletes"] += deletes
-        with SQLiteStore(db) as store:
-            conn = store._conn
-            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-            assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        if watch is not None:
+            watch.settle()
+        with open_store(target) as store:
+            _check_consistent(store)
             stored = {(u, i.session_id) for u in ("alice", "bob") for i in store.list_sessions(u)}
             for user in ("alice", "bob"):  # every stored session is whole
                 table, infos = store.load_units(user), store.list_sessions(user)
@@ -143,5 +208,8 @@ def test_sigkill_at_random_points_loses_no_acknowledged_write(tmp_path: Path) ->
         figures["lost_writes"] += len(model - stored)
         figures["resurrected_deletes"] += len(stored - model)
         assert model == stored, f"after kill {kill}: lost {model - stored}, unexpected {stored - model}"
-    print(f"\ncrash: {figures}, {time.perf_counter() - t0:.1f} s")
+    print(f"\ncrash ({'SQLite' if watch is None else 'PostgreSQL'}): {figures}, {time.perf_counter() - t0:.1f} s")
     assert figures["acked_adds"] >= KILLS and figures["acked_deletes"] >= KILLS // 3
+    if watch is not None:  # the kills do land inside transactions the server has to roll back
+        watch.conn.close()
+        assert figures["killed_in_open_transaction"] >= KILLS // 3
