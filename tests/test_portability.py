@@ -1,9 +1,10 @@
 """``memgas export`` / ``memgas import`` (memgas.portability): a dump moves memory between stores without loss.
 
-Round trips run through the command in-process on real SQLite files with the real model, and compare the
-stores through the abstract ``Store`` interface (sessions, messages, metadata, timestamps, units, vector bytes,
-edges after id remapping) and ``Memory.search`` before and after. The source store interleaves two users'
-sessions, so the imported unit ids differ from the source's and a wrong id remapping shows.
+Round trips run through the command in-process with the real model, from a real SQLite file into a ``target``
+that is a new SQLite file or a fresh database of the throwaway PostgreSQL cluster (and back again), and compare
+the stores through the abstract ``Store`` interface (sessions, messages, metadata, timestamps, units, vector
+bytes, edges after id remapping) and ``Memory.search`` before and after. The source store interleaves two
+users' sessions, so the imported unit ids differ from the source's and a wrong id remapping shows.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from memgas.cli import main
 from memgas.memory import Memory
 from memgas.model import InvalidInputError
 from memgas.portability import import_dump
-from memgas.store import SQLiteStore, Store
+from memgas.store import SQLiteStore, Store, open_store
 from hash_embedder import HashEmbedder
 
 QUERY_TIME = "2024-07-01T12:00:00"
@@ -103,6 +104,22 @@ def dump(source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where an import writes: a SQLite file in a folder not made yet, or a fresh PostgreSQL database."""
+    return str(tmp_path / "new" / "target.db") if request.param == "sqlite" else request.getfixturevalue("pg_url")
+
+
+def _fingerprint(target: str) -> Any:
+    """What shows any write to a store: a SQLite file's bytes; on PostgreSQL every user's version (which
+    changes with every write), sessions, units and edges."""
+    if not target.startswith("postgresql://"):
+        return Path(target).read_bytes()
+    with open_store(target) as store:
+        return [(u, store.version(u), [i.session_id for i in store.list_sessions(u)], store.load_units(u).ids.tolist(),
+                 store.load_edges(u).src.tolist()) for u in store.list_users()]
+
+
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
@@ -129,27 +146,26 @@ def _assert_same_memory(a: Store, b: Store, users: Sequence[str]) -> None:
         assert mapped == list(zip(eb.src.tolist(), eb.dst.tolist(), eb.weight.tolist()))
 
 
-def _searches(db: Path, embedder: Any, user: str) -> list[list[tuple[str, float]]]:
+def _searches(db: Path | str, embedder: Any, user: str) -> list[list[tuple[str, float]]]:
     with Memory(db, embedder=embedder) as mem:
         return [[(h.session_id, h.score) for h in mem.search(q, user_id=user, k=4, query_time=QUERY_TIME)]
                 for q in QUERIES[user]]
 
 
-def _assert_same_searches(a: Path, b: Path, embedder: Any, user: str) -> None:
+def _assert_same_searches(a: Path | str, b: Path | str, embedder: Any, user: str) -> None:
     before, after = _searches(a, embedder, user), _searches(b, embedder, user)
     for hits_a, hits_b in zip(before, after, strict=True):
         assert [sid for sid, _ in hits_a] == [sid for sid, _ in hits_b]
         assert np.allclose([s for _, s in hits_a], [s for _, s in hits_b], rtol=0, atol=1e-9)
 
 
-def test_round_trip_keeps_everything(source: Path, dump: Path, tmp_path: Path, embedder: Any,
+def test_round_trip_keeps_everything(source: Path, dump: Path, target: str, embedder: Any,
                                      capsys: pytest.CaptureFixture[str]) -> None:
-    target = tmp_path / "target.db"
-    code, out, err = _cli(capsys, "import", str(dump), "--db", str(target))
+    code, out, err = _cli(capsys, "import", str(dump), "--db", target)
     assert code == 0 and err == "", err
     result = json.loads(out)
     assert result["mode"] == "lossless" and (result["users"], result["sessions"]) == (2, 8)
-    with SQLiteStore(source) as a, SQLiteStore(target) as b:
+    with SQLiteStore(source) as a, open_store(target) as b:
         assert a.list_users() == b.list_users() == ["alice", "bob"]
         assert result["edges"] == len(a.load_edges("alice")) + len(a.load_edges("bob"))
         _assert_same_memory(a, b, ["alice", "bob"])
@@ -173,14 +189,14 @@ def test_the_dump_is_json_lines_with_portable_vectors(dump: Path, embedder: Any)
     assert "a-café" in dump.read_text("utf-8")  # non-ASCII kept readable
 
 
-def test_export_of_one_user(source: Path, tmp_path: Path, embedder: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_of_one_user(source: Path, target: str, tmp_path: Path, embedder: Any,
+                            capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "bob.jsonl"
     code, printed, _ = _cli(capsys, "export", "--db", str(source), "--out", str(out), "--user", "bob")
     assert code == 0 and json.loads(printed)["sessions"] == 3
     assert {json.loads(line).get("user_id") for line in out.read_text("utf-8").splitlines()[1:-1]} == {"bob"}
-    target = tmp_path / "bob.db"
-    assert main(["import", str(out), "--db", str(target)]) == 0
-    with SQLiteStore(source) as a, SQLiteStore(target) as b:
+    assert main(["import", str(out), "--db", target]) == 0
+    with SQLiteStore(source) as a, open_store(target) as b:
         assert b.list_users() == ["bob"]
         _assert_same_memory(a, b, ["bob"])
     _assert_same_searches(source, target, embedder, "bob")
@@ -218,40 +234,42 @@ def _corrupt(lines: list[str], how: str) -> list[str]:
     ("version", "of version 2"), ("vector", "vector of"), ("edge ahead", "must link a unit of this session"),
     ("edge behind", "must link a unit of this session"), ("bad json", "not valid JSON"),
 ])
-def test_a_corrupt_dump_writes_nothing(dump: Path, tmp_path: Path, embedder: Any, how: str, message: str,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_corrupt_dump_writes_nothing(dump: Path, target: str, tmp_path: Path, embedder: Any, how: str,
+                                       message: str, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text("".join(_corrupt(dump.read_text("utf-8").splitlines(keepends=True), how)), "utf-8")
-    target = tmp_path / "new" / "t.db"
-    code, out, err = _cli(capsys, "import", str(bad), "--db", str(target))
+    code, out, err = _cli(capsys, "import", str(bad), "--db", target)
     assert code == 2 and out == "" and len(err.splitlines()) == 1 and message in err, err
-    assert not target.parent.exists()  # the store (and its folder) made for the import are gone
+    if target.startswith("postgresql://"):  # a database is not dropped: it is left empty
+        with open_store(target) as store:
+            assert store.list_users() == [] and store.stats()["sessions"] == 0
+    else:
+        assert not Path(target).parent.exists()  # the store (and its folder) made for the import are gone
     with Memory(tmp_path / "m.db", embedder=embedder) as mem:  # through the API: an open store stays empty
         with pytest.raises(InvalidInputError, match=re.escape(message)):
             import_dump(bad, mem)
         assert mem.store.list_users() == []
 
 
-def test_skip_existing_joins_edges_to_the_sessions_already_there(source: Path, dump: Path, tmp_path: Path,
+def test_skip_existing_joins_edges_to_the_sessions_already_there(source: Path, dump: Path, target: str,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    target = tmp_path / "t.db"
-    assert main(["import", str(dump), "--db", str(target)]) == 0
-    before = target.read_bytes()
-    code, _, err = _cli(capsys, "import", str(dump), "--db", str(target))
-    assert code == 2 and "already has sessions" in err and target.read_bytes() == before
-    with SQLiteStore(target) as store:  # alice loses her last three sessions, whose edges reach the first two
+    assert main(["import", str(dump), "--db", target]) == 0
+    before = _fingerprint(target)
+    code, _, err = _cli(capsys, "import", str(dump), "--db", target)
+    assert code == 2 and "already has sessions" in err and _fingerprint(target) == before
+    with open_store(target) as store:  # alice loses her last three sessions, whose edges reach the first two
         for sid in ("a-ferry", "a-back", "a-ankle"):
             store.delete_session("alice", sid)
-    code, out, _ = _cli(capsys, "import", str(dump), "--db", str(target), "--skip-existing")
+    code, out, _ = _cli(capsys, "import", str(dump), "--db", target, "--skip-existing")
     result = json.loads(out)
     assert code == 0 and (result["sessions"], result["skipped"], result["edges_dropped"]) == (3, 5, 0)
-    with SQLiteStore(source) as a, SQLiteStore(target) as b:
+    with SQLiteStore(source) as a, open_store(target) as b:
         _assert_same_memory(a, b, ["alice", "bob"])
 
 
-def test_another_embedder_re_derives(dump: Path, tmp_path: Path) -> None:
+def test_another_embedder_re_derives(dump: Path, target: str, tmp_path: Path) -> None:
     hashing = HashEmbedder(32)
-    with Memory(tmp_path / "t.db", embedder=hashing) as mem:
+    with Memory(target, embedder=hashing) as mem:
         result = import_dump(dump, mem)
         assert result["mode"] == "re-derived" and result["sessions"] == 8 and result["edges"] > 0
         assert mem.store.embedder_id == hashing.id
@@ -261,19 +279,36 @@ def test_another_embedder_re_derives(dump: Path, tmp_path: Path) -> None:
     with Memory(tmp_path / "ref.db", embedder=hashing) as ref:
         for user, sessions in (("alice", ALICE), ("bob", BOB)):
             ref.add_many(sessions, user_id=user)
-    with SQLiteStore(tmp_path / "ref.db") as a, SQLiteStore(tmp_path / "t.db") as b:
+    with SQLiteStore(tmp_path / "ref.db") as a, open_store(target) as b:
         _assert_same_memory(a, b, ["alice", "bob"])
 
 
-def test_cli_re_derives_a_dump_of_another_embedder(tmp_path: Path, embedder: Any,
+def test_cli_re_derives_a_dump_of_another_embedder(target: str, tmp_path: Path, embedder: Any,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     with Memory(tmp_path / "hash.db", embedder=HashEmbedder(32)) as mem:
         mem.add_many(BOB, user_id="bob")
     out = tmp_path / "hash.jsonl"
     assert _cli(capsys, "export", "--db", str(tmp_path / "hash.db"), "--out", str(out))[0] == 0  # reads the store, no Memory
-    target = tmp_path / "t.db"
-    code, printed, err = _cli(capsys, "import", str(out), "--db", str(target))
+    code, printed, err = _cli(capsys, "import", str(out), "--db", target)
     assert code == 0 and "re-embedded and re-associated" in err and json.loads(printed)["mode"] == "re-derived"
     with Memory(target, embedder=embedder) as mem:
         assert mem.store.embedder_id == embedder.id
         assert mem.search("What grows in my garden?", user_id="bob", k=1)[0].session_id == "b-garden"
+
+
+def test_sqlite_to_postgresql_to_sqlite_keeps_memory_and_searches(source: Path, dump: Path, pg_url: str,
+                                                                  tmp_path: Path, embedder: Any) -> None:
+    """SQLite → PostgreSQL → SQLite: the dump read back from PostgreSQL is the dump written from SQLite (but
+    for its creation time), and the three stores hold the same memory and answer every query alike."""
+    assert main(["import", str(dump), "--db", pg_url]) == 0
+    again = tmp_path / "again.jsonl"
+    assert main(["export", "--db", pg_url, "--out", str(again)]) == 0
+    assert again.read_text("utf-8").splitlines()[1:] == dump.read_text("utf-8").splitlines()[1:]
+    back = tmp_path / "back.db"
+    assert main(["import", str(again), "--db", str(back)]) == 0
+    with SQLiteStore(source) as a, open_store(pg_url) as b, SQLiteStore(back) as c:
+        _assert_same_memory(a, b, ["alice", "bob"])
+        _assert_same_memory(b, c, ["alice", "bob"])
+    for user in ("alice", "bob"):
+        _assert_same_searches(source, pg_url, embedder, user)
+        _assert_same_searches(pg_url, back, embedder, user)
