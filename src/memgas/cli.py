@@ -346,7 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def common(sp: argparse.ArgumentParser, user: bool = True, user_required: bool = False,
                method: str = "memgas") -> None:
-        sp.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file (default {DEFAULT_DB}; ':memory:' for none)")
+        sp.add_argument("--db", default=DEFAULT_DB,
+                        help=f"SQLite file or postgresql:// URL (default {DEFAULT_DB}; ':memory:' for none)")
         sp.add_argument("--method", default=method, help=f"memory method (default {method})")
         sp.add_argument("--llm", default=None, help="LLM spec: openai:<model>[@<base_url>] or local "
                                                      "(needed by --method zep; default none)")
@@ -407,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_stats)
 
     sp = sub.add_parser("export", help="write memory to a JSON Lines dump (all users, or --user)")
-    sp.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file (default {DEFAULT_DB})")
+    sp.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file or postgresql:// URL (default {DEFAULT_DB})")
     sp.add_argument("--out", required=True, help="the dump file to write")
     sp.add_argument("--user", help="export only this user (default: every user)")
     sp.set_defaults(func=cmd_export)
