@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from memgas.cli import main
 from test_bench_datasets import _locomo_sample, _lme_records
 
@@ -143,8 +145,9 @@ def test_live_bench_reports_each_checkpoint_from_one_add_and_search_per_session(
     assert 0 < result["cold"]["help_s"][0] < result["cold"]["search_s"][0]
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_backend_puts_every_haystack_in_one_store_as_its_own_user_with_the_same_rankings(
-        tmp_path: Path, monkeypatch) -> None:
+        tmp_path: Path, monkeypatch, backend: str) -> None:
     from memgas.store import open_store
 
     monkeypatch.setenv("MEMGAS_CACHE_DIR", str(tmp_path / "cache"))
@@ -153,16 +156,24 @@ def test_backend_puts_every_haystack_in_one_store_as_its_own_user_with_the_same_
     base = ["bench", "longmemeval", "--data", str(data), "--method", "memgas,bm25-all", "--no-progress"]
     assert main([*base, "--out", str(tmp_path / "mem")]) == 0
     shared = tmp_path / "shared.db"
-    for _ in range(2):  # the second run replaces the users the first left
-        assert main([*base, "--out", str(tmp_path / "shared"), "--backend", str(shared)]) == 0
+    if backend == "postgresql":
+        from pg import unavailable
+
+        if unavailable():
+            pytest.skip(unavailable())
+        assert main([*base, "--out", str(tmp_path / "shared"), "--pg-temp"]) == 0  # a throwaway cluster
+    else:
+        for _ in range(2):  # the second run replaces the users the first left
+            assert main([*base, "--out", str(tmp_path / "shared"), "--backend", str(shared)]) == 0
     alone, together = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("mem", "shared"))
-    assert together["config"]["backend"] == "sqlite"
+    assert together["config"]["backend"] == backend
     assert [q["methods"] for q in together["questions"]] == [q["methods"] for q in alone["questions"]]
-    with open_store(shared) as store:
-        users = store.list_users()
-        assert len(users) == len(alone["questions"])  # every haystack once, after two runs
-        assert all(len(store.list_sessions(u)) >= 2 for u in users)
-    assert main([*base, "--backend", str(shared), "--stores", str(tmp_path / "s")]) == 2
+    if backend == "sqlite":
+        with open_store(shared) as store:
+            users = store.list_users()
+            assert len(users) == len(alone["questions"])  # every haystack once, after two runs
+            assert all(len(store.list_sessions(u)) >= 2 for u in users)
+        assert main([*base, "--backend", str(shared), "--stores", str(tmp_path / "s")]) == 2
 
 
 def test_store_bench_runs_clients_on_their_own_users_and_sessions(tmp_path: Path, capsys) -> None:
