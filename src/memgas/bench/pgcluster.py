@@ -1,8 +1,7 @@
 """A throwaway PostgreSQL cluster for benchmarks (``--pg-temp``): ``initdb`` in a temporary folder,
 ``pg_ctl start`` on a free loopback port with trust authentication, removed again by :meth:`TempCluster.stop`.
 
-The same recipe as the test fixture (``tests/pg.py``), kept here because the package must not import
-its tests. The server refuses to run as root, so as root every server command runs as the ``postgres``
+The test suite's fixture (``tests/pg.py``) uses it too. The server refuses to run as root, so as root every server command runs as the ``postgres``
 system user (``runuser``) in a folder that user owns. Durability is not measured: ``fsync`` is off,
 as a benchmark of the store's own work on a busy machine would otherwise time the disk.
 """
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from ..model import MemgasError
 
-__all__ = ["TempCluster", "find_pg_bin"]
+__all__ = ["TempCluster", "find_pg_bin", "unavailable"]
 
 
 def find_pg_bin() -> Path | None:
@@ -30,6 +29,25 @@ def find_pg_bin() -> Path | None:
         return Path(os.path.realpath(found)).parent
     versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[-3]))
     return Path(versions[-1]).parent if versions else None
+
+
+def unavailable() -> str | None:
+    """Why no cluster can be started here (a one-line reason), or ``None``."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        return "psycopg or psycopg-pool is not installed (pip install -e '.[postgres]')"
+    if find_pg_bin() is None:
+        return "PostgreSQL server binaries (initdb, pg_ctl) not found (apt-get install postgresql)"
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return "running as root and there is no 'postgres' user to run the server as"
+        if shutil.which("runuser") is None:
+            return "running as root without runuser to start the server as 'postgres'"
+    return None
 
 
 def _free_port() -> int:
@@ -46,17 +64,14 @@ class TempCluster:
     """
 
     def __init__(self, max_connections: int = 200) -> None:
-        bin_dir = find_pg_bin()
-        if bin_dir is None:
-            raise MemgasError("PostgreSQL server binaries (initdb, pg_ctl) not found (apt-get install postgresql)")
-        self.bin = bin_dir
+        reason = unavailable()
+        if reason is not None:
+            raise MemgasError(reason)
+        self.bin: Path = find_pg_bin()  # type: ignore[assignment]
         self._as: list[str] = []
         owner = None
         if os.geteuid() == 0:
-            try:
-                owner = pwd.getpwnam("postgres")
-            except KeyError:
-                raise MemgasError("running as root and there is no 'postgres' user to run the server as") from None
+            owner = pwd.getpwnam("postgres")
             self._as = ["runuser", "-u", "postgres", "--"]
         self.dir = Path(tempfile.mkdtemp(prefix="memgas-pgbench-"))
         if owner is not None:
@@ -83,12 +98,16 @@ class TempCluster:
         """The connection URL of a database of this cluster."""
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
-    def create_database(self, name: str) -> str:
-        """Create an empty database and return its URL."""
+    def admin(self, statement: str) -> None:
+        """Run one statement outside a transaction on the maintenance database (CREATE/DROP DATABASE)."""
         import psycopg
 
         with psycopg.connect(self.url(), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
+            conn.execute(statement)
+
+    def create_database(self, name: str) -> str:
+        """Create an empty database and return its URL."""
+        self.admin(f'CREATE DATABASE "{name}"')
         return self.url(name)
 
     def stop(self) -> None:
