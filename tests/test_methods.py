@@ -93,7 +93,12 @@ def test_memgas_hits_carry_router_weights_and_association_flag(embedder, filled)
     assert hits[0].session_id == "hike2"
     w = hits[0].weights
     assert set(w) == {"session", "turn", "summary", "keyword", "lexical"} and abs(sum(w.values()) - 1) < 1e-9
-    assert any(h.via_association for h in hits) or all(h.seed_score > 0 for h in hits)
+    scored = MemGAS(embedder).score(store, "u", "trail shoes for Mirror Lake")
+    sessions = np.array(scored.index.table.session_ids)
+    for h in hits:  # a hit's seed is its best unit's personalization; zero seed = reached only through edges
+        assert h.seed_score == pytest.approx(float(scored.seed[sessions == h.session_id].max()))
+        assert h.via_association == (h.seed_score == 0)
+    assert hits[0].seed_score > 0
 
 
 def test_ablations_change_only_their_part(embedder, filled) -> None:
@@ -106,8 +111,13 @@ def test_ablations_change_only_their_part(embedder, filled) -> None:
     assert full.weights != no_router.weights
     # without PPR (and without session evidence) the scores are the (normalised) seeds themselves
     np.testing.assert_allclose(no_ppr.scores, no_ppr.seed / no_ppr.seed.sum())
+    # session evidence adds one bonus per session on top of the max-scaled PageRank scores, the largest being β = 1
     no_session = get_method("memgas-no-session", embedder).score(store, "u", q)
-    assert not np.allclose(no_session.scores, no_session.seed / no_session.seed.sum())
+    bonus = full.scores - no_session.scores / no_session.scores.max()
+    for s in range(len(full.index.sessions)):
+        in_s = bonus[full.index.session_of == s]
+        np.testing.assert_allclose(in_s, in_s[0], atol=1e-12)
+    assert bonus.max() == pytest.approx(1.0) and bonus.min() >= 0
 
 
 def test_session_evidence_adds_one_bonus_per_session(embedder, filled) -> None:
