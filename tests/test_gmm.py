@@ -281,3 +281,24 @@ def test_batched_accept_masks_edge_cases() -> None:
         accept_masks(np.zeros(5))
     with pytest.raises(InvalidInputError, match="NaN"):
         accept_masks(np.array([[0.1, np.nan, 0.2, 0.3]]))
+
+
+def test_bic_check_matches_sklearn_near_its_boundary() -> None:
+    """Two components are kept only where BIC prefers them: -2 ll2 + 5 log n < BIC of one Gaussian (sklearn's,
+    2 parameters). Checked on samples whose decision sits within log n of the boundary, where a wrong
+    penalty (e.g. 2 log n instead of 3 log n) flips it."""
+    from memgas.gmm import _bic_prefers_two
+
+    mixture = pytest.importorskip("sklearn.mixture")
+    rng = np.random.default_rng(11)
+    near = 0
+    for _ in range(600):
+        n = int(rng.integers(20, 60))
+        x = np.r_[rng.normal(0.3, 0.08, n - n // 4), rng.normal(0.3 + rng.uniform(0.0, 0.3), 0.08, n // 4)]
+        g = fit_gmm_1d(x)
+        bic1 = mixture.GaussianMixture(1, reg_covar=0.0).fit(x[:, None]).bic(x[:, None])
+        margin = bic1 - (-2.0 * g.log_likelihood + 5.0 * np.log(n))
+        if abs(margin) < np.log(n):
+            near += 1
+            assert _bic_prefers_two(x, g) == (margin > 0), (n, margin)
+    assert near >= 20  # enough samples close to the boundary for the check to bite
