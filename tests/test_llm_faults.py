@@ -307,6 +307,6 @@ def test_an_old_cache_file_is_migrated_and_its_answers_are_never_forgotten(tmp_p
             assert cache.get(b"k" * 32).text == "OLD-ANSWER"  # type: ignore[union-attr]  # hit: tagged s1 too
         assert cache.forget("u", "s1") == 0 and len(cache) == 1
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
         assert db.execute("SELECT user_id, session_id FROM sources").fetchall() == [("", "")]
     db.close()

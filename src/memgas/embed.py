@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 import numpy as np
 
 from .model import InvalidInputError, MemgasError
-from .provenance import current_source
+from .provenance import current_source, current_tags
 
 if TYPE_CHECKING:
     from onnxruntime import InferenceSession
@@ -597,13 +597,14 @@ def _hash(text: str) -> bytes:
 class EmbeddingCache:
     """Vectors keyed by (embedder id, SHA-256 of the UTF-8 text), in SQLite (WAL mode), with their sources.
 
-    Every row written or hit while a session is ingested (inside :func:`memgas.provenance.source`) is
-    tagged with that session's ``(user_id, session_id)``; a row several sessions produced has several
-    tags. :meth:`forget` drops a session's (or a user's) tags and every row left without a tag, so a
-    delete leaves no vector or text hash that only the deleted session produced. Rows written outside
-    an ingest (embeddings made directly, e.g. by ``memgas bench``) and rows of cache files written before
-    tags existed have no tag and are never forgotten; when an ingest hits one, it gets the untagged mark
-    ``('', '')`` (ids are never empty) beside the session's tag, so it stays after that session is
+    Every row written or hit inside :func:`memgas.provenance.source` (a session ingested, a zep
+    community summary) gets a *use* of its sessions, one tag ``(user_id, session_id, use)`` per
+    session; a row several sessions produced has several uses. :meth:`forget` ends a session's (or a
+    user's) uses (a use of several sessions ends with any of them) and drops every row left without a
+    tag, so a delete leaves no vector or text hash that only the deleted session produced. Rows written
+    outside an ingest (embeddings made directly, e.g. by ``memgas bench``) and rows of cache files
+    written before tags existed have no tag and are never forgotten; when an ingest hits one, it gets the untagged mark
+    ``('', '', '')`` (ids are never empty) beside the session's tag, so it stays after that session is
     deleted, as the LLM response cache does (:class:`memgas.llm.ResponseCache`). Deleted rows are
     overwritten (``secure_delete``) and the WAL is checkpointed and truncated after a forget, so their
     bytes leave every file of the cache.
@@ -633,14 +634,31 @@ class EmbeddingCache:
             "CREATE TABLE IF NOT EXISTS embeddings (embedder_id TEXT NOT NULL, text_hash BLOB NOT NULL,"
             " dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (embedder_id, text_hash)) WITHOUT ROWID"
         )
-        # Created here for cache files older than tags too (their rows stay untagged, hence kept).
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS sources (user_id TEXT NOT NULL, session_id TEXT NOT NULL,"
-            " embedder_id TEXT NOT NULL, text_hash BLOB NOT NULL,"
-            " PRIMARY KEY (user_id, session_id, embedder_id, text_hash)) WITHOUT ROWID"
-        )
-        self._db.execute("CREATE INDEX IF NOT EXISTS sources_by_row ON sources (embedder_id, text_hash)")
         self._db.commit()
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Create ``sources`` (for cache files older than tags too: their rows stay untagged, hence kept),
+        or add its ``use`` column to a file whose tags predate uses (each was a one-session use, ``''``),
+        in one transaction that another process opening the same file waits for."""
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            columns = [row[1] for row in db.execute("PRAGMA table_info(sources)")]
+            if columns and "use" not in columns:  # a new primary key needs a new table
+                db.execute("ALTER TABLE sources RENAME TO sources_v1")
+            if "use" not in columns:
+                db.execute("CREATE TABLE sources (user_id TEXT NOT NULL, session_id TEXT NOT NULL,"
+                           " embedder_id TEXT NOT NULL, text_hash BLOB NOT NULL, use TEXT NOT NULL,"
+                           " PRIMARY KEY (user_id, session_id, embedder_id, text_hash, use)) WITHOUT ROWID")
+            if columns and "use" not in columns:
+                db.execute("INSERT INTO sources SELECT user_id, session_id, embedder_id, text_hash, '' FROM sources_v1")
+                db.execute("DROP TABLE sources_v1")  # with its index, whose name the new one takes
+            db.execute("CREATE INDEX IF NOT EXISTS sources_by_row ON sources (embedder_id, text_hash)")
+        except BaseException:
+            db.rollback()
+            raise
+        db.commit()
 
     @property
     def _db(self) -> sqlite3.Connection:
@@ -658,7 +676,7 @@ class EmbeddingCache:
         hashes = [_hash(t) for t in texts]
         found: dict[bytes, np.ndarray] = {}
         unique = list(dict.fromkeys(hashes))
-        tag = current_source()
+        tags = current_tags()
         with self._lock, self._db:
             for i in range(0, len(unique), _IN_CHUNK):
                 chunk = unique[i : i + _IN_CHUNK]
@@ -670,17 +688,17 @@ class EmbeddingCache:
                 for h, dim, blob in rows:
                     if len(blob) == 4 * dim:
                         found[h] = np.frombuffer(blob, dtype=np.float32).copy()
-            if tag is not None and found:
+            if tags and found:
                 keys = [(embedder_id, h) for h in found]
                 self._db.executemany(
-                    "INSERT INTO sources SELECT '', '', ?1, ?2 WHERE NOT EXISTS"
+                    "INSERT INTO sources SELECT '', '', ?1, ?2, '' WHERE NOT EXISTS"
                     " (SELECT 1 FROM sources WHERE embedder_id = ?1 AND text_hash = ?2)", keys)
-                self._tag(tag, embedder_id, list(found))
+                self._tag(tags, embedder_id, list(found))
         return {i: found[h] for i, h in enumerate(hashes) if h in found}
 
     def put_many(self, embedder_id: str, texts: Sequence[str], vectors: np.ndarray) -> None:
         """Store ``vectors[i]`` as the vector of ``texts[i]`` (replacing any older one), tagged with the
-        session being ingested, if any.
+        sessions of :func:`memgas.provenance.source`, if any.
 
         Raises:
             InvalidInputError: ``vectors`` is not a 2-D array with one row per text.
@@ -691,21 +709,22 @@ class EmbeddingCache:
         dim = int(vectors.shape[1])
         hashes = [_hash(t) for t in texts]
         rows = [(embedder_id, h, dim, v.tobytes()) for h, v in zip(hashes, vectors)]
-        tag = current_source()
+        tags = current_tags()
         with self._lock, self._db:
             self._db.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)", rows)
-            if tag is not None:
-                self._tag(tag, embedder_id, hashes)
+            if tags:
+                self._tag(tags, embedder_id, hashes)
 
-    def _tag(self, tag: tuple[str, str], embedder_id: str, hashes: Sequence[bytes]) -> None:
-        """Record that session ``tag`` produced the rows ``hashes`` (caller holds the lock and a transaction)."""
-        self._db.executemany("INSERT OR IGNORE INTO sources VALUES (?, ?, ?, ?)",
-                             [(*tag, embedder_id, h) for h in hashes])
+    def _tag(self, tags: Sequence[tuple[str, str, str]], embedder_id: str, hashes: Sequence[bytes]) -> None:
+        """Record that the use ``tags`` produced the rows ``hashes`` (caller holds the lock and a transaction)."""
+        self._db.executemany("INSERT OR IGNORE INTO sources VALUES (?, ?, ?, ?, ?)",
+                             [(u, s, embedder_id, h, use) for u, s, use in tags for h in hashes])
 
     def forget(self, user_id: str, session_id: str | None = None) -> int:
-        """Drop the tags of one session (or of every session of ``user_id``) and every row left untagged.
+        """End every use of one session (or of every session of ``user_id``) and drop every row left untagged.
 
-        Rows another session also produced keep that session's tag and stay. The deleted rows are
+        A use of several sessions ends with any of them (all its tags go). Rows another session also
+        produced keep that session's use and stay. The deleted rows are
         overwritten in the file (``secure_delete``) and the WAL is checkpointed and truncated, so their
         bytes are gone from the cache's files, unless another process is reading the cache at that
         moment (then its next checkpoint completes the job).
@@ -726,9 +745,12 @@ class EmbeddingCache:
             "user_id = ? AND session_id = ?", (user_id, session_id))
         with self._lock:
             with self._db:
-                keys = self._db.execute(f"SELECT DISTINCT embedder_id, text_hash FROM sources WHERE {where}",
+                uses = self._db.execute(f"SELECT DISTINCT embedder_id, text_hash, use FROM sources WHERE {where}",
                                         args).fetchall()
                 self._db.execute(f"DELETE FROM sources WHERE {where}", args)
+                self._db.executemany("DELETE FROM sources WHERE embedder_id = ? AND text_hash = ? AND use = ?",
+                                     [u for u in uses if u[2]])
+                keys = list({(e, h) for e, h, _ in uses})
                 before = self._db.total_changes
                 self._db.executemany(
                     "DELETE FROM embeddings WHERE embedder_id = ?1 AND text_hash = ?2 AND NOT EXISTS"

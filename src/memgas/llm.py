@@ -30,7 +30,7 @@ from typing import Any, Iterator, Mapping, Protocol, Sequence
 
 from .embed import default_cache_path
 from .model import InvalidInputError, MemgasError
-from .provenance import current_source
+from .provenance import current_tags
 
 __all__ = [
     "ChatModel",
@@ -455,23 +455,25 @@ class ResponseCache:
     A re-run of the same prompts with the same model costs no calls. The model id names provider,
     server and model (see :class:`ChatModel`). Safe for one writer; calls are serialised in a process.
 
-    Provenance: an answer written or hit while a session is ingested (inside
-    :func:`memgas.provenance.source`) is tagged with that session's ``(user_id, session_id)``; one
-    written outside an ingest (an ``answer`` prompt, a benchmark) gets the untagged mark ``('', '')``
-    (ids are never empty). :meth:`forget` drops a session's tags and every answer left with none, so
-    the LLM's summary or facts of a deleted session leave the file; an answer another session or an
-    untagged use also needs stays.
+    Provenance: an answer written or hit inside :func:`memgas.provenance.source` (a session ingested,
+    the retrieved sessions of an ``answer`` prompt, the sessions behind a zep community summary) gets a
+    *use* of those sessions, one tag ``(user_id, session_id, use)`` per session; one written outside (a
+    benchmark's judge) gets the untagged mark ``('', '', '')`` (ids are never empty). :meth:`forget`
+    ends every use of a session (all its tags: a use of several sessions ends with any of them) and
+    drops every answer left with none, so the LLM's summary or facts of a deleted session, and every
+    answer whose prompt showed it, leave the file; an answer another use still needs stays.
 
-    Schema (``PRAGMA user_version`` 1): ``responses (key, model_id, text, prompt_tokens,
-    completion_tokens, seconds)`` and ``sources (user_id, session_id, key)``. Migration from version 0
-    (files written before tags existed): the ``sources`` table is added and every existing answer gets
-    the untagged mark, so no old answer is ever forgotten by a delete.
+    Schema (``PRAGMA user_version`` 2): ``responses (key, model_id, text, prompt_tokens,
+    completion_tokens, seconds)`` and ``sources (user_id, session_id, key, use)``. Migrations: from
+    version 0 (files written before tags existed) the ``sources`` table is added and every existing
+    answer gets the untagged mark, so no old answer is ever forgotten by a delete; from version 1 (tags
+    without uses) every tag becomes a one-session use (``use`` ``''``), as it was.
 
     Args:
         path: the database file (its folder is created); ``None`` keeps the cache in memory.
     """
 
-    _VERSION = 1
+    _VERSION = 2
 
     def __init__(self, path: str | Path | None = None) -> None:
         if path is not None:
@@ -489,12 +491,31 @@ class ResponseCache:
                 " text TEXT NOT NULL, prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,"
                 " seconds REAL NOT NULL) WITHOUT ROWID"
             )
-            if db.execute("PRAGMA user_version").fetchone()[0] < self._VERSION:
-                db.execute("CREATE TABLE IF NOT EXISTS sources (user_id TEXT NOT NULL, session_id TEXT NOT NULL,"
-                           " key BLOB NOT NULL, PRIMARY KEY (user_id, session_id, key)) WITHOUT ROWID")
-                db.execute("CREATE INDEX IF NOT EXISTS sources_by_key ON sources (key)")
-                db.execute("INSERT OR IGNORE INTO sources SELECT '', '', key FROM responses")  # old rows: untagged
-                db.execute(f"PRAGMA user_version = {self._VERSION}")
+        if db.execute("PRAGMA user_version").fetchone()[0] < self._VERSION:
+            self._migrate(db)
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        """Bring ``sources`` to the current schema (see the class notes), in one transaction that another
+        process opening the same old file waits for (it then finds the work done)."""
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version == 1:  # a new primary key needs a new table
+                db.execute("ALTER TABLE sources RENAME TO sources_v1")
+            if version < self._VERSION:
+                db.execute("CREATE TABLE sources (user_id TEXT NOT NULL, session_id TEXT NOT NULL, key BLOB NOT NULL,"
+                           " use TEXT NOT NULL, PRIMARY KEY (user_id, session_id, key, use)) WITHOUT ROWID")
+            if version == 0:
+                db.execute("INSERT INTO sources SELECT '', '', key, '' FROM responses")  # old rows: untagged
+            elif version == 1:
+                db.execute("INSERT INTO sources SELECT user_id, session_id, key, '' FROM sources_v1")
+                db.execute("DROP TABLE sources_v1")  # with its index, whose name the new one takes
+            db.execute("CREATE INDEX IF NOT EXISTS sources_by_key ON sources (key)")
+            db.execute(f"PRAGMA user_version = {self._VERSION}")
+        except BaseException:
+            db.rollback()
+            raise
+        db.commit()
 
     @property
     def _db(self) -> sqlite3.Connection:
@@ -511,30 +532,35 @@ class ResponseCache:
         return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).digest()
 
     def get(self, key: bytes) -> Completion | None:
-        """The cached answer, marked ``cached``, or ``None``. Inside an ingest a hit is tagged with the
-        ingested session too (it needs the answer as well)."""
-        tag = current_source()
+        """The cached answer, marked ``cached``, or ``None``. Inside :func:`memgas.provenance.source` a
+        hit is tagged with its sessions too (they need the answer as well)."""
+        tags = current_tags()
         with self._lock:
             row = self._db.execute(
                 "SELECT text, prompt_tokens, completion_tokens, seconds FROM responses WHERE key = ?", (key,)
             ).fetchone()
-            if row is not None and tag is not None:
-                known = "SELECT 1 FROM sources WHERE user_id = ? AND session_id = ? AND key = ?"
-                if self._db.execute(known, (*tag, key)).fetchone() is None:  # a write only for a new tag
+            if row is not None and tags:
+                known = "SELECT 1 FROM sources WHERE user_id = ? AND session_id = ? AND key = ? AND use = ?"
+                new = [(u, s, key, use) for u, s, use in tags
+                       if self._db.execute(known, (u, s, key, use)).fetchone() is None]
+                if new:  # a write only for a new tag
                     with self._db:
-                        self._db.execute("INSERT OR IGNORE INTO sources VALUES (?, ?, ?)", (*tag, key))
+                        self._db.executemany("INSERT OR IGNORE INTO sources VALUES (?, ?, ?, ?)", new)
         return None if row is None else Completion(row[0], row[1], row[2], row[3], cached=True)
 
     def put(self, key: bytes, model_id: str, completion: Completion) -> None:
-        """Store an answer (replacing an older one), tagged with the session being ingested or marked untagged."""
+        """Store an answer (replacing an older one), tagged with the sessions of
+        :func:`memgas.provenance.source` or marked untagged."""
         with self._lock, self._db:
             self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)",
                              (key, model_id, completion.text, completion.prompt_tokens,
                               completion.completion_tokens, completion.seconds))
-            self._db.execute("INSERT OR IGNORE INTO sources VALUES (?, ?, ?)", (*(current_source() or ("", "")), key))
+            self._db.executemany("INSERT OR IGNORE INTO sources VALUES (?, ?, ?, ?)",
+                                 [(u, s, key, use) for u, s, use in current_tags() or [("", "", "")]])
 
     def forget(self, user_id: str, session_id: str | None = None) -> int:
-        """Drop the tags of one session (or of every session of ``user_id``) and every answer left without a tag.
+        """End every use of one session (or of every session of ``user_id``) and drop every answer left
+        without a tag. A use of several sessions ends with any of them: all its tags go.
 
         The deleted answers are overwritten in the file (``secure_delete``) and the WAL is checkpointed and
         truncated, so their bytes leave ``llm.sqlite`` and its ``-wal``, unless another process reads the
@@ -551,11 +577,12 @@ class ResponseCache:
             "user_id = ? AND session_id = ?", (user_id, session_id))
         with self._lock:
             with self._db:
-                keys = self._db.execute(f"SELECT DISTINCT key FROM sources WHERE {where}", args).fetchall()
+                uses = self._db.execute(f"SELECT DISTINCT key, use FROM sources WHERE {where}", args).fetchall()
                 self._db.execute(f"DELETE FROM sources WHERE {where}", args)
+                self._db.executemany("DELETE FROM sources WHERE key = ? AND use = ?", [u for u in uses if u[1]])
                 before = self._db.total_changes
                 self._db.executemany("DELETE FROM responses WHERE key = ?1 AND NOT EXISTS"
-                                     " (SELECT 1 FROM sources WHERE key = ?1)", keys)
+                                     " (SELECT 1 FROM sources WHERE key = ?1)", list({(k,) for k, _ in uses}))
                 deleted = self._db.total_changes - before
             if self.path is not None:
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -311,7 +311,11 @@ class Memory:
         when = parse_timestamp(question_date)
         hits = self.search(question, user_id=user_id, k=k, query_time=when)
         t0 = time.perf_counter()
-        result = answer_question(self.llm, question, items_from_hits(hits), question_date=when, use_filter=use_filter)
+        # Both prompts (the filter's and the answer's) show the retrieved memories, so their cached
+        # responses are tagged with every retrieved session: deleting any of them forgets the answer.
+        with provenance.source(user_id, *(h.session_id for h in hits)):
+            result = answer_question(self.llm, question, items_from_hits(hits), question_date=when,
+                                     use_filter=use_filter)
         self._timings["answer"].append(time.perf_counter() - t0)
         with self._lock:
             self._llm_usage["answer"].add(result.usage)

@@ -21,7 +21,8 @@ and turns as for every other method. Facts not valid at the query time still cou
 The graph of a user is built from the store on first use and extended incrementally with new sessions
 (rebuilt when a session was deleted); LLM answers go through the response cache of :mod:`memgas.llm`,
 so a rebuild repeats no call. Every call made for a session runs inside
-:func:`memgas.provenance.source` of that session, so deleting it forgets the cached answers.
+:func:`memgas.provenance.source` of that session, and a community summary's call inside that of every
+session behind the community's facts, so deleting a session forgets the cached answers it fed.
 
 Failures: ``add`` never raises once the session is committed. A failed LLM call never loses an
 episode: the episode stays and the failure is counted (``stats``); a fact whose judge call failed is
@@ -272,7 +273,7 @@ class Zep(MemoryMethod):
             for session in sessions:
                 state.sessions.add(session.session_id)  # first: a failure below leaves pending messages, no half fold
                 self._fold(llm, state, session, breaker)
-            self._summarize(llm, state)
+            self._summarize(llm, state, user_id)
             return _Live(self._view(store, user_id, state))
 
     def _fold(self, llm: LLM, state: _UserGraph, session: Session, breaker: _Breaker) -> None:
@@ -346,34 +347,35 @@ class Zep(MemoryMethod):
         state.stats[decision.kind + ("" if decision.by_llm or decision.kind != "duplicate" else "_free")] += 1
         state.stats["invalidated"] += len(decision.invalidated)
 
-    def _summarize(self, llm: LLM, state: _UserGraph) -> None:
+    def _summarize(self, llm: LLM, state: _UserGraph, user_id: str) -> None:
         """Describe the communities of the last Louvain refresh that have no summary yet; drop stale ones.
 
         Membership changes only at a refresh (a batch of ``refresh_every`` facts), so this calls the LLM
-        once per new or changed community per batch, never per add.
+        once per new or changed community per batch, never per add. Each call (and the summary's
+        embedding) runs inside :func:`memgas.provenance.source` of the sessions whose facts touch the
+        community's members, valid or not: they hold the facts shown and the members' names, so deleting
+        any of them forgets the cached summary, whether it was made during an add or a search.
         """
         graph = state.graph
         groups = {frozenset(g): g for g in graph.communities.values() if len(g) >= self.min_community}
         state.summaries = {k: v for k, v in state.summaries.items() if k in groups}
         todo = [(k, g) for k, g in groups.items() if k not in state.summaries]
-        texts: list[tuple[frozenset[str], tuple[str, ...], str, bool]] = []
         for key, members in todo:
-            newest_first = reversed(graph.fact_ids_of(members))
-            facts = [graph.facts[i] for i in newest_first if graph.facts[i].invalid_at is None][: self.community_facts]
+            ids = graph.fact_ids_of(members)
+            sessions = dict.fromkeys(graph.episodes[e].session_id for i in ids for e in graph.facts[i].episodes)
+            facts = [graph.facts[i] for i in reversed(ids) if graph.facts[i].invalid_at is None][: self.community_facts]
             names = [graph.entities[n].name for n in members]
-            try:
-                text = parse_community_summary(
-                    llm.complete_json(community_messages(names, facts), COMMUNITY_SCHEMA, max_tokens=250))
-                by_llm = True
-            except (LLMError, InvalidInputError):
-                state.stats["community_failures"] += 1
-                text, by_llm = extractive_community_summary(names, facts), False
+            with provenance.source(user_id, *sessions):
+                try:
+                    text = parse_community_summary(
+                        llm.complete_json(community_messages(names, facts), COMMUNITY_SCHEMA, max_tokens=250))
+                    by_llm = True
+                except (LLMError, InvalidInputError):
+                    state.stats["community_failures"] += 1
+                    text, by_llm = extractive_community_summary(names, facts), False
+                vector = self.embedder.embed([text])[0]  # one call per summary: each has its own sessions
             state.stats["community_summaries"] += 1
-            texts.append((key, tuple(members), text, by_llm))
-        if texts:
-            vectors = self.embedder.embed([t for _, _, t, _ in texts])
-            for (key, members, text, by_llm), vector in zip(texts, vectors):
-                state.summaries[key] = CommunitySummary(members, text, by_llm, np.asarray(vector, dtype=np.float32))
+            state.summaries[key] = CommunitySummary(tuple(members), text, by_llm, np.asarray(vector, dtype=np.float32))
 
     def _view(self, store: Store, user_id: str, state: _UserGraph) -> _Index:
         docs = _turn_docs(store, user_id, "all")
