@@ -32,31 +32,23 @@ So a delete does not vacuum (it would not help); an operator who must erase runs
 
 from __future__ import annotations
 
-import json
 import threading
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, Iterator, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-import numpy as np
-
 from ..model import (
     GRANULARITIES,
     DuplicateSessionError,
     Edge,
-    EmbedderMismatchError,
     InvalidInputError,
     MemgasError,
-    Message,
-    NotFoundError,
     Session,
     Unit,
     check_id,
-    parse_timestamp,
 )
-from .base import EdgeTable, SessionInfo, Store, UnitTable
-from .sqlite import SQLiteStore, _datetime, _edge_rows, _iso, _unit_rows
+from .sql import SQLStore, _unit_rows
 
 __all__ = ["PostgresStore", "SCHEMA_VERSION", "MIGRATIONS", "CROSS_USER_STATEMENTS"]
 
@@ -160,8 +152,8 @@ class _ThreadState(threading.local):
         return any(user_id in level for level in self.locked)
 
 
-class PostgresStore(Store):
-    """A :class:`~memgas.store.base.Store` in a PostgreSQL database (psycopg 3, a connection pool).
+class PostgresStore(SQLStore):
+    """A :class:`~memgas.store.sql.SQLStore` in a PostgreSQL database (psycopg 3, a connection pool).
 
     Any number of processes and threads may share the database; threads may share a store object.
     Opening creates the schema in an empty database and applies pending migrations (under an advisory
@@ -354,44 +346,36 @@ class PostgresStore(Store):
     def __repr__(self) -> str:
         return f"PostgresStore({_redact(self._url)!r})"
 
-    # -- embedder binding -------------------------------------------------------------------
+    # -- what differs from SQLite --------------------------------------------------------------
+    _UNIT_COLUMNS = ("SELECT u.id, s.session_id, u.granularity, u.turn_start, u.turn_end, u.chunk, u.text, u.vector"
+                     " FROM units u JOIN sessions s ON s.user_id = u.user_id AND s.pk = u.session_pk")
+    _DIM_VALUE = str
+
     @staticmethod
-    def _meta(conn: Any, key: str) -> str | None:
-        row = conn.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
-        return None if row is None else row[0]
+    def _q(sql: str) -> str:
+        return sql.replace("?", "%s")
 
-    def _dim(self, conn: Any) -> int | None:
-        dim = self._meta(conn, "dim")
-        return None if dim is None else int(dim)
+    def _lock_meta(self, conn: Any) -> None:
+        conn.execute(_META_LOCK)
 
-    def bind_embedder(self, embedder_id: str, dim: int) -> None:
-        """Record the embedder of this store on first call; afterwards refuse any other.
+    def _messages(self, conn: Any, user_id: str, session_pk: int) -> list[Any]:
+        return conn.execute(
+            "SELECT role, content, name FROM messages WHERE user_id = %s AND session_pk = %s ORDER BY position",
+            (user_id, session_pk),
+        ).fetchall()
 
-        Raises:
-            InvalidInputError: an empty id or a non-positive dimension.
-            EmbedderMismatchError: the store is bound to another embedder id or dimension.
-        """
-        if not isinstance(embedder_id, str) or not embedder_id:
-            raise InvalidInputError(f"invalid embedder id {embedder_id!r}")
-        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim <= 0:
-            raise InvalidInputError(f"invalid embedding dimension {dim!r}")
-        with self._write(None) as conn:
-            conn.execute(_META_LOCK)
-            bound_id, bound_dim = self._meta(conn, "embedder_id"), self._dim(conn)
-            if bound_id is None:
-                conn.execute("INSERT INTO meta (key, value) VALUES ('embedder_id', %s), ('dim', %s)",
-                             (embedder_id, str(int(dim))))
-            elif (bound_id, bound_dim) != (embedder_id, dim):
-                raise EmbedderMismatchError(
-                    f"store is bound to embedder {bound_id!r} (dim {bound_dim}); "
-                    f"cannot use embedder {embedder_id!r} (dim {dim})"
-                )
+    def _new_version(self, conn: Any, user_id: str) -> None:
+        conn.execute(
+            "INSERT INTO users (user_id, version) VALUES (%s, nextval('version_seq'))"
+            " ON CONFLICT (user_id) DO UPDATE SET version = excluded.version",
+            (user_id,),
+        )
 
-    @property
-    def embedder_id(self) -> str | None:
-        """The bound embedder's id, or ``None`` before :meth:`bind_embedder` was first called."""
-        with self._read() as conn:
-            return self._meta(conn, "embedder_id")
+    def _storage(self, conn: Any) -> dict[str, Any]:
+        file_bytes = conn.execute(
+            "SELECT sum(pg_total_relation_size(to_regclass(t))) FROM unnest(%s::text[]) AS t",
+            (["meta", "users", "sessions", "messages", "units", "edges", "schema_version"],)).fetchone()[0]
+        return {"path": None, "url": _redact(self._url), "file_bytes": int(file_bytes)}
 
     # -- writes ------------------------------------------------------------------------------
     def add_session(self, session: Session, units: Sequence[Unit], edges: Sequence[Edge]) -> list[int]:
@@ -403,16 +387,7 @@ class PostgresStore(Store):
             InvalidInputError: an invalid session, unit or edge, text with NUL characters, or an edge
                 endpoint that is not a unit of this user (nothing is written).
         """
-        user_id = check_id("user_id", session.user_id)
-        session_id = check_id("session_id", session.session_id)
-        if not session.messages:
-            raise InvalidInputError(f"session {session_id!r} is empty: it needs at least one message")
-        timestamp = _iso(parse_timestamp(session.timestamp))
-        try:
-            metadata = json.dumps(dict(session.metadata), ensure_ascii=False)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError(f"session {session_id!r}: metadata is not JSON-serialisable: {exc}") from None
-        edge_rows = _edge_rows(edges, len(units))
+        user_id, session_id, timestamp, metadata, edge_rows = self._session_row(session, units, edges)
         with self._write(user_id) as conn:
             unit_rows = _unit_rows(session, units, self._dim(conn))
             _no_nul(session, units)
@@ -463,170 +438,6 @@ class PostgresStore(Store):
         if missing:
             # Same message whether the unit is absent or another user's: tenants stay invisible.
             raise InvalidInputError(f"edge endpoint {missing[0]} is not a unit of user {user_id!r}")
-
-    @staticmethod
-    def _touch(conn: Any, user_id: str) -> None:
-        """Give the user a new version (from ``version_seq``) after a write, or drop the user once no
-        session is left (a user without sessions has version 0, like one never seen)."""
-        if conn.execute("SELECT 1 FROM sessions WHERE user_id = %s LIMIT 1", (user_id,)).fetchone():
-            conn.execute(
-                "INSERT INTO users (user_id, version) VALUES (%s, nextval('version_seq'))"
-                " ON CONFLICT (user_id) DO UPDATE SET version = excluded.version",
-                (user_id,),
-            )
-        else:
-            conn.execute("DELETE FROM users WHERE user_id = %s", (user_id,))
-
-    def delete_session(self, user_id: str, session_id: str) -> None:
-        """Delete a session with its messages, units and every edge touching them.
-
-        The rows leave every query at once; their bytes stay in the table files until later writes reuse
-        the space (or ``VACUUM FULL``), and in the write-ahead log until it is recycled (see the module).
-
-        Raises:
-            NotFoundError: the user has no such session.
-        """
-        with self._write(user_id) as conn:
-            if not conn.execute("DELETE FROM sessions WHERE user_id = %s AND session_id = %s",
-                                (user_id, session_id)).rowcount:
-                raise NotFoundError(f"user {user_id!r} has no session {session_id!r}")
-            self._touch(conn, user_id)
-
-    def delete_user(self, user_id: str) -> int:
-        """Delete all of a user's sessions, messages, units and edges (as :meth:`delete_session`);
-        return the number of sessions.
-
-        Raises:
-            NotFoundError: the user has no stored session.
-        """
-        with self._write(user_id) as conn:
-            n = conn.execute("DELETE FROM sessions WHERE user_id = %s", (user_id,)).rowcount
-            if not n:
-                raise NotFoundError(f"no user {user_id!r}")
-            self._touch(conn, user_id)
-        return n
-
-    # -- reads -------------------------------------------------------------------------------
-    def has_user(self, user_id: str) -> bool:
-        """Whether the user has any stored session."""
-        with self._read() as conn:
-            return conn.execute("SELECT 1 FROM users WHERE user_id = %s", (user_id,)).fetchone() is not None
-
-    def list_users(self) -> list[str]:
-        """All user ids with at least one session, sorted (a cross-user read)."""
-        with self._read() as conn:
-            return [row[0] for row in conn.execute("SELECT user_id FROM users ORDER BY user_id")]
-
-    def list_sessions(self, user_id: str) -> list[SessionInfo]:
-        """The user's session headers, oldest first: by timestamp, sessions without one last, then insertion."""
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT session_id, timestamp, n_messages, n_turns, created_at FROM sessions WHERE user_id = %s"
-                " ORDER BY timestamp IS NULL, timestamp, pk",
-                (user_id,),
-            ).fetchall()
-        return [
-            SessionInfo(session_id=sid, timestamp=_datetime(ts), n_messages=n_msg, n_turns=n_turns,
-                        created_at=datetime.fromisoformat(created))
-            for sid, ts, n_msg, n_turns, created in rows
-        ]
-
-    def get_session(self, user_id: str, session_id: str) -> Session:
-        """The stored session with its messages, timestamp and metadata.
-
-        Raises:
-            NotFoundError: the user has no such session.
-        """
-        with self._read() as conn:
-            row = conn.execute(
-                "SELECT pk, timestamp, metadata FROM sessions WHERE user_id = %s AND session_id = %s",
-                (user_id, session_id),
-            ).fetchone()
-            if row is None:
-                raise NotFoundError(f"user {user_id!r} has no session {session_id!r}")
-            messages = conn.execute(
-                "SELECT role, content, name FROM messages WHERE user_id = %s AND session_pk = %s ORDER BY position",
-                (user_id, row[0]),
-            ).fetchall()
-        return Session(
-            user_id=user_id,
-            session_id=session_id,
-            messages=tuple(Message(role, content, name) for role, content, name in messages),
-            timestamp=_datetime(row[1]),
-            metadata=json.loads(row[2]),
-        )
-
-    _UNIT_COLUMNS = ("SELECT u.id, s.session_id, u.granularity, u.turn_start, u.turn_end, u.chunk, u.text, u.vector"
-                     " FROM units u JOIN sessions s ON s.user_id = u.user_id AND s.pk = u.session_pk")
-
-    def load_units(self, user_id: str) -> UnitTable:
-        """All units of a user, by ascending id; an empty table for an unknown user (vectors read-only)."""
-        return self.load_units_after(user_id, 0)[1]
-
-    def load_units_after(self, user_id: str, after_id: int) -> tuple[int, UnitTable]:
-        """The count of the user's units with ids ``<= after_id`` and the units added after, in one snapshot
-        (ids come from a sequence and are never reused)."""
-        with self._read() as conn:
-            dim = self._dim(conn) or 0
-            kept = 0 if after_id <= 0 else conn.execute(
-                "SELECT count(*) FROM units WHERE user_id = %s AND id <= %s", (user_id, after_id)).fetchone()[0]
-            rows = conn.execute(self._UNIT_COLUMNS + " WHERE u.user_id = %s AND u.id > %s ORDER BY u.id",
-                                (user_id, int(after_id))).fetchall()
-        return int(kept), SQLiteStore._unit_table(rows, dim)
-
-    def load_edges(self, user_id: str) -> EdgeTable:
-        """All edges among a user's units, each undirected edge once with ``src < dst``, sorted."""
-        return self.load_edges_after(user_id, 0)
-
-    def load_edges_after(self, user_id: str, after_id: int) -> EdgeTable:
-        """The user's edges with ``dst > after_id`` (those touching a unit newer than ``after_id``), sorted."""
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT src, dst, weight FROM edges WHERE user_id = %s AND dst > %s ORDER BY src, dst",
-                (user_id, int(after_id)),
-            ).fetchall()
-        return SQLiteStore._edge_table(rows)
-
-    def version(self, user_id: str) -> int:
-        """A number that changes with every write to the user's memory (0 for a user without sessions)."""
-        with self._read() as conn:
-            row = conn.execute("SELECT version FROM users WHERE user_id = %s", (user_id,)).fetchone()
-        return 0 if row is None else int(row[0])
-
-    def stats(self, user_id: str | None = None) -> dict[str, Any]:
-        """Counts for one user, or for the whole store when ``user_id`` is ``None`` (a cross-user read).
-
-        Returns:
-            ``users``, ``sessions``, ``turns``, ``messages``, ``units`` (a dict by granularity name),
-            ``edges``, ``embedder_id``, ``dim``, ``path`` (``None``), ``url`` (without password) and
-            ``file_bytes`` (the store's tables with their indexes and TOAST, for every user).
-        """
-        where, args = ("WHERE user_id = %s", (user_id,)) if user_id is not None else ("", ())
-        with self._read() as conn:
-            n_users = conn.execute(f"SELECT count(*) FROM users {where}", args).fetchone()[0]
-            n_sessions, n_turns, n_messages = conn.execute(
-                f"SELECT count(*), coalesce(sum(n_turns), 0), coalesce(sum(n_messages), 0) FROM sessions {where}",
-                args).fetchone()
-            per_granularity = dict(conn.execute(
-                f"SELECT granularity, count(*) FROM units {where} GROUP BY granularity", args).fetchall())
-            n_edges = conn.execute(f"SELECT count(*) FROM edges {where}", args).fetchone()[0]
-            embedder_id, dim = self._meta(conn, "embedder_id"), self._dim(conn)
-            file_bytes = conn.execute(
-                "SELECT sum(pg_total_relation_size(to_regclass(t))) FROM unnest(%s::text[]) AS t",
-                (["meta", "users", "sessions", "messages", "units", "edges", "schema_version"],)).fetchone()[0]
-        return {
-            "users": n_users,
-            "sessions": n_sessions,
-            "turns": int(n_turns),
-            "messages": int(n_messages),
-            "units": {g: per_granularity.get(i, 0) for i, g in enumerate(GRANULARITIES)},
-            "edges": n_edges,
-            "embedder_id": embedder_id,
-            "dim": dim,
-            "path": None,
-            "url": _redact(self._url),
-            "file_bytes": int(file_bytes),
-        }
 
     def close(self) -> None:
         """Close the pool (idempotent). Any later call raises :class:`MemgasError`."""

@@ -26,7 +26,6 @@ process holds the write lock for a whole association step. Forgetting: every con
 from __future__ import annotations
 
 import json
-import operator
 import sqlite3
 import threading
 import time
@@ -35,28 +34,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-import numpy as np
-
 from ..model import (
     GRANULARITIES,
     DuplicateSessionError,
     Edge,
-    EmbedderMismatchError,
     InvalidInputError,
     MemgasError,
-    Message,
-    NotFoundError,
     Session,
     Unit,
     check_id,
-    parse_timestamp,
 )
-from .base import EdgeTable, SessionInfo, Store, UnitTable
+from .sql import SQLStore, _unit_rows
 
 __all__ = ["SQLiteStore", "SCHEMA_VERSION", "MIGRATIONS"]
-
-#: Vectors are stored as little-endian float32 so files move between machines.
-_VEC_DTYPE = np.dtype("<f4")
 
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
@@ -111,78 +101,6 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (_SCHEMA,)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def _unit_rows(session: Session, units: Sequence[Unit], dim: int | None) -> list[tuple[Any, ...]]:
-    """Validate a call's units; return ``(granularity, turn_start, turn_end, chunk, text, vector bytes)`` rows.
-
-    Raises:
-        InvalidInputError: a unit of another session, an unknown granularity, a turn range outside
-            the session, or a missing, mis-sized or non-finite vector (or no embedder bound yet).
-    """
-    if units and dim is None:
-        raise InvalidInputError("the store has no embedder yet: call bind_embedder before adding units")
-    n_turns = len(session.turns)
-    rows = []
-    for i, u in enumerate(units):
-        if u.session_id != session.session_id:
-            raise InvalidInputError(f"unit {i} belongs to session {u.session_id!r}, not {session.session_id!r}")
-        if u.granularity not in GRANULARITIES:
-            raise InvalidInputError(f"unit {i}: unknown granularity {u.granularity!r}; expected one of {GRANULARITIES}")
-        try:
-            start, end, chunk = operator.index(u.turn_start), operator.index(u.turn_end), operator.index(u.chunk)
-        except TypeError:
-            raise InvalidInputError(f"unit {i}: turn_start, turn_end and chunk must be integers") from None
-        if not 0 <= start < end <= n_turns or chunk < 0:
-            raise InvalidInputError(
-                f"unit {i}: turns [{start}, {end}) chunk {chunk} do not fit a session of {n_turns} turns"
-            )
-        if not isinstance(u.text, str):
-            raise InvalidInputError(f"unit {i}: text must be a string, got {type(u.text).__name__}")
-        if u.vector is None:
-            raise InvalidInputError(f"unit {i} has no vector")
-        vec = np.asarray(u.vector)
-        if vec.shape != (dim,) or not (np.issubdtype(vec.dtype, np.floating) or np.issubdtype(vec.dtype, np.integer)):
-            raise InvalidInputError(
-                f"unit {i}: vector of shape {vec.shape} and dtype {vec.dtype}; the store's embedder gives {dim} floats"
-            )
-        vec = vec.astype(_VEC_DTYPE)
-        if not np.isfinite(vec).all():
-            raise InvalidInputError(f"unit {i}: vector has NaN or infinite values")
-        rows.append((GRANULARITIES.index(u.granularity), start, end, chunk, u.text, vec.tobytes()))
-    return rows
-
-
-def _edge_rows(edges: Sequence[Edge], n_new: int) -> list[tuple[int, int, float]]:
-    """Validate a call's edges; return ``(src, dst, weight)`` rows, endpoints still unresolved.
-
-    Raises:
-        InvalidInputError: an endpoint that is 0, a negative reference past this call's units,
-            an edge between two stored units, a self-loop, or a weight that is not a positive finite number.
-    """
-    rows = []
-    for i, e in enumerate(edges):
-        try:
-            src, dst, weight = operator.index(e.src), operator.index(e.dst), float(e.weight)
-        except (TypeError, ValueError):
-            raise InvalidInputError(f"edge {i}: endpoints must be integers and weight a number") from None
-        for end in (src, dst):
-            if end == 0 or end < -n_new:
-                raise InvalidInputError(
-                    f"edge {i}: endpoint {end} is neither a stored unit id (> 0) nor one of this call's "
-                    f"{n_new} units (-1 .. -{n_new})"
-                )
-        if src > 0 and dst > 0:
-            # Edges are written with their newer unit, which is what makes load_edges_after exact.
-            raise InvalidInputError(
-                f"edge {i}: links two stored units ({src}, {dst}); one end must be a unit of this call"
-            )
-        if src == dst:
-            raise InvalidInputError(f"edge {i}: a unit cannot be linked to itself ({src})")
-        if not (np.isfinite(weight) and weight > 0):
-            raise InvalidInputError(f"edge {i}: weight {weight!r} is not a positive finite number")
-        rows.append((src, dst, weight))
-    return rows
-
-
 #: Seconds a delete waits, in all, for other connections' read transactions to end so that it can
 #: empty the write-ahead log; checkpoint attempts poll in steps of ``_FORGET_STEP_MS``.
 _FORGET_WAIT = 2.0
@@ -199,16 +117,8 @@ class _ThreadState(threading.local):
         self.deleted = False  # the open write transaction deleted something: empty the WAL after it
 
 
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
-
-
-def _datetime(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value)
-
-
-class SQLiteStore(Store):
-    """A :class:`~memgas.store.base.Store` in one SQLite file, or in memory.
+class SQLiteStore(SQLStore):
+    """A :class:`~memgas.store.sql.SQLStore` in one SQLite file, or in memory.
 
     Several threads may share a store object and several processes may open the same file (WAL
     journal, ``timeout`` seconds of waiting for another writer's lock). Writes go through one
@@ -368,9 +278,10 @@ class SQLiteStore(Store):
         return conn
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self, user_id: str | None = None) -> Iterator[sqlite3.Connection]:
         """The write connection inside one write transaction: committed on exit, rolled back on any
-        exception. Inside an open one a savepoint keeps the inner block atomic by itself."""
+        exception. Inside an open one a savepoint keeps the inner block atomic by itself. ``user_id``
+        changes nothing: SQLite has one writer per file, so every write holds the one lock."""
         state = self._state
         if state.write_depth:
             conn = self._joined()
@@ -474,44 +385,35 @@ class SQLiteStore(Store):
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self._path) if self._path else ':memory:'!r})"
 
-    # -- embedder binding -------------------------------------------------------------------
-    @staticmethod
-    def _meta(conn: sqlite3.Connection, key: str) -> Any:
-        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else row[0]
+    # -- what differs from PostgreSQL ----------------------------------------------------------
+    _UNIT_COLUMNS = ("SELECT u.id, s.session_id, u.granularity, u.turn_start, u.turn_end, u.chunk, u.text, u.vector"
+                     " FROM units u JOIN sessions s ON s.pk = u.session_pk")
+    # Without the hint the planner may walk the user's whole graph; by ``dst`` the cost follows the
+    # edges written since ``after_id`` (of every user: ids are store-wide).
+    _EDGES_AFTER_FROM = "edges INDEXED BY edges_dst"
 
-    def bind_embedder(self, embedder_id: str, dim: int) -> None:
-        """Record the embedder of this store on first call; afterwards refuse any other.
+    def _messages(self, conn: sqlite3.Connection, user_id: str, session_pk: int) -> list[Any]:
+        return conn.execute(
+            "SELECT role, content, name FROM messages WHERE session_pk = ? ORDER BY position", (session_pk,)
+        ).fetchall()
 
-        Args:
-            embedder_id: a stable name of the embedding model (and its settings).
-            dim: the model's vector dimension.
+    def _new_version(self, conn: sqlite3.Connection, user_id: str) -> None:
+        conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'version_seq'")
+        conn.execute(
+            "INSERT INTO users (user_id, version) SELECT ?, value FROM meta WHERE key = 'version_seq'"
+            " ON CONFLICT (user_id) DO UPDATE SET version = excluded.version",
+            (user_id,),
+        )
 
-        Raises:
-            InvalidInputError: an empty id or a non-positive dimension.
-            EmbedderMismatchError: the store is bound to another embedder id or dimension.
-        """
-        if not isinstance(embedder_id, str) or not embedder_id:
-            raise InvalidInputError(f"invalid embedder id {embedder_id!r}")
-        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim <= 0:
-            raise InvalidInputError(f"invalid embedding dimension {dim!r}")
-        with self._write() as conn:
-            bound_id, bound_dim = self._meta(conn, "embedder_id"), self._meta(conn, "dim")
-            if bound_id is None:
-                conn.executemany(
-                    "INSERT INTO meta (key, value) VALUES (?, ?)", [("embedder_id", embedder_id), ("dim", int(dim))]
-                )
-            elif (bound_id, bound_dim) != (embedder_id, dim):
-                raise EmbedderMismatchError(
-                    f"store is bound to embedder {bound_id!r} (dim {bound_dim}); "
-                    f"cannot use embedder {embedder_id!r} (dim {dim})"
-                )
+    def _deleted(self) -> None:
+        self._state.deleted = True  # _write empties the WAL once the transaction commits
 
-    @property
-    def embedder_id(self) -> str | None:
-        """The bound embedder's id, or ``None`` before :meth:`bind_embedder` was first called."""
-        with self._read() as conn:
-            return self._meta(conn, "embedder_id")
+    def _storage(self, conn: sqlite3.Connection) -> dict[str, Any]:
+        file_bytes = None
+        if self._path is not None:
+            files = (self._path, self._path.with_name(self._path.name + "-wal"))
+            file_bytes = sum(f.stat().st_size for f in files if f.exists())
+        return {"path": None if self._path is None else str(self._path), "file_bytes": file_bytes}
 
     # -- writes ------------------------------------------------------------------------------
     def add_session(self, session: Session, units: Sequence[Unit], edges: Sequence[Edge]) -> list[int]:
@@ -529,18 +431,9 @@ class SQLiteStore(Store):
             InvalidInputError: an invalid session, unit or edge, or an edge endpoint that is not a
                 unit of this user (nothing is written).
         """
-        user_id = check_id("user_id", session.user_id)
-        session_id = check_id("session_id", session.session_id)
-        if not session.messages:
-            raise InvalidInputError(f"session {session_id!r} is empty: it needs at least one message")
-        timestamp = _iso(parse_timestamp(session.timestamp))
-        try:
-            metadata = json.dumps(dict(session.metadata), ensure_ascii=False)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError(f"session {session_id!r}: metadata is not JSON-serialisable: {exc}") from None
-        edge_rows = _edge_rows(edges, len(units))
+        user_id, session_id, timestamp, metadata, edge_rows = self._session_row(session, units, edges)
         with self._write() as conn:
-            unit_rows = _unit_rows(session, units, self._meta(conn, "dim"))
+            unit_rows = _unit_rows(session, units, self._dim(conn))
             if conn.execute(
                 "SELECT 1 FROM sessions WHERE user_id = ? AND session_id = ?", (user_id, session_id)
             ).fetchone():
@@ -593,223 +486,6 @@ class SQLiteStore(Store):
         if missing:
             # Same message whether the unit is absent or another user's: tenants stay invisible.
             raise InvalidInputError(f"edge endpoint {missing[0]} is not a unit of user {user_id!r}")
-
-    @staticmethod
-    def _touch(conn: sqlite3.Connection, user_id: str) -> None:
-        """Give the user a new version after a write, or drop the user once no session is left.
-
-        Versions come from one store-wide counter, so a user deleted and re-created never sees
-        an old version number again (a cache keyed on it cannot go stale); a user without
-        sessions has version 0, like one never seen.
-        """
-        if conn.execute("SELECT 1 FROM sessions WHERE user_id = ? LIMIT 1", (user_id,)).fetchone():
-            conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'version_seq'")
-            conn.execute(
-                "INSERT INTO users (user_id, version) SELECT ?, value FROM meta WHERE key = 'version_seq'"
-                " ON CONFLICT (user_id) DO UPDATE SET version = excluded.version",
-                (user_id,),
-            )
-        else:
-            conn.execute("DELETE FROM users WHERE user_id = ?", (user_id,))
-
-    def delete_session(self, user_id: str, session_id: str) -> None:
-        """Delete a session with its messages, units and every edge touching them, and forget them.
-
-        ``secure_delete`` zeroes the freed space in the database pages, and once the write transaction
-        commits (at the end of this call, or of the :meth:`writing` block around it) the write-ahead log
-        is checkpointed and truncated, so the text is in no file of the store. Limits: a read
-        transaction of another connection that stays open longer than a couple of seconds keeps the
-        log from being truncated (the next write or :meth:`close` retries); copies outside SQLite's
-        files (backups, the file system's or the disk's own remapping of freed blocks) are out of reach.
-
-        Raises:
-            NotFoundError: the user has no such session.
-        """
-        with self._write() as conn:
-            if not conn.execute(
-                "DELETE FROM sessions WHERE user_id = ? AND session_id = ?", (user_id, session_id)
-            ).rowcount:
-                raise NotFoundError(f"user {user_id!r} has no session {session_id!r}")
-            self._touch(conn, user_id)
-            self._state.deleted = True
-
-    def delete_user(self, user_id: str) -> int:
-        """Delete all of a user's sessions, messages, units and edges, forgotten as by
-        :meth:`delete_session`; return the number of sessions.
-
-        Raises:
-            NotFoundError: the user has no stored session.
-        """
-        with self._write() as conn:
-            n = conn.execute("DELETE FROM sessions WHERE user_id = ?", (user_id,)).rowcount
-            if not n:
-                raise NotFoundError(f"no user {user_id!r}")
-            self._touch(conn, user_id)
-            self._state.deleted = True
-        return n
-
-    # -- reads -------------------------------------------------------------------------------
-    def has_user(self, user_id: str) -> bool:
-        """Whether the user has any stored session."""
-        with self._read() as conn:
-            return conn.execute("SELECT 1 FROM users WHERE user_id = ?", (user_id,)).fetchone() is not None
-
-    def list_users(self) -> list[str]:
-        """All user ids with at least one session, sorted."""
-        with self._read() as conn:
-            return [row[0] for row in conn.execute("SELECT user_id FROM users ORDER BY user_id")]
-
-    def list_sessions(self, user_id: str) -> list[SessionInfo]:
-        """The user's session headers, oldest first: by timestamp, sessions without one last, then insertion."""
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT session_id, timestamp, n_messages, n_turns, created_at FROM sessions WHERE user_id = ?"
-                " ORDER BY timestamp IS NULL, timestamp, pk",
-                (user_id,),
-            ).fetchall()
-        return [
-            SessionInfo(session_id=sid, timestamp=_datetime(ts), n_messages=n_msg, n_turns=n_turns,
-                        created_at=datetime.fromisoformat(created))
-            for sid, ts, n_msg, n_turns, created in rows
-        ]
-
-    def get_session(self, user_id: str, session_id: str) -> Session:
-        """The stored session with its messages, timestamp and metadata.
-
-        Raises:
-            NotFoundError: the user has no such session.
-        """
-        with self._read() as conn:
-            row = conn.execute(
-                "SELECT pk, timestamp, metadata FROM sessions WHERE user_id = ? AND session_id = ?",
-                (user_id, session_id),
-            ).fetchone()
-            if row is None:
-                raise NotFoundError(f"user {user_id!r} has no session {session_id!r}")
-            messages = conn.execute(
-                "SELECT role, content, name FROM messages WHERE session_pk = ? ORDER BY position", (row[0],)
-            ).fetchall()
-        return Session(
-            user_id=user_id,
-            session_id=session_id,
-            messages=tuple(Message(role, content, name) for role, content, name in messages),
-            timestamp=_datetime(row[1]),
-            metadata=json.loads(row[2]),
-        )
-
-    _UNIT_COLUMNS = ("SELECT u.id, s.session_id, u.granularity, u.turn_start, u.turn_end, u.chunk, u.text, u.vector"
-                     " FROM units u JOIN sessions s ON s.pk = u.session_pk")
-
-    @staticmethod
-    def _unit_table(rows: list[Any], dim: int) -> UnitTable:
-        if not rows:
-            return UnitTable.empty(dim)
-        ids, session_ids, granularity, turn_start, turn_end, chunk, texts, blobs = zip(*rows)
-        vectors = np.frombuffer(b"".join(blobs), dtype=_VEC_DTYPE).reshape(len(rows), dim)
-        return UnitTable(
-            ids=np.array(ids, dtype=np.int64),
-            session_ids=session_ids,
-            granularity=np.array(granularity, dtype=np.int8),
-            turn_start=np.array(turn_start, dtype=np.int32),
-            turn_end=np.array(turn_end, dtype=np.int32),
-            chunk=np.array(chunk, dtype=np.int32),
-            texts=texts,
-            vectors=vectors.astype(np.float32, copy=False),
-        )
-
-    def load_units(self, user_id: str) -> UnitTable:
-        """All units of a user, by ascending id; an empty table for an unknown user.
-
-        The vectors matrix is read-only: it is one view over the rows' joined bytes, and tables
-        are meant to be shared snapshots.
-        """
-        with self._read() as conn:
-            dim = self._meta(conn, "dim") or 0
-            rows = conn.execute(self._UNIT_COLUMNS + " WHERE u.user_id = ? ORDER BY u.id", (user_id,)).fetchall()
-        return self._unit_table(rows, dim)
-
-    def load_units_after(self, user_id: str, after_id: int) -> tuple[int, UnitTable]:
-        """The count of the user's units with ids ``<= after_id`` and the units added after, in one
-        transaction (ids come from AUTOINCREMENT and are never reused)."""
-        with self._read() as conn:
-            dim = self._meta(conn, "dim") or 0
-            kept = conn.execute("SELECT COUNT(*) FROM units WHERE user_id = ? AND id <= ?",
-                                (user_id, after_id)).fetchone()[0]
-            rows = conn.execute(self._UNIT_COLUMNS + " WHERE u.user_id = ? AND u.id > ? ORDER BY u.id",
-                                (user_id, after_id)).fetchall()
-        return int(kept), self._unit_table(rows, dim)
-
-    def load_edges(self, user_id: str) -> EdgeTable:
-        """All edges among a user's units, each undirected edge once with ``src < dst``, sorted."""
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT src, dst, weight FROM edges WHERE user_id = ? ORDER BY src, dst", (user_id,)
-            ).fetchall()
-        return self._edge_table(rows)
-
-    def load_edges_after(self, user_id: str, after_id: int) -> EdgeTable:
-        """The user's edges with ``dst > after_id`` (those touching a unit newer than ``after_id``), sorted.
-
-        Read through the ``dst`` index, so the cost follows the edges written since ``after_id`` (of
-        every user: ids are store-wide), not the user's whole graph.
-        """
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT src, dst, weight FROM edges INDEXED BY edges_dst WHERE dst > ? AND user_id = ?"
-                " ORDER BY src, dst",
-                (int(after_id), user_id),
-            ).fetchall()
-        return self._edge_table(rows)
-
-    @staticmethod
-    def _edge_table(rows: list[Any]) -> EdgeTable:
-        src, dst, weight = zip(*rows) if rows else ((), (), ())
-        return EdgeTable(
-            src=np.array(src, dtype=np.int64), dst=np.array(dst, dtype=np.int64),
-            weight=np.array(weight, dtype=np.float32),
-        )
-
-    def version(self, user_id: str) -> int:
-        """A number that changes with every write to the user's memory (0 for a user without sessions)."""
-        with self._read() as conn:
-            row = conn.execute("SELECT version FROM users WHERE user_id = ?", (user_id,)).fetchone()
-        return 0 if row is None else int(row[0])
-
-    def stats(self, user_id: str | None = None) -> dict[str, Any]:
-        """Counts for one user, or for the whole store when ``user_id`` is ``None``.
-
-        Returns:
-            ``users``, ``sessions``, ``turns``, ``messages``, ``units`` (a dict by granularity
-            name), ``edges``, ``embedder_id``, ``dim``, ``path`` and ``file_bytes`` (database
-            plus write-ahead log on disk; ``None`` in memory).
-        """
-        where, args = ("WHERE user_id = ?", (user_id,)) if user_id is not None else ("", ())
-        with self._read() as conn:
-            n_users = conn.execute(f"SELECT count(*) FROM users {where}", args).fetchone()[0]
-            n_sessions, n_turns, n_messages = conn.execute(
-                f"SELECT count(*), coalesce(sum(n_turns), 0), coalesce(sum(n_messages), 0) FROM sessions {where}", args
-            ).fetchone()
-            per_granularity = dict(
-                conn.execute(f"SELECT granularity, count(*) FROM units {where} GROUP BY granularity", args).fetchall()
-            )
-            n_edges = conn.execute(f"SELECT count(*) FROM edges {where}", args).fetchone()[0]
-            embedder_id, dim = self._meta(conn, "embedder_id"), self._meta(conn, "dim")
-        file_bytes = None
-        if self._path is not None:
-            files = (self._path, self._path.with_name(self._path.name + "-wal"))
-            file_bytes = sum(f.stat().st_size for f in files if f.exists())
-        return {
-            "users": n_users,
-            "sessions": n_sessions,
-            "turns": n_turns,
-            "messages": n_messages,
-            "units": {g: per_granularity.get(i, 0) for i, g in enumerate(GRANULARITIES)},
-            "edges": n_edges,
-            "embedder_id": embedder_id,
-            "dim": dim,
-            "path": None if self._path is None else str(self._path),
-            "file_bytes": file_bytes,
-        }
 
     def close(self) -> None:
         """Close every connection (idempotent), first emptying the WAL if a delete could not.

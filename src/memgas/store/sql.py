@@ -1,0 +1,435 @@
+"""What the SQL backends share: row validation, and the reads, deletes and bookkeeping of
+:class:`SQLStore`, written once for :class:`~memgas.store.sqlite.SQLiteStore` and
+:class:`~memgas.store.postgres.PostgresStore` (the two keep one schema design).
+
+Statements here are written with ``?`` placeholders; :meth:`SQLStore._q` turns them into the
+backend's (``%s`` for psycopg). Each backend keeps its own transaction machinery and SQL dialect
+where they differ: schema, migrations, ``add_session`` and the hooks :class:`SQLStore` names.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from abc import abstractmethod
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any, Callable, ClassVar, Sequence
+
+import numpy as np
+
+from ..model import (
+    GRANULARITIES,
+    Edge,
+    EmbedderMismatchError,
+    InvalidInputError,
+    Message,
+    NotFoundError,
+    Session,
+    Unit,
+    check_id,
+    parse_timestamp,
+)
+from .base import EdgeTable, SessionInfo, Store, UnitTable
+
+__all__ = ["SQLStore"]
+
+#: Vectors are stored as little-endian float32 so files move between machines.
+_VEC_DTYPE = np.dtype("<f4")
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _datetime(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def _unit_rows(session: Session, units: Sequence[Unit], dim: int | None) -> list[tuple[Any, ...]]:
+    """Validate a call's units; return ``(granularity, turn_start, turn_end, chunk, text, vector bytes)`` rows.
+
+    Raises:
+        InvalidInputError: a unit of another session, an unknown granularity, a turn range outside
+            the session, or a missing, mis-sized or non-finite vector (or no embedder bound yet).
+    """
+    if units and dim is None:
+        raise InvalidInputError("the store has no embedder yet: call bind_embedder before adding units")
+    n_turns = len(session.turns)
+    rows = []
+    for i, u in enumerate(units):
+        if u.session_id != session.session_id:
+            raise InvalidInputError(f"unit {i} belongs to session {u.session_id!r}, not {session.session_id!r}")
+        if u.granularity not in GRANULARITIES:
+            raise InvalidInputError(f"unit {i}: unknown granularity {u.granularity!r}; expected one of {GRANULARITIES}")
+        try:
+            start, end, chunk = operator.index(u.turn_start), operator.index(u.turn_end), operator.index(u.chunk)
+        except TypeError:
+            raise InvalidInputError(f"unit {i}: turn_start, turn_end and chunk must be integers") from None
+        if not 0 <= start < end <= n_turns or chunk < 0:
+            raise InvalidInputError(
+                f"unit {i}: turns [{start}, {end}) chunk {chunk} do not fit a session of {n_turns} turns"
+            )
+        if not isinstance(u.text, str):
+            raise InvalidInputError(f"unit {i}: text must be a string, got {type(u.text).__name__}")
+        if u.vector is None:
+            raise InvalidInputError(f"unit {i} has no vector")
+        vec = np.asarray(u.vector)
+        if vec.shape != (dim,) or not (np.issubdtype(vec.dtype, np.floating) or np.issubdtype(vec.dtype, np.integer)):
+            raise InvalidInputError(
+                f"unit {i}: vector of shape {vec.shape} and dtype {vec.dtype}; the store's embedder gives {dim} floats"
+            )
+        vec = vec.astype(_VEC_DTYPE)
+        if not np.isfinite(vec).all():
+            raise InvalidInputError(f"unit {i}: vector has NaN or infinite values")
+        rows.append((GRANULARITIES.index(u.granularity), start, end, chunk, u.text, vec.tobytes()))
+    return rows
+
+
+def _edge_rows(edges: Sequence[Edge], n_new: int) -> list[tuple[int, int, float]]:
+    """Validate a call's edges; return ``(src, dst, weight)`` rows, endpoints still unresolved.
+
+    Raises:
+        InvalidInputError: an endpoint that is 0, a negative reference past this call's units,
+            an edge between two stored units, a self-loop, or a weight that is not a positive finite number.
+    """
+    rows = []
+    for i, e in enumerate(edges):
+        try:
+            src, dst, weight = operator.index(e.src), operator.index(e.dst), float(e.weight)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"edge {i}: endpoints must be integers and weight a number") from None
+        for end in (src, dst):
+            if end == 0 or end < -n_new:
+                raise InvalidInputError(
+                    f"edge {i}: endpoint {end} is neither a stored unit id (> 0) nor one of this call's "
+                    f"{n_new} units (-1 .. -{n_new})"
+                )
+        if src > 0 and dst > 0:
+            # Edges are written with their newer unit, which is what makes load_edges_after exact.
+            raise InvalidInputError(
+                f"edge {i}: links two stored units ({src}, {dst}); one end must be a unit of this call"
+            )
+        if src == dst:
+            raise InvalidInputError(f"edge {i}: a unit cannot be linked to itself ({src})")
+        if not (np.isfinite(weight) and weight > 0):
+            raise InvalidInputError(f"edge {i}: weight {weight!r} is not a positive finite number")
+        rows.append((src, dst, weight))
+    return rows
+
+
+class SQLStore(Store):
+    """A :class:`~memgas.store.base.Store` over a SQL database: the methods whose SQL both backends share.
+
+    A subclass provides ``_read()`` (a connection inside one read snapshot) and ``_write(user_id)``
+    (a connection inside one write transaction holding what serialises ``user_id``'s writes), and
+    overrides the hooks where its SQL differs: :meth:`_q`, :attr:`_UNIT_COLUMNS`,
+    :attr:`_EDGES_AFTER_FROM`, :attr:`_DIM_VALUE`, :meth:`_lock_meta`, :meth:`_messages`,
+    :meth:`_new_version`, :meth:`_deleted` and :meth:`_storage`.
+    """
+
+    #: The unit columns read by load_units(_after), with the session id joined on the backend's key.
+    _UNIT_COLUMNS: ClassVar[str]
+    #: The table expression load_edges_after reads (SQLite names the ``dst`` index it must use).
+    _EDGES_AFTER_FROM: ClassVar[str] = "edges"
+    #: How the dimension is written in ``meta.value`` (an integer in SQLite, text in PostgreSQL).
+    _DIM_VALUE: ClassVar[Callable[[int], Any]] = int
+
+    @staticmethod
+    def _q(sql: str) -> str:
+        """A statement written with ``?`` placeholders in the backend's placeholder style."""
+        return sql
+
+    @abstractmethod
+    def _read(self) -> AbstractContextManager[Any]:
+        """A connection inside one read snapshot (joining this thread's open transaction, if any)."""
+
+    @abstractmethod
+    def _write(self, user_id: str | None) -> AbstractContextManager[Any]:
+        """A connection inside one write transaction that serialises ``user_id``'s writes (``None``: meta only)."""
+
+    def _lock_meta(self, conn: Any) -> None:
+        """Serialise writes of ``meta`` across processes (the write transaction does so by itself here)."""
+
+    @abstractmethod
+    def _messages(self, conn: Any, user_id: str, session_pk: int) -> list[Any]:
+        """The ``(role, content, name)`` rows of the session with key ``session_pk``, in order."""
+
+    @abstractmethod
+    def _new_version(self, conn: Any, user_id: str) -> None:
+        """Set the user's row in ``users`` (inserted if missing) to a new number of the store-wide counter."""
+
+    def _deleted(self) -> None:
+        """Note that the open write transaction deleted rows (a backend that erases them acts on commit)."""
+
+    @abstractmethod
+    def _storage(self, conn: Any) -> dict[str, Any]:
+        """The keys of :meth:`stats` that say where the store lives and what it takes (``path``, ``file_bytes``, ...)."""
+
+    # -- embedder binding -------------------------------------------------------------------
+    def _meta(self, conn: Any, key: str) -> Any:
+        row = conn.execute(self._q("SELECT value FROM meta WHERE key = ?"), (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def _dim(self, conn: Any) -> int | None:
+        dim = self._meta(conn, "dim")
+        return None if dim is None else int(dim)
+
+    def bind_embedder(self, embedder_id: str, dim: int) -> None:
+        """Record the embedder of this store on first call; afterwards refuse any other.
+
+        Args:
+            embedder_id: a stable name of the embedding model (and its settings).
+            dim: the model's vector dimension.
+
+        Raises:
+            InvalidInputError: an empty id or a non-positive dimension.
+            EmbedderMismatchError: the store is bound to another embedder id or dimension.
+        """
+        if not isinstance(embedder_id, str) or not embedder_id:
+            raise InvalidInputError(f"invalid embedder id {embedder_id!r}")
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim <= 0:
+            raise InvalidInputError(f"invalid embedding dimension {dim!r}")
+        with self._write(None) as conn:
+            self._lock_meta(conn)
+            bound_id, bound_dim = self._meta(conn, "embedder_id"), self._dim(conn)
+            if bound_id is None:
+                conn.execute(self._q("INSERT INTO meta (key, value) VALUES ('embedder_id', ?), ('dim', ?)"),
+                             (embedder_id, type(self)._DIM_VALUE(int(dim))))
+            elif (bound_id, bound_dim) != (embedder_id, dim):
+                raise EmbedderMismatchError(
+                    f"store is bound to embedder {bound_id!r} (dim {bound_dim}); "
+                    f"cannot use embedder {embedder_id!r} (dim {dim})"
+                )
+
+    @property
+    def embedder_id(self) -> str | None:
+        """The bound embedder's id, or ``None`` before :meth:`bind_embedder` was first called."""
+        with self._read() as conn:
+            return self._meta(conn, "embedder_id")
+
+    # -- writes ------------------------------------------------------------------------------
+    @staticmethod
+    def _session_row(session: Session, units: Sequence[Unit],
+                     edges: Sequence[Edge]) -> tuple[str, str, str | None, str, list[tuple[int, int, float]]]:
+        """Validate what :meth:`add_session` can check before reading the store.
+
+        Returns:
+            ``(user_id, session_id, timestamp, metadata JSON, edge rows)``.
+
+        Raises:
+            InvalidInputError: an invalid id, an empty session, a bad timestamp, metadata that is not
+                JSON-serialisable, or an invalid edge.
+        """
+        user_id = check_id("user_id", session.user_id)
+        session_id = check_id("session_id", session.session_id)
+        if not session.messages:
+            raise InvalidInputError(f"session {session_id!r} is empty: it needs at least one message")
+        timestamp = _iso(parse_timestamp(session.timestamp))
+        try:
+            metadata = json.dumps(dict(session.metadata), ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"session {session_id!r}: metadata is not JSON-serialisable: {exc}") from None
+        return user_id, session_id, timestamp, metadata, _edge_rows(edges, len(units))
+
+    def _touch(self, conn: Any, user_id: str) -> None:
+        """Give the user a new version after a write, or drop the user once no session is left.
+
+        Versions come from one store-wide counter, so a user deleted and re-created never sees
+        an old version number again (a cache keyed on it cannot go stale); a user without
+        sessions has version 0, like one never seen.
+        """
+        if conn.execute(self._q("SELECT 1 FROM sessions WHERE user_id = ? LIMIT 1"), (user_id,)).fetchone():
+            self._new_version(conn, user_id)
+        else:
+            conn.execute(self._q("DELETE FROM users WHERE user_id = ?"), (user_id,))
+
+    def delete_session(self, user_id: str, session_id: str) -> None:
+        """Delete a session with its messages, units and every edge touching them.
+
+        What is left of their bytes depends on the backend (see the module of each):
+        :class:`~memgas.store.sqlite.SQLiteStore` zeroes the freed pages (``secure_delete``) and
+        empties the write-ahead log once the write transaction commits (a read transaction of another
+        connection open for more than a couple of seconds defers that to the next write or ``close()``);
+        in PostgreSQL the rows leave every query at once but their bytes stay in the table files until
+        later writes reuse the space (or ``VACUUM FULL``), and in the write-ahead log until it is recycled.
+        Copies outside the database's files (backups, the disk's remapping of freed blocks) are out of reach.
+
+        Raises:
+            NotFoundError: the user has no such session.
+        """
+        with self._write(user_id) as conn:
+            if not conn.execute(self._q("DELETE FROM sessions WHERE user_id = ? AND session_id = ?"),
+                                (user_id, session_id)).rowcount:
+                raise NotFoundError(f"user {user_id!r} has no session {session_id!r}")
+            self._touch(conn, user_id)
+            self._deleted()
+
+    def delete_user(self, user_id: str) -> int:
+        """Delete all of a user's sessions, messages, units and edges (forgotten as by
+        :meth:`delete_session`); return the number of sessions.
+
+        Raises:
+            NotFoundError: the user has no stored session.
+        """
+        with self._write(user_id) as conn:
+            n = conn.execute(self._q("DELETE FROM sessions WHERE user_id = ?"), (user_id,)).rowcount
+            if not n:
+                raise NotFoundError(f"no user {user_id!r}")
+            self._touch(conn, user_id)
+            self._deleted()
+        return n
+
+    # -- reads -------------------------------------------------------------------------------
+    def has_user(self, user_id: str) -> bool:
+        """Whether the user has any stored session."""
+        with self._read() as conn:
+            return conn.execute(self._q("SELECT 1 FROM users WHERE user_id = ?"), (user_id,)).fetchone() is not None
+
+    def list_users(self) -> list[str]:
+        """All user ids with at least one session, sorted (a cross-user read)."""
+        with self._read() as conn:
+            return [row[0] for row in conn.execute("SELECT user_id FROM users ORDER BY user_id")]
+
+    def list_sessions(self, user_id: str) -> list[SessionInfo]:
+        """The user's session headers, oldest first: by timestamp, sessions without one last, then insertion."""
+        with self._read() as conn:
+            rows = conn.execute(
+                self._q("SELECT session_id, timestamp, n_messages, n_turns, created_at FROM sessions WHERE user_id = ?"
+                        " ORDER BY timestamp IS NULL, timestamp, pk"),
+                (user_id,),
+            ).fetchall()
+        return [
+            SessionInfo(session_id=sid, timestamp=_datetime(ts), n_messages=n_msg, n_turns=n_turns,
+                        created_at=datetime.fromisoformat(created))
+            for sid, ts, n_msg, n_turns, created in rows
+        ]
+
+    def get_session(self, user_id: str, session_id: str) -> Session:
+        """The stored session with its messages, timestamp and metadata.
+
+        Raises:
+            NotFoundError: the user has no such session.
+        """
+        with self._read() as conn:
+            row = conn.execute(
+                self._q("SELECT pk, timestamp, metadata FROM sessions WHERE user_id = ? AND session_id = ?"),
+                (user_id, session_id),
+            ).fetchone()
+            if row is None:
+                raise NotFoundError(f"user {user_id!r} has no session {session_id!r}")
+            messages = self._messages(conn, user_id, row[0])
+        return Session(
+            user_id=user_id,
+            session_id=session_id,
+            messages=tuple(Message(role, content, name) for role, content, name in messages),
+            timestamp=_datetime(row[1]),
+            metadata=json.loads(row[2]),
+        )
+
+    @staticmethod
+    def _unit_table(rows: list[Any], dim: int) -> UnitTable:
+        if not rows:
+            return UnitTable.empty(dim)
+        ids, session_ids, granularity, turn_start, turn_end, chunk, texts, blobs = zip(*rows)
+        vectors = np.frombuffer(b"".join(blobs), dtype=_VEC_DTYPE).reshape(len(rows), dim)
+        return UnitTable(
+            ids=np.array(ids, dtype=np.int64),
+            session_ids=session_ids,
+            granularity=np.array(granularity, dtype=np.int8),
+            turn_start=np.array(turn_start, dtype=np.int32),
+            turn_end=np.array(turn_end, dtype=np.int32),
+            chunk=np.array(chunk, dtype=np.int32),
+            texts=texts,
+            vectors=vectors.astype(np.float32, copy=False),
+        )
+
+    def load_units(self, user_id: str) -> UnitTable:
+        """All units of a user, by ascending id; an empty table for an unknown user.
+
+        The vectors matrix is read-only: it is one view over the rows' joined bytes, and tables
+        are meant to be shared snapshots.
+        """
+        return self.load_units_after(user_id, 0)[1]
+
+    def load_units_after(self, user_id: str, after_id: int) -> tuple[int, UnitTable]:
+        """The count of the user's units with ids ``<= after_id`` and the units added after, in one
+        snapshot (ids are positive and never reused: AUTOINCREMENT in SQLite, a sequence in PostgreSQL)."""
+        with self._read() as conn:
+            dim = self._dim(conn) or 0
+            kept = 0 if after_id <= 0 else conn.execute(
+                self._q("SELECT count(*) FROM units WHERE user_id = ? AND id <= ?"), (user_id, int(after_id))
+            ).fetchone()[0]
+            rows = conn.execute(self._q(self._UNIT_COLUMNS + " WHERE u.user_id = ? AND u.id > ? ORDER BY u.id"),
+                                (user_id, int(after_id))).fetchall()
+        return int(kept), self._unit_table(rows, dim)
+
+    def load_edges(self, user_id: str) -> EdgeTable:
+        """All edges among a user's units, each undirected edge once with ``src < dst``, sorted."""
+        with self._read() as conn:
+            rows = conn.execute(
+                self._q("SELECT src, dst, weight FROM edges WHERE user_id = ? ORDER BY src, dst"), (user_id,)
+            ).fetchall()
+        return self._edge_table(rows)
+
+    def load_edges_after(self, user_id: str, after_id: int) -> EdgeTable:
+        """The user's edges with ``dst > after_id`` (those touching a unit newer than ``after_id``), sorted.
+
+        Read through the ``dst`` index, so the cost follows the edges written since ``after_id``, not
+        the user's whole graph.
+        """
+        with self._read() as conn:
+            rows = conn.execute(
+                self._q(f"SELECT src, dst, weight FROM {self._EDGES_AFTER_FROM} WHERE user_id = ? AND dst > ?"
+                        " ORDER BY src, dst"),
+                (user_id, int(after_id)),
+            ).fetchall()
+        return self._edge_table(rows)
+
+    @staticmethod
+    def _edge_table(rows: list[Any]) -> EdgeTable:
+        src, dst, weight = zip(*rows) if rows else ((), (), ())
+        return EdgeTable(
+            src=np.array(src, dtype=np.int64), dst=np.array(dst, dtype=np.int64),
+            weight=np.array(weight, dtype=np.float32),
+        )
+
+    def version(self, user_id: str) -> int:
+        """A number that changes with every write to the user's memory (0 for a user without sessions)."""
+        with self._read() as conn:
+            row = conn.execute(self._q("SELECT version FROM users WHERE user_id = ?"), (user_id,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def stats(self, user_id: str | None = None) -> dict[str, Any]:
+        """Counts for one user, or for the whole store when ``user_id`` is ``None`` (a cross-user read).
+
+        Returns:
+            ``users``, ``sessions``, ``turns``, ``messages``, ``units`` (a dict by granularity
+            name), ``edges``, ``embedder_id``, ``dim``, ``path`` (the SQLite file; ``None`` in memory
+            or in PostgreSQL), for PostgreSQL ``url`` (without password), and ``file_bytes``: in
+            SQLite the database plus write-ahead log on disk (``None`` in memory), in PostgreSQL the
+            store's tables with their indexes and TOAST, for every user.
+        """
+        where, args = (self._q("WHERE user_id = ?"), (user_id,)) if user_id is not None else ("", ())
+        with self._read() as conn:
+            n_users = conn.execute(f"SELECT count(*) FROM users {where}", args).fetchone()[0]
+            n_sessions, n_turns, n_messages = conn.execute(
+                f"SELECT count(*), coalesce(sum(n_turns), 0), coalesce(sum(n_messages), 0) FROM sessions {where}", args
+            ).fetchone()
+            per_granularity = dict(
+                conn.execute(f"SELECT granularity, count(*) FROM units {where} GROUP BY granularity", args).fetchall()
+            )
+            n_edges = conn.execute(f"SELECT count(*) FROM edges {where}", args).fetchone()[0]
+            embedder_id, dim = self._meta(conn, "embedder_id"), self._dim(conn)
+            storage = self._storage(conn)
+        return {
+            "users": n_users,
+            "sessions": n_sessions,
+            "turns": int(n_turns),
+            "messages": int(n_messages),
+            "units": {g: per_granularity.get(i, 0) for i, g in enumerate(GRANULARITIES)},
+            "edges": n_edges,
+            "embedder_id": embedder_id,
+            "dim": dim,
+            **storage,
+        }
