@@ -11,12 +11,13 @@ does not pay for numpy, scipy, the embedder or the methods.
 
 from __future__ import annotations
 
-import importlib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # onnxruntime/OpenMP worker threads must not busy-wait on small machines (set before runtimes load).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from .lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -43,15 +44,4 @@ _LAZY: dict[str, str] = {
 __all__ = [*_LAZY, "__version__"]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's submodule on first access and cache the name in this module."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'memgas' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

@@ -7,9 +7,9 @@ this package, so ``import memgas.memory`` pays for no method and a ``Memory`` on
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from ..lazy import lazy_exports
 from ..model import InvalidInputError
 from .base import IngestStats, MemoryMethod
 
@@ -62,18 +62,7 @@ NEEDS_LLM: frozenset[str] = frozenset({"zep"})
 LLM_DESCRIBED: frozenset[str] = frozenset({"memtree", "raptor"})
 
 
-def __getattr__(name: str) -> Any:
-    """Import an exported class's submodule on first access and cache the class in this package (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 def get_method(name: str, embedder: Embedder, **kwargs: Any) -> MemoryMethod:
