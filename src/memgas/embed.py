@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import sqlite3
 import threading
 import time
 from importlib import resources
@@ -33,6 +32,7 @@ import numpy as np
 
 from .model import InvalidInputError, MemgasError
 from .provenance import current_source, current_tags
+from .tagged_cache import TaggedCache
 
 if TYPE_CHECKING:
     from onnxruntime import InferenceSession
@@ -594,7 +594,7 @@ def _hash(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
-class EmbeddingCache:
+class EmbeddingCache(TaggedCache):
     """Vectors keyed by (embedder id, SHA-256 of the UTF-8 text), in SQLite (WAL mode), with their sources.
 
     Every row written or hit inside :func:`memgas.provenance.source` (a session ingested, a zep
@@ -616,19 +616,8 @@ class EmbeddingCache:
     """
 
     def __init__(self, path: str | Path | None = None) -> None:
-        if path is None:
-            target = ":memory:"
-        else:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            target = str(path)
-        self.path = None if path is None else Path(path)
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = sqlite3.connect(target, check_same_thread=False, timeout=30)
-        # Freed cells and pages are zeroed, whatever the SQLite build's default: a forgotten vector or
-        # hash must not survive in the file's free space.
-        self._db.execute("PRAGMA secure_delete=ON")
+        super().__init__(path, label="the embedding cache", table="embeddings", key_columns=("embedder_id", "text_hash"))
         if path is not None:
-            self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS embeddings (embedder_id TEXT NOT NULL, text_hash BLOB NOT NULL,"
@@ -659,12 +648,6 @@ class EmbeddingCache:
             db.rollback()
             raise
         db.commit()
-
-    @property
-    def _db(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise MemgasError(f"the embedding cache {self.path or ':memory:'} is closed")
-        return self._conn
 
     def get_many(self, embedder_id: str, texts: Sequence[str]) -> dict[int, np.ndarray]:
         """The cached vectors of ``texts``, as ``{index in texts: float32 vector}`` (misses absent).
@@ -719,63 +702,6 @@ class EmbeddingCache:
         """Record that the use ``tags`` produced the rows ``hashes`` (caller holds the lock and a transaction)."""
         self._db.executemany("INSERT OR IGNORE INTO sources VALUES (?, ?, ?, ?, ?)",
                              [(u, s, embedder_id, h, use) for u, s, use in tags for h in hashes])
-
-    def forget(self, user_id: str, session_id: str | None = None) -> int:
-        """End every use of one session (or of every session of ``user_id``) and drop every row left untagged.
-
-        A use of several sessions ends with any of them (all its tags go). Rows another session also
-        produced keep that session's use and stay. The deleted rows are
-        overwritten in the file (``secure_delete``) and the WAL is checkpointed and truncated, so their
-        bytes are gone from the cache's files, unless another process is reading the cache at that
-        moment (then its next checkpoint completes the job).
-
-        Args:
-            user_id: whose rows.
-            session_id: one session; ``None`` for all of the user's sessions.
-
-        Returns:
-            The number of cached vectors deleted.
-
-        Raises:
-            InvalidInputError: an empty ``user_id`` (it would name the untagged mark).
-        """
-        if not user_id or session_id == "":
-            raise InvalidInputError("forget needs a non-empty user id (and session id, if given)")
-        where, args = ("user_id = ?", (user_id,)) if session_id is None else (
-            "user_id = ? AND session_id = ?", (user_id, session_id))
-        with self._lock:
-            with self._db:
-                uses = self._db.execute(f"SELECT DISTINCT embedder_id, text_hash, use FROM sources WHERE {where}",
-                                        args).fetchall()
-                self._db.execute(f"DELETE FROM sources WHERE {where}", args)
-                self._db.executemany("DELETE FROM sources WHERE embedder_id = ? AND text_hash = ? AND use = ?",
-                                     [u for u in uses if u[2]])
-                keys = list({(e, h) for e, h, _ in uses})
-                before = self._db.total_changes
-                self._db.executemany(
-                    "DELETE FROM embeddings WHERE embedder_id = ?1 AND text_hash = ?2 AND NOT EXISTS"
-                    " (SELECT 1 FROM sources WHERE embedder_id = ?1 AND text_hash = ?2)", keys)
-                deleted = self._db.total_changes - before
-            if self.path is not None:
-                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return deleted
-
-    def __len__(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0])
-
-    def close(self) -> None:
-        """Close the database (idempotent). Any later call raises :class:`MemgasError`."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def __enter__(self) -> "EmbeddingCache":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class CachedEmbedder:

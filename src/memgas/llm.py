@@ -31,6 +31,7 @@ from typing import Any, Iterator, Mapping, Protocol, Sequence
 from .embed import default_cache_path
 from .model import InvalidInputError, MemgasError
 from .provenance import current_tags
+from .tagged_cache import TaggedCache
 
 __all__ = [
     "ChatModel",
@@ -448,7 +449,7 @@ def default_llm_cache_path() -> Path:
     return default_cache_path().with_name("llm.sqlite")
 
 
-class ResponseCache:
+class ResponseCache(TaggedCache):
     """Model answers keyed by SHA-256 of (model id, messages, schema, max_tokens, temperature), in SQLite,
     with the sessions they were made for.
 
@@ -476,15 +477,8 @@ class ResponseCache:
     _VERSION = 2
 
     def __init__(self, path: str | Path | None = None) -> None:
-        if path is not None:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self.path = None if path is None else Path(path)
-        self._lock = threading.Lock()
-        db = sqlite3.connect(":memory:" if path is None else str(path), check_same_thread=False, timeout=30)
-        self._conn: sqlite3.Connection | None = db
-        db.execute("PRAGMA secure_delete=ON")  # a forgotten answer is zeroed in the file, not just unlinked
-        if path is not None:
-            db.execute("PRAGMA journal_mode=WAL")
+        super().__init__(path, label="the LLM response cache", table="responses", key_columns=("key",))
+        db = self._db
         with db:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS responses (key BLOB PRIMARY KEY, model_id TEXT NOT NULL,"
@@ -516,12 +510,6 @@ class ResponseCache:
             db.rollback()
             raise
         db.commit()
-
-    @property
-    def _db(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise MemgasError(f"the LLM response cache {self.path or ':memory:'} is closed")
-        return self._conn
 
     @staticmethod
     def key(model_id: str, messages: Sequence[ChatMessage], schema: Mapping[str, Any] | None, max_tokens: int,
@@ -557,53 +545,6 @@ class ResponseCache:
                               completion.completion_tokens, completion.seconds))
             self._db.executemany("INSERT OR IGNORE INTO sources VALUES (?, ?, ?, ?)",
                                  [(u, s, key, use) for u, s, use in current_tags() or [("", "", "")]])
-
-    def forget(self, user_id: str, session_id: str | None = None) -> int:
-        """End every use of one session (or of every session of ``user_id``) and drop every answer left
-        without a tag. A use of several sessions ends with any of them: all its tags go.
-
-        The deleted answers are overwritten in the file (``secure_delete``) and the WAL is checkpointed and
-        truncated, so their bytes leave ``llm.sqlite`` and its ``-wal``, unless another process reads the
-        cache at that moment (then its next checkpoint completes the job).
-
-        Args:
-            user_id: whose answers.
-            session_id: one session; ``None`` for all of the user's sessions.
-
-        Returns:
-            The number of answers deleted.
-        """
-        where, args = ("user_id = ?", (user_id,)) if session_id is None else (
-            "user_id = ? AND session_id = ?", (user_id, session_id))
-        with self._lock:
-            with self._db:
-                uses = self._db.execute(f"SELECT DISTINCT key, use FROM sources WHERE {where}", args).fetchall()
-                self._db.execute(f"DELETE FROM sources WHERE {where}", args)
-                self._db.executemany("DELETE FROM sources WHERE key = ? AND use = ?", [u for u in uses if u[1]])
-                before = self._db.total_changes
-                self._db.executemany("DELETE FROM responses WHERE key = ?1 AND NOT EXISTS"
-                                     " (SELECT 1 FROM sources WHERE key = ?1)", list({(k,) for k, _ in uses}))
-                deleted = self._db.total_changes - before
-            if self.path is not None:
-                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return deleted
-
-    def __len__(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
-
-    def close(self) -> None:
-        """Close the database (idempotent). Any later call raises :class:`MemgasError`."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def __enter__(self) -> "ResponseCache":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # ----------------------------------------------------------------------------- the client
