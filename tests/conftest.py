@@ -1,4 +1,4 @@
-"""Shared test set-up: one real embedder for the whole run, a private default LLM response cache per test, and
+"""Shared test set-up: one real embedder for the whole run, a loopback OpenAI-compatible server (``stub``), a private default LLM response cache per test, and
 one throwaway PostgreSQL cluster for the whole run (started on first use) with a fresh database per test.
 
 ``Memory(llm=...)`` caches answers in ``llm.sqlite`` beside the embedding cache by default. Tests count
@@ -16,6 +16,7 @@ import pytest
 
 from memgas.embed import Embedder, get_embedder
 
+from openai_stub import OpenAIStub
 from pg import Cluster, unavailable
 
 
@@ -23,6 +24,14 @@ from pg import Cluster, unavailable
 def embedder() -> Embedder:
     """The default embedder (the shipped MiniLM), loaded once for every test that needs it."""
     return get_embedder()
+
+
+@pytest.fixture
+def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIStub]:
+    """An OpenAI-compatible server on loopback with scripted answers (``tests/openai_stub.py``)."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    with OpenAIStub() as server:
+        yield server
 
 
 @pytest.fixture(autouse=True)

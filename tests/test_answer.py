@@ -6,7 +6,7 @@ import json
 import os
 import re
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterator
+from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
@@ -39,13 +39,6 @@ ITEMS = [
     MemoryItem("s-lisbon-again", "user: Lisbon is where I live now.", datetime(2023, 6, 1, 8, 0)),
 ]
 Q = "Where does the user live?"
-
-
-@pytest.fixture
-def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIStub]:
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    with OpenAIStub() as server:
-        yield server
 
 
 def llm_for(stub: OpenAIStub, context_tokens: int = 8192) -> LLM:

@@ -8,7 +8,6 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from openai_stub import OpenAIStub
@@ -36,13 +35,6 @@ SCHEMA = {
 }
 GOOD = '{"summary": "Ann moved to Lisbon.", "keywords": ["Ann", "Lisbon"]}'
 ASK = [{"role": "user", "content": "Summarise: Ann moved to Lisbon."}]
-
-
-@pytest.fixture
-def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIStub]:
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    with OpenAIStub() as server:
-        yield server
 
 
 def client(stub: OpenAIStub, **kwargs: object) -> LLM:

@@ -9,7 +9,7 @@ import json
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from openai_stub import OpenAIStub, completion_payload
@@ -54,13 +54,6 @@ MALFORMED: dict[str, tuple[dict[str, Any], str]] = {
     "JSON nested too deep": ({"raw": b"[" * 100_000}, "did not answer JSON"),
     "a lone surrogate": ({"raw": b'{"choices": [{"message": {"content": "\\ud800"}}]}'}, "not valid Unicode"),
 }
-
-
-@pytest.fixture
-def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIStub]:
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    with OpenAIStub() as server:
-        yield server
 
 
 def _chat(stub: OpenAIStub, **options: Any) -> OpenAIChat:
