@@ -305,7 +305,7 @@ class IndexCache(Generic[T]):
         """The index of ``user_id`` in ``store`` as of now, updated or rebuilt if the store changed."""
         # Store first, then this cache's locks, in every thread (a writer holding the store may call here).
         with store.reading():
-            key = (store.version(user_id), getattr(store, "generation", 0))
+            key = (store.version(user_id), store.generation)
             hit = self._cached(store, user_id, key)
             if hit is not None and hit[0] == key:
                 return hit[1]
