@@ -1,4 +1,5 @@
-"""The ``memgas`` command: demo, add, search, list, get, delete, stats, facts, export, import, bench.
+"""The ``memgas`` command: demo, add, search, list, get, delete, stats, facts, export, import, migrate, serve,
+keys, mcp, bench.
 
 Every error ends the command with one line on stderr, ``memgas: error: ...``, and exit status 2 for bad
 input (a bad option, file, id or timestamp, an unknown user or session, a missing store) or 1 for other
@@ -29,6 +30,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from .bench.cli import add_bench_parser  # noqa: E402
 from .model import InvalidInputError, MemgasError, NotFoundError  # noqa: E402
+from .service.commands import add_service_parsers  # noqa: E402
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -424,6 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file or postgresql:// URL (default {DEFAULT_DB})")
     sp.set_defaults(func=cmd_migrate)
 
+    add_service_parsers(sub, common)
     add_bench_parser(sub)
     return p
 

@@ -420,6 +420,17 @@ class Memory:
             out["llm"]["units"] = {"written": self._unit_writer.written, "fallbacks": self._unit_writer.fallbacks}
         return out
 
+    def llm_usage(self) -> dict[str, Any] | None:
+        """This process's LLM use for ``add`` and ``answer`` together (``None`` without an LLM): the counters
+        of :class:`~memgas.llm.Usage` (calls, cached, failures, prompt and completion tokens, seconds)."""
+        if self.llm is None:
+            return None
+        total = Usage()
+        # Not under self._lock, which an add holds for its whole run: a scrape may see an update half done.
+        for usage in self._llm_usage.values():
+            total.add(usage)
+        return total.to_dict()
+
     def close(self) -> None:
         """Close what this Memory opened: the store, the embedding cache and the LLM response cache.
 

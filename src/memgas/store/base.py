@@ -17,7 +17,7 @@ import numpy as np
 
 from ..model import GRANULARITIES, Edge, InvalidInputError, Session, Unit
 
-__all__ = ["Store", "UnitTable", "EdgeTable", "SessionInfo"]
+__all__ = ["Store", "UnitTable", "EdgeTable", "SessionInfo", "ApiKeyRecord"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +29,24 @@ class SessionInfo:
     n_messages: int
     n_turns: int
     created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyRecord:
+    """A service API key as stored: never the key itself, only the SHA-256 of its secret part.
+
+    ``scope`` is ``"admin"`` (every user) or ``"tenant"`` (the users of ``tenant``, all of them or only
+    ``users``); ``revoked_at`` is set once the key is revoked (the row stays, so logs keep their meaning).
+    """
+
+    key_id: str
+    secret_hash: str
+    scope: str
+    tenant: str | None
+    users: tuple[str, ...] | None
+    name: str
+    created_at: datetime
+    revoked_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +216,31 @@ class Store(ABC):
         edges = self.load_edges(user_id)
         keep = edges.dst > after_id
         return EdgeTable(edges.src[keep], edges.dst[keep], edges.weight[keep])
+
+    # -- service API keys (store-wide, not scoped by user) ----------------------------------------
+    @abstractmethod
+    def add_api_key(self, record: ApiKeyRecord) -> None:
+        """Store a new API key record.
+
+        Raises:
+            InvalidInputError: a key with this id exists already (nothing is written).
+        """
+
+    @abstractmethod
+    def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        """The record of one key id (revoked or not), or ``None``."""
+
+    @abstractmethod
+    def list_api_keys(self) -> list[ApiKeyRecord]:
+        """Every key record, oldest first."""
+
+    @abstractmethod
+    def revoke_api_key(self, key_id: str) -> ApiKeyRecord:
+        """Mark a key revoked (idempotent: a revoked key keeps its first revocation time); return its record.
+
+        Raises:
+            NotFoundError: no key has this id.
+        """
 
     # -- consistency ---------------------------------------------------------------------------
     def reading(self) -> AbstractContextManager[None]:

@@ -4,7 +4,8 @@ Schema (version :data:`SCHEMA_VERSION`, one row per applied migration in ``schem
 and columns of :mod:`memgas.store.sqlite`, so the two backends stay one design, with keys that lead with
 ``user_id`` so that the schema can be distributed by ``user_id`` (Citus) unchanged:
 
-* ``schema_version(version, applied_at)`` and ``meta(key, value)`` (``embedder_id``, ``dim``): store-wide.
+* ``schema_version(version, applied_at)``, ``meta(key, value)`` (``embedder_id``, ``dim``) and
+  ``api_keys`` (the service's keys, as in SQLite): store-wide.
 * sequences ``version_seq`` (user versions) and ``unit_ids`` (unit ids): drawn numbers are never
   handed out again, not even after a rollback.
 * ``users(user_id, version)``; ``sessions(user_id, pk, session_id, timestamp, metadata, n_messages,
@@ -13,7 +14,7 @@ and columns of :mod:`memgas.store.sqlite`, so the two backends stay one design, 
   ``edges(user_id, src, dst, weight)``. ``vector`` is little-endian float32 ``bytea``; timestamps are
   ISO 8601 text and ids use the ``"C"`` collation, so sessions and users sort exactly as in SQLite.
 
-Every table but ``schema_version`` and ``meta`` carries ``user_id``, and every statement on them is
+Every table but ``schema_version``, ``meta`` and ``api_keys`` carries ``user_id``, and every statement on them is
 scoped by it, except the two cross-user reads :meth:`PostgresStore.list_users` and
 :meth:`PostgresStore.stats` without a user (multi-shard queries on a distributed cluster).
 
@@ -104,6 +105,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # The primary key serves cascades from ``src``; this index those from ``dst`` and load_edges_after.
         "CREATE INDEX edges_dst ON edges (user_id, dst)",
     ),
+    # 2: the service's API keys (memgas.service.keys), only hashes of their secrets.
+    ("""CREATE TABLE api_keys (
+        key_id TEXT COLLATE "C" PRIMARY KEY,
+        secret_hash TEXT NOT NULL,
+        scope TEXT NOT NULL CHECK (scope IN ('admin', 'tenant')),
+        tenant TEXT,
+        users TEXT,
+        name TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        revoked_at TEXT,
+        CHECK ((scope = 'tenant') = (tenant IS NOT NULL)))""",),
 )
 
 #: Version of the schema this code reads and writes.
@@ -374,7 +386,7 @@ class PostgresStore(SQLStore):
     def _storage(self, conn: Any) -> dict[str, Any]:
         file_bytes = conn.execute(
             "SELECT sum(pg_total_relation_size(to_regclass(t))) FROM unnest(%s::text[]) AS t",
-            (["meta", "users", "sessions", "messages", "units", "edges", "schema_version"],)).fetchone()[0]
+            (["meta", "users", "sessions", "messages", "units", "edges", "schema_version", "api_keys"],)).fetchone()[0]
         return {"path": None, "url": _redact(self._url), "file_bytes": int(file_bytes)}
 
     # -- writes ------------------------------------------------------------------------------

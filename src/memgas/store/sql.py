@@ -13,7 +13,7 @@ import json
 import operator
 from abc import abstractmethod
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
@@ -30,7 +30,7 @@ from ..model import (
     check_id,
     parse_timestamp,
 )
-from .base import EdgeTable, SessionInfo, Store, UnitTable
+from .base import ApiKeyRecord, EdgeTable, SessionInfo, Store, UnitTable
 
 __all__ = ["SQLStore"]
 
@@ -399,6 +399,51 @@ class SQLStore(Store):
         with self._read() as conn:
             row = conn.execute(self._q("SELECT version FROM users WHERE user_id = ?"), (user_id,)).fetchone()
         return 0 if row is None else int(row[0])
+
+    # -- service API keys ----------------------------------------------------------------------
+    _KEY_COLUMNS: ClassVar[str] = "key_id, secret_hash, scope, tenant, users, name, created_at, revoked_at"
+
+    @staticmethod
+    def _key_record(row: Any) -> ApiKeyRecord:
+        users = None if row[4] is None else tuple(json.loads(row[4]))
+        return ApiKeyRecord(row[0], row[1], row[2], row[3], users, row[5], datetime.fromisoformat(row[6]),
+                            _datetime(row[7]))
+
+    def add_api_key(self, record: ApiKeyRecord) -> None:
+        """Store a new key record (see :meth:`Store.add_api_key`)."""
+        users = None if record.users is None else json.dumps(list(record.users))
+        with self._write(None) as conn:
+            self._lock_meta(conn)
+            if conn.execute(self._q("SELECT 1 FROM api_keys WHERE key_id = ?"), (record.key_id,)).fetchone():
+                raise InvalidInputError(f"an API key with id {record.key_id!r} exists already")
+            conn.execute(self._q(f"INSERT INTO api_keys ({self._KEY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
+                         (record.key_id, record.secret_hash, record.scope, record.tenant, users, record.name,
+                          record.created_at.isoformat(), _iso(record.revoked_at)))
+
+    def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        """One key record by id, or ``None``."""
+        with self._read() as conn:
+            row = conn.execute(self._q(f"SELECT {self._KEY_COLUMNS} FROM api_keys WHERE key_id = ?"),
+                               (key_id,)).fetchone()
+        return None if row is None else self._key_record(row)
+
+    def list_api_keys(self) -> list[ApiKeyRecord]:
+        """Every key record, oldest first."""
+        with self._read() as conn:
+            rows = conn.execute(f"SELECT {self._KEY_COLUMNS} FROM api_keys ORDER BY created_at, key_id").fetchall()
+        return [self._key_record(r) for r in rows]
+
+    def revoke_api_key(self, key_id: str) -> ApiKeyRecord:
+        """Mark a key revoked, keeping the first revocation time (see :meth:`Store.revoke_api_key`)."""
+        with self._write(None) as conn:
+            self._lock_meta(conn)
+            conn.execute(self._q("UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE key_id = ?"),
+                         (_iso(datetime.now(timezone.utc)), key_id))
+            row = conn.execute(self._q(f"SELECT {self._KEY_COLUMNS} FROM api_keys WHERE key_id = ?"),
+                               (key_id,)).fetchone()
+        if row is None:
+            raise NotFoundError(f"no API key with id {key_id!r}")
+        return self._key_record(row)
 
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
         """Counts for one user, or for the whole store when ``user_id`` is ``None`` (a cross-user read).

@@ -13,6 +13,8 @@ Schema (version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_version``):
   ``granularity`` indexes :data:`memgas.model.GRANULARITIES`, ``vector`` is little-endian float32
   bytes. ``id`` is ``AUTOINCREMENT`` so a deleted unit's id is never handed out again.
 * ``edges(src, dst, weight, user_id)``: each undirected edge stored once, with ``src < dst``.
+* ``api_keys(key_id, secret_hash, scope, tenant, users, name, created_at, revoked_at)``: the service's
+  API keys (:mod:`memgas.service.keys`), store-wide; only a SHA-256 of each key's secret is kept.
 
 Deleting a session cascades (foreign keys) to its messages, its units and every edge touching
 those units, whichever session the other endpoint belongs to.
@@ -95,7 +97,20 @@ _SCHEMA = (
 
 #: Migrations, in order: ``MIGRATIONS[i]`` upgrades a file from schema version ``i`` to ``i + 1``
 #: (:mod:`memgas.store.postgres` keeps the same list for PostgreSQL, with the version in a table).
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_SCHEMA,)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    _SCHEMA,
+    # 2: the service's API keys (memgas.service.keys), only hashes of their secrets.
+    ("""CREATE TABLE api_keys (
+        key_id TEXT PRIMARY KEY,
+        secret_hash TEXT NOT NULL,
+        scope TEXT NOT NULL CHECK (scope IN ('admin', 'tenant')),
+        tenant TEXT,
+        users TEXT,
+        name TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        revoked_at TEXT,
+        CHECK ((scope = 'tenant') = (tenant IS NOT NULL)))""",),
+)
 
 #: Version of the on-disk schema this code reads and writes.
 SCHEMA_VERSION = len(MIGRATIONS)

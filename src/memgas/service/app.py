@@ -1,0 +1,206 @@
+"""The REST application: ``create_app(memory, ...)`` builds the FastAPI app that ``memgas serve`` runs.
+
+Every request passes one ASGI middleware (:class:`RequestContext`) that gives it a request id, refuses
+bodies over the size limit (413) before the app reads them, and on completion counts it in
+:class:`~memgas.service.metrics.Metrics` and writes one JSON log line. Errors of every kind leave as
+``{"error": {"code", "message"}, "request_id"}`` (:mod:`memgas.service.errors`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from datetime import datetime, timezone
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Callable
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .. import __version__
+from ..memory import Memory
+from ..model import MemgasError
+from .errors import STATUS_CODES, status_of
+from .metrics import Metrics
+from .ratelimit import RateLimiter
+from .schemas import ErrorResponse
+
+__all__ = ["create_app", "ServiceState", "DEFAULT_MAX_BODY"]
+
+log = logging.getLogger("memgas.service")
+
+#: Largest accepted request body, in bytes (a batch of sessions is the largest body there is).
+DEFAULT_MAX_BODY = 8 * 1024 * 1024
+_REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+@dataclass
+class ServiceState:
+    """What the routes share: the memory, the auth switch, the rate limiter and the metrics."""
+
+    memory: Memory
+    auth: bool = True
+    limiter: RateLimiter | None = None
+    max_body: int = DEFAULT_MAX_BODY
+    metrics: Metrics = field(default_factory=Metrics)
+
+
+def _error_json(status: int, code: str, message: str, request_id: str, headers: dict[str, str] | None = None,
+                ) -> JSONResponse:
+    body = {"error": {"code": code, "message": message}, "request_id": request_id}
+    return JSONResponse(body, status_code=status, headers={**(headers or {}), "X-Request-ID": request_id})
+
+
+class RequestContext:
+    """ASGI middleware: request id, body size limit, metrics and one structured log line per request."""
+
+    def __init__(self, app: ASGIApp, state: ServiceState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        given = headers.get("x-request-id", "")
+        request_id = given if _REQUEST_ID_RE.fullmatch(given) else uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+        status = 500
+        limit = self.state.max_body
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message.setdefault("headers", [])
+                if not any(k.lower() == b"x-request-id" for k, _ in message["headers"]):
+                    message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
+            await send(message)
+
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:  # a body sent without Content-Length (chunked)
+                    raise HTTPException(413, too_large)
+            return message
+
+        length = headers.get("content-length", "")
+        too_large = f"request body over the limit of {limit:,} bytes"
+        try:
+            if length.isdigit() and int(length) > limit:  # refused before a byte of it is read
+                status = 413
+                await _error_json(413, "payload_too_large", too_large, request_id)(scope, receive, send)
+            else:
+                await self.app(scope, limited_receive, send_with_id)
+        finally:
+            seconds = time.perf_counter() - t0
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            self.state.metrics.observe(scope["method"], template, status, seconds)
+            who = scope.get("state", {}).get("principal")
+            log.info(json.dumps({"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+                                 "request_id": request_id, "method": scope["method"], "path": scope["path"],
+                                 "route": template, "status": status, "ms": round(seconds * 1000, 2),
+                                 "key": getattr(who, "key_id", None)}))
+
+
+def _tenant_free(message: str, request: Request) -> str:
+    """An error message without the caller's tenant prefix in user ids (the caller never wrote it)."""
+    who = getattr(request.state, "principal", None)
+    if who is not None and who.tenant is not None:
+        message = message.replace(f"'{who.tenant}::", "'")
+    return message
+
+
+def create_app(memory: Memory, *, auth: bool = True, rate_limit: float | None = None,
+               max_body: int = DEFAULT_MAX_BODY, mcp: bool = True,
+               on_shutdown: Callable[[], None] | None = None) -> FastAPI:
+    """The REST (and, with the ``mcp`` package, MCP-over-HTTP at ``/mcp``) application over ``memory``.
+
+    Args:
+        memory: the facade every route calls.
+        auth: require an API key (``memgas keys create``) on every call but ``/healthz``, ``/readyz`` and
+            the OpenAPI schema; ``False`` only for a server bound to loopback (``memgas serve --no-auth``).
+        rate_limit: requests per second allowed per key (bursts of one second's worth); ``None``: no limit.
+        max_body: largest request body in bytes (413 above).
+        mcp: also serve the MCP tools over streamable HTTP at ``/mcp`` (same keys).
+        on_shutdown: called when the app stops (e.g. closing the memory it was given).
+    """
+    state = ServiceState(memory=memory, auth=auth, max_body=max_body,
+                         limiter=RateLimiter(rate_limit) if rate_limit else None)
+    lifespans: list[Callable[[], Any]] = []
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for enter in lifespans:
+                await stack.enter_async_context(enter())
+            try:
+                yield
+            finally:
+                if on_shutdown is not None:
+                    on_shutdown()
+
+    error_responses: dict[int | str, dict[str, Any]] = {
+        code: {"model": ErrorResponse, "description": name} for code, name in STATUS_CODES.items()
+        if code in (400, 401, 403, 404, 409, 413, 422, 429, 503)}
+    app = FastAPI(title="memgas", version=__version__, lifespan=lifespan, responses=error_responses,
+                  description="Long-term memory for LLM agents: store conversations, search what matters.")
+    app.state.memgas = state
+
+    from .routes import ops, search, sessions, users
+
+    for module in (sessions, users, search, ops):
+        app.include_router(module.router)
+
+    def request_id(request: Request) -> str:
+        return request.scope.get("state", {}).get("request_id", "")
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        message = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request"
+        extra = len(exc.errors()) - 1
+        return _error_json(422, "validation_error", message + (f" (and {extra} more)" if extra > 0 else ""),
+                           request_id(request))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = STATUS_CODES.get(exc.status_code, "error")
+        message = exc.detail if isinstance(exc.detail, str) else code
+        if exc.status_code == 404 and message == "Not Found":
+            message = f"no route {request.method} {request.url.path}"
+        return _error_json(exc.status_code, code, message, request_id(request), dict(exc.headers or {}))
+
+    @app.exception_handler(MemgasError)
+    async def memgas_error(request: Request, exc: MemgasError) -> JSONResponse:
+        status, code, headers = status_of(exc)
+        if status >= 500:
+            log.warning("request %s: %s: %s", request_id(request), type(exc).__name__, exc)
+        return _error_json(status, code, _tenant_free(str(exc), request), request_id(request), headers)
+
+    @app.exception_handler(Exception)  # a bug: Starlette re-raises it after this reply, so the server logs it
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        return _error_json(500, "internal", "internal error; see the server log", request_id(request))
+
+    if mcp:
+        from .mcp import mount_mcp
+
+        lifespans.append(mount_mcp(app, state))
+
+    app.add_middleware(RequestContext, state=state)
+    return app

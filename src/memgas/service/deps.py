@@ -1,0 +1,50 @@
+"""FastAPI dependencies: who is calling (the API key), whether they are over their rate, and their scoped memory."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Path, Query, Request
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+
+from .errors import ServiceError
+from .keys import ANONYMOUS, Principal, verify_key
+from .schemas import ID_PATTERN
+from .scoped import ScopedMemory
+
+__all__ = ["principal", "scoped", "UserQuery", "UserPath", "SessionPath"]
+
+#: ``?user_id=`` (ids may hold ``/``, so they travel in the query or as the last path segment).
+UserQuery = Annotated[str, Query(min_length=1, max_length=256, pattern=ID_PATTERN, description="whose memory")]
+UserPath = Annotated[str, Path(min_length=1, max_length=256, pattern=ID_PATTERN, description="whose memory")]
+SessionPath = Annotated[str, Path(min_length=1, max_length=256, pattern=ID_PATTERN, description="the session id")]
+
+_bearer = HTTPBearer(auto_error=False, description="an API key made by `memgas keys create`")
+_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="the same key, for clients without bearer auth")
+
+
+def principal(request: Request, bearer: HTTPAuthorizationCredentials | None = Depends(_bearer),
+              header: str | None = Depends(_header)) -> Principal:
+    """The caller's :class:`Principal` from ``Authorization: Bearer`` or ``X-API-Key``; rate-limited per key.
+
+    Raises:
+        AuthError: no key, a wrong or revoked key (401).
+        ServiceError: 429 when the key is over its rate.
+    """
+    state = request.app.state.memgas
+    if not state.auth:
+        who = ANONYMOUS
+    else:
+        who = verify_key(state.memory.store, bearer.credentials if bearer is not None else header)
+    request.state.principal = who
+    if state.limiter is not None:
+        wait = state.limiter.acquire(who.key_id)
+        if wait:
+            raise ServiceError(429, f"rate limit of {state.limiter.rate:g} requests/s for this key exceeded",
+                               headers={"Retry-After": str(max(1, round(wait + 0.5)))})
+    return who
+
+
+def scoped(request: Request, who: Principal = Depends(principal)) -> ScopedMemory:
+    """The memory as the caller may see it."""
+    return ScopedMemory(request.app.state.memgas.memory, who)

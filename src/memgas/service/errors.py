@@ -1,0 +1,55 @@
+"""How memgas's exceptions become HTTP errors: one JSON shape, ``{"error": {"code", "message"}, "request_id"}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..llm import LLMError
+from ..model import DuplicateSessionError, InvalidInputError, MemgasError, NotFoundError
+from .keys import AuthError, ForbiddenError
+
+__all__ = ["ServiceError", "status_of", "STATUS_CODES"]
+
+#: The ``code`` of each status this API returns.
+STATUS_CODES: dict[int, str] = {
+    400: "invalid_input", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+    409: "conflict", 413: "payload_too_large", 422: "validation_error", 429: "rate_limited",
+    500: "internal", 503: "unavailable",
+}
+
+
+class ServiceError(MemgasError):
+    """An error the service raises itself, with its HTTP status and optional headers."""
+
+    def __init__(self, status: int, message: str, *, code: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code or STATUS_CODES[status]
+        self.headers = headers or {}
+
+
+def status_of(exc: BaseException) -> tuple[int, str, dict[str, Any]]:
+    """``(status, code, headers)`` of an exception raised while serving a request.
+
+    Order matters: :class:`DuplicateSessionError` is an :class:`InvalidInputError`, and an
+    :class:`LLMError` or a store failure (any other :class:`MemgasError`) is the server's trouble, not
+    the caller's, so it is 503 and may be retried.
+    """
+    if isinstance(exc, ServiceError):
+        return exc.status, exc.code, exc.headers
+    if isinstance(exc, AuthError):
+        return 401, "unauthorized", {"WWW-Authenticate": "Bearer"}
+    if isinstance(exc, ForbiddenError):
+        return 403, "forbidden", {}
+    if isinstance(exc, NotFoundError):
+        return 404, "not_found", {}
+    if isinstance(exc, DuplicateSessionError):
+        return 409, "conflict", {}
+    if isinstance(exc, InvalidInputError):
+        return 400, "invalid_input", {}
+    if isinstance(exc, LLMError):
+        return 503, "llm_unavailable", {"Retry-After": "5"}
+    if isinstance(exc, MemgasError):
+        return 503, "unavailable", {"Retry-After": "1"}
+    return 500, "internal", {}

@@ -1,0 +1,1 @@
+"""One router per resource: sessions, users, search (with answer and facts), and operations."""

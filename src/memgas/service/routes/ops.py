@@ -1,0 +1,42 @@
+"""Operations: ``/healthz`` (the process runs), ``/readyz`` (the store answers), ``/metrics`` (Prometheus)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from ..deps import principal
+from ..keys import Principal
+from ..schemas import Health
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", response_model=Health)
+def healthz() -> Health:
+    """The server process is up (no key needed)."""
+    return Health(status="ok")
+
+
+@router.get("/readyz", response_model=Health, responses={503: {"model": Health}})
+def readyz(request: Request) -> JSONResponse:
+    """The store can be read: ready to serve (no key needed); 503 while it cannot."""
+    try:
+        request.app.state.memgas.memory.store.has_user("readyz")
+    except Exception as exc:  # any failure to read means not ready; say which, in one line
+        return JSONResponse(Health(status="unavailable", detail=f"{type(exc).__name__}: {exc}"[:300]).model_dump(),
+                            status_code=503)
+    return JSONResponse(Health(status="ok").model_dump())
+
+
+@router.get("/metrics", response_class=PlainTextResponse)
+def metrics(request: Request, who: Principal = Depends(principal)) -> PlainTextResponse:
+    """Request counts and latencies, adds, searches, answers, LLM calls and tokens (admin key)."""
+    who.require_admin()
+    state = request.app.state.memgas
+    extra = {}
+    llm = state.memory.llm_usage()
+    if llm is not None:
+        extra = {"llm_calls": llm["calls"], "llm_cached_calls": llm["cached"], "llm_failures": llm["failures"],
+                 "llm_prompt_tokens": llm["prompt_tokens"], "llm_completion_tokens": llm["completion_tokens"]}
+    return PlainTextResponse(state.metrics.render(extra), media_type="text/plain; version=0.0.4")

@@ -1,0 +1,40 @@
+"""``/v1/search``, and with an LLM ``/v1/answer``; ``/v1/facts`` for the temporal knowledge graph."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from ..deps import UserQuery, scoped
+from ..errors import ServiceError
+from ..schemas import AnswerOut, AnswerRequest, FactList, SearchRequest, SearchResponse
+from ..scoped import ScopedMemory
+
+router = APIRouter(tags=["search"])
+
+
+@router.post("/v1/search", response_model=SearchResponse)
+def search(body: SearchRequest, request: Request, mem: ScopedMemory = Depends(scoped)) -> SearchResponse:
+    """The ``k`` sessions most relevant to the query, best first, with their best turns."""
+    hits = mem.search(body.user_id, body.query, k=body.k, query_time=body.query_time, min_score=body.min_score)
+    request.app.state.memgas.metrics.inc("searches")
+    return SearchResponse(hits=hits)
+
+
+@router.post("/v1/answer", response_model=AnswerOut)
+def answer(body: AnswerRequest, request: Request, mem: ScopedMemory = Depends(scoped)) -> AnswerOut:
+    """Answer a question from the user's memories, citing sessions (503 without an LLM)."""
+    if mem.memory.llm is None:
+        raise ServiceError(503, "this server has no LLM: start it with --llm to answer questions",
+                           code="llm_not_configured")
+    result = mem.answer(body.user_id, body.question, question_date=body.question_date, k=body.k,
+                        use_filter=body.use_filter)
+    request.app.state.memgas.metrics.inc("answers")
+    return AnswerOut(**result)
+
+
+@router.get("/v1/facts", response_model=FactList)
+def facts(user_id: UserQuery, entity: str | None = Query(default=None, min_length=1, max_length=1000),
+          as_of: str | None = Query(default=None, max_length=64), include_invalid: bool = False,
+          mem: ScopedMemory = Depends(scoped)) -> FactList:
+    """The user's facts (a server with ``--method zep``); by default only those valid now or at ``as_of``."""
+    return FactList(facts=mem.facts(user_id, entity=entity, as_of=as_of, include_invalid=include_invalid))

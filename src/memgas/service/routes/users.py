@@ -1,0 +1,32 @@
+"""``/v1/users`` and ``/v1/stats``: the users a key may see, deleting a user, counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query
+
+from ..deps import UserPath, scoped
+from ..schemas import ID_PATTERN, DeleteResult, UserList
+from ..scoped import ScopedMemory
+
+router = APIRouter(tags=["users"])
+
+
+@router.get("/v1/users", response_model=UserList)
+def list_users(mem: ScopedMemory = Depends(scoped)) -> UserList:
+    """The users this key may see (a tenant key: its own), with their session counts."""
+    return UserList(users=mem.users())
+
+
+@router.delete("/v1/users/{user_id:path}", response_model=DeleteResult)
+def delete_user(user_id: UserPath, mem: ScopedMemory = Depends(scoped)) -> DeleteResult:
+    """Delete all of a user's memory, and the cache rows only it produced."""
+    return DeleteResult(**mem.delete(user_id))
+
+
+@router.get("/v1/stats", response_model=dict[str, Any])
+def stats(user_id: str | None = Query(default=None, min_length=1, max_length=256, pattern=ID_PATTERN),
+          mem: ScopedMemory = Depends(scoped)) -> dict[str, Any]:
+    """Counts for one user; without ``user_id`` the whole store and this process's timings (admin key)."""
+    return mem.stats(user_id)

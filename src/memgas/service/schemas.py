@@ -1,0 +1,240 @@
+"""Typed request and response bodies of the REST API (they make the served OpenAPI schema).
+
+Limits mirror :mod:`memgas.model` so a request the schema accepts is refused only for what the schema
+cannot say (a malformed timestamp, a duplicate id): those come back as 400 ``invalid_input``, schema
+violations as 422 ``validation_error``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..model import MAX_K, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
+
+__all__ = [
+    "MessageIn", "SessionIn", "AddSessionRequest", "AddManyRequest", "AddResult", "AddManyResponse",
+    "SearchRequest", "SearchResponse", "HitOut", "TurnOut", "SessionOut", "SessionHeader", "SessionList",
+    "UserRow", "UserList", "DeleteResult", "AnswerRequest", "AnswerOut", "FactOut", "FactList", "ErrorBody",
+    "ErrorResponse", "Health", "ID_PATTERN", "UserId", "SessionId",
+]
+
+#: What a user or session id looks like (:func:`memgas.model.check_id`).
+ID_PATTERN = r"^[\w.:@/+-]+$"
+UserId = Annotated[str, Field(min_length=1, max_length=256, pattern=ID_PATTERN,
+                              description="whose memory: 1-256 letters, digits and . : @ / + - _")]
+SessionId = Annotated[str, Field(min_length=1, max_length=256, pattern=ID_PATTERN,
+                                 description="unique within the user")]
+Timestamp = Annotated[str, Field(max_length=64, description="ISO 8601 (UTC when no zone is given), years 1000-8999")]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MessageIn(_Request):
+    """One message of a session."""
+
+    role: Literal["user", "assistant", "system"]
+    content: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    name: str | None = Field(default=None, max_length=256, description="the speaker's name, when known")
+
+
+class SessionIn(_Request):
+    """One session of a batch."""
+
+    messages: list[MessageIn] = Field(min_length=1, max_length=10_000)
+    session_id: SessionId | None = Field(default=None, description="a random id is made when omitted")
+    timestamp: Timestamp | None = None
+    metadata: dict[str, Any] | None = Field(default=None, description="a JSON object, at most 64 KiB and 32 levels")
+
+
+class AddSessionRequest(SessionIn):
+    """``POST /v1/sessions``: store one session."""
+
+    user_id: UserId
+
+
+class AddManyRequest(_Request):
+    """``POST /v1/sessions/batch``: store several sessions of one user, all or none."""
+
+    user_id: UserId
+    sessions: list[SessionIn] = Field(min_length=1, max_length=1000)
+    skip_existing: bool = Field(default=False, description="leave out sessions the user already has")
+
+
+class AddResult(BaseModel):
+    """What one stored session became."""
+
+    session_id: str
+    units: int | None = None
+    edges: int | None = None
+    seconds: float | None = None
+    skipped: bool = False
+
+
+class AddManyResponse(BaseModel):
+    """One result per session of the batch, in order."""
+
+    results: list[AddResult]
+
+
+class SearchRequest(_Request):
+    """``POST /v1/search``."""
+
+    user_id: UserId
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    k: int = Field(default=5, ge=1, le=MAX_K)
+    query_time: str | None = Field(default=None, max_length=64, description="anchors 'last week' etc.; default now")
+    min_score: float = Field(default=0.0, ge=0.0, le=1.0, description="leave out hits less relevant than this")
+
+
+class TurnOut(BaseModel):
+    """A turn of a retrieved session."""
+
+    index: int
+    score: float
+    text: str
+
+
+class HitOut(BaseModel):
+    """A retrieved session (see :class:`memgas.model.Hit`)."""
+
+    session_id: str
+    score: float
+    relevance: float
+    timestamp: str | None
+    turns: list[TurnOut]
+    weights: dict[str, float]
+    via_association: bool
+    seed_score: float
+    method: str
+
+
+class SearchResponse(BaseModel):
+    """The hits, best first."""
+
+    hits: list[HitOut]
+
+
+class MessageOut(BaseModel):
+    """A stored message."""
+
+    role: str
+    content: str
+    name: str | None = None
+
+
+class SessionOut(BaseModel):
+    """A stored session."""
+
+    session_id: str
+    user_id: str
+    timestamp: str | None
+    metadata: dict[str, Any]
+    messages: list[MessageOut]
+
+
+class SessionHeader(BaseModel):
+    """A stored session's header."""
+
+    session_id: str
+    timestamp: str | None
+    messages: int
+    turns: int
+
+
+class SessionList(BaseModel):
+    """The user's sessions, oldest first."""
+
+    sessions: list[SessionHeader]
+
+
+class UserRow(BaseModel):
+    """A user the caller may see."""
+
+    user_id: str
+    sessions: int
+
+
+class UserList(BaseModel):
+    """The users the caller may see."""
+
+    users: list[UserRow]
+
+
+class DeleteResult(BaseModel):
+    """What a delete removed."""
+
+    user_id: str
+    deleted_sessions: int
+
+
+class AnswerRequest(_Request):
+    """``POST /v1/answer`` (needs a server started with an LLM)."""
+
+    user_id: UserId
+    question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    question_date: str | None = Field(default=None, max_length=64)
+    k: int = Field(default=5, ge=1, le=MAX_K)
+    use_filter: bool = True
+
+
+class MemoryOut(BaseModel):
+    """A memory shown to the model."""
+
+    session_id: str
+    timestamp: str | None
+    text: str
+
+
+class AnswerOut(BaseModel):
+    """An answer with the sessions it cites and the LLM use."""
+
+    answer: str
+    sources: list[str]
+    memories: list[MemoryOut]
+    removed: list[str]
+    llm: dict[str, float]
+
+
+class FactOut(BaseModel):
+    """A knowledge-graph fact with its validity interval."""
+
+    id: int
+    subject: str
+    relation: str
+    object: str
+    valid_at: str | None
+    invalid_at: str | None
+    created_at: str | None
+    episodes: list[str]
+    invalidated_by: int | None
+
+
+class FactList(BaseModel):
+    """The user's facts."""
+
+    facts: list[FactOut]
+
+
+class ErrorBody(BaseModel):
+    """What went wrong: a stable ``code`` and a readable ``message``."""
+
+    code: str
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    """Every error response: ``{"error": {"code", "message"}, "request_id"}``."""
+
+    error: ErrorBody
+    request_id: str
+
+
+class Health(BaseModel):
+    """``/healthz`` and ``/readyz``."""
+
+    status: Literal["ok", "unavailable"]
+    detail: str | None = None

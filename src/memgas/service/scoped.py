@@ -1,0 +1,88 @@
+"""What a caller may do with a :class:`~memgas.memory.Memory`, in the caller's own user namespace.
+
+The REST routes and the MCP tools both call :class:`ScopedMemory`: it maps the caller's user ids to
+stored ones (:meth:`Principal.stored_user`), calls the facade, and returns plain JSON-ready values
+with the caller's ids. Nothing here knows HTTP; errors are memgas's exceptions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from ..memory import Memory
+from .keys import Principal
+
+__all__ = ["ScopedMemory"]
+
+
+class ScopedMemory:
+    """The facade as one principal sees it (see the module docstring)."""
+
+    def __init__(self, memory: Memory, principal: Principal) -> None:
+        self.memory = memory
+        self.principal = principal
+
+    def _user(self, user_id: str) -> str:
+        return self.principal.stored_user(user_id)
+
+    def add(self, user_id: str, messages: Sequence[Any], *, session_id: str | None = None,
+            timestamp: str | None = None, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Store one session (:meth:`Memory.add`)."""
+        return self.memory.add(messages, user_id=self._user(user_id), session_id=session_id, timestamp=timestamp,
+                               metadata=metadata)
+
+    def add_many(self, user_id: str, sessions: Sequence[Mapping[str, Any]], *,
+                 skip_existing: bool = False) -> list[dict[str, Any]]:
+        """Store several sessions in one transaction (:meth:`Memory.add_many`)."""
+        return self.memory.add_many(sessions, user_id=self._user(user_id), skip_existing=skip_existing)
+
+    def search(self, user_id: str, query: str, *, k: int = 5, query_time: str | None = None,
+               min_score: float = 0.0) -> list[dict[str, Any]]:
+        """The best sessions for ``query`` (:meth:`Memory.search`), as dicts."""
+        hits = self.memory.search(query, user_id=self._user(user_id), k=k, query_time=query_time, min_score=min_score)
+        return [h.to_dict() for h in hits]
+
+    def get(self, user_id: str, session_id: str) -> dict[str, Any]:
+        """One stored session (:meth:`Memory.get`), with the caller's user id."""
+        return {**self.memory.get(session_id, user_id=self._user(user_id)), "user_id": user_id}
+
+    def sessions(self, user_id: str) -> list[dict[str, Any]]:
+        """The user's session headers, oldest first (:meth:`Memory.list`)."""
+        return self.memory.list(user_id=self._user(user_id))
+
+    def users(self) -> list[dict[str, Any]]:
+        """The users the caller may see, with their session counts."""
+        out = []
+        for row in self.memory.list():
+            visible = self.principal.visible_user(row["user_id"])
+            if visible is not None:
+                out.append({**row, "user_id": visible})
+        return out
+
+    def delete(self, user_id: str, session_id: str | None = None) -> dict[str, Any]:
+        """Delete one session, or all of the user's memory (:meth:`Memory.delete`)."""
+        result = self.memory.delete(session_id, user_id=self._user(user_id))
+        return {**result, "user_id": user_id}
+
+    def stats(self, user_id: str | None = None) -> dict[str, Any]:
+        """The user's counts; store-wide counts (``user_id`` ``None``) need an admin key."""
+        if user_id is None:
+            self.principal.require_admin()
+            return self.memory.stats()
+        out = self.memory.stats(self._user(user_id))
+        if not self.principal.is_admin:  # a tenant learns its user's counts, not where the store lives
+            for key in ("path", "url", "file_bytes", "calls", "llm"):
+                out.pop(key, None)
+        return out
+
+    def answer(self, user_id: str, question: str, *, question_date: str | None = None, k: int = 5,
+               use_filter: bool = True) -> dict[str, Any]:
+        """An answer from the user's memories (:meth:`Memory.answer`), as a dict."""
+        return self.memory.answer(question, user_id=self._user(user_id), question_date=question_date, k=k,
+                                  use_filter=use_filter).to_dict()
+
+    def facts(self, user_id: str, *, entity: str | None = None, as_of: str | None = None,
+              include_invalid: bool = False) -> list[dict[str, Any]]:
+        """The user's knowledge-graph facts (:meth:`Memory.facts`), as dicts."""
+        return [f.to_dict() for f in self.memory.facts(user_id=self._user(user_id), entity=entity, as_of=as_of,
+                                                       include_invalid=include_invalid)]

@@ -1,0 +1,101 @@
+"""Running the service: ``memgas serve`` (uvicorn, one or several workers) over a configured memory.
+
+Workers are separate processes, so the configuration travels to them in the environment
+(:data:`CONFIG_ENV`, JSON) and each builds its own :class:`~memgas.memory.Memory` with
+:func:`app_from_env`. SQLite serves with one worker (one writer per file); PostgreSQL with several.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import os
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..model import InvalidInputError
+
+__all__ = ["ServeConfig", "build_app", "app_from_env", "serve", "CONFIG_ENV", "is_loopback"]
+
+#: The environment variable that hands a :class:`ServeConfig` to worker processes.
+CONFIG_ENV = "MEMGAS_SERVE_CONFIG"
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """What a server process needs to build its app (see ``memgas serve --help``)."""
+
+    db: str
+    method: str = "memgas"
+    llm: str | None = None
+    embedding_cache: str | None = None
+    auth: bool = True
+    rate_limit: float | None = None
+    max_body: int | None = None
+    mcp: bool = True
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def build_app(config: ServeConfig) -> Any:
+    """The FastAPI app of ``config``, owning (and closing on shutdown) the memory it opens."""
+    from ..memory import Memory
+    from .app import DEFAULT_MAX_BODY, create_app
+
+    memory = Memory(config.db, method=config.method, llm=config.llm, embedding_cache=config.embedding_cache)
+    return create_app(memory, auth=config.auth, rate_limit=config.rate_limit,
+                      max_body=config.max_body or DEFAULT_MAX_BODY, mcp=config.mcp, on_shutdown=memory.close)
+
+
+def app_from_env() -> Any:
+    """The app factory uvicorn's workers call: :func:`build_app` of the config in :data:`CONFIG_ENV`."""
+    _configure_logging()
+    return build_app(ServeConfig(**json.loads(os.environ[CONFIG_ENV])))
+
+
+def _configure_logging() -> None:
+    """One JSON line per request on stderr (logger ``memgas.service``), without uvicorn's access log."""
+    log = logging.getLogger("memgas.service")
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
+def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
+          log_level: str = "warning") -> None:
+    """Run the server until interrupted.
+
+    Raises:
+        InvalidInputError: ``auth`` off on a host that is not loopback, several workers on SQLite, a
+            bad port or worker count.
+    """
+    import uvicorn
+
+    from ..store import open_store
+
+    if not config.auth and not is_loopback(host):
+        raise InvalidInputError(f"--no-auth serves anyone who can connect: it binds only to loopback, not {host!r}")
+    if not 0 <= port <= 65535 or workers < 1:
+        raise InvalidInputError(f"invalid port {port} or worker count {workers}")
+    if workers > 1 and not config.db.startswith(("postgresql://", "postgres://")):
+        raise InvalidInputError("several workers need a PostgreSQL store; a SQLite file is served by one worker")
+    open_store(config.db).close()  # create or migrate the schema once, before any worker starts
+    if not config.auth:
+        print(f"memgas: warning: --no-auth: every caller on {host} may read and delete every user's memory",
+              file=sys.stderr)
+    os.environ[CONFIG_ENV] = json.dumps(asdict(config))
+    uvicorn.run("memgas.service.serve:app_from_env", factory=True, host=host, port=port, workers=workers,
+                log_level=log_level, access_log=False, timeout_graceful_shutdown=10)
