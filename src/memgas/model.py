@@ -103,6 +103,26 @@ class EmbedderMismatchError(MemgasError):
     """A store holds vectors of one embedder and was opened with another."""
 
 
+class AuthError(MemgasError):
+    """A service call without an API key, or with a malformed, unknown or revoked one (HTTP 401)."""
+
+
+class ForbiddenError(MemgasError):
+    """A service call the API key's scope does not allow (HTTP 403)."""
+
+
+class RateLimitedError(MemgasError):
+    """A service call over the API key's request rate (HTTP 429); ``retry_after`` is in seconds."""
+
+    def __init__(self, message: str, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class UnavailableError(MemgasError):
+    """The service cannot serve the call now (HTTP 503): its store is unreachable, or no LLM is configured."""
+
+
 class ConvergenceError(MemgasError, RuntimeError):
     """An iterative kernel (PageRank, EM) did not converge within its budget."""
 

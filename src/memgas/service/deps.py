@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Query, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from .errors import ServiceError
+from ..model import RateLimitedError
 from .keys import ANONYMOUS, Principal, verify_key
 from .schemas import ID_PATTERN
 from .scoped import ScopedMemory
@@ -29,7 +29,7 @@ def principal(request: Request, bearer: HTTPAuthorizationCredentials | None = De
 
     Raises:
         AuthError: no key, a wrong or revoked key (401).
-        ServiceError: 429 when the key is over its rate.
+        RateLimitedError: the key is over its rate (429).
     """
     state = request.app.state.memgas
     if not state.auth:
@@ -40,8 +40,8 @@ def principal(request: Request, bearer: HTTPAuthorizationCredentials | None = De
     if state.limiter is not None:
         wait = state.limiter.acquire(who.key_id)
         if wait:
-            raise ServiceError(429, f"rate limit of {state.limiter.rate:g} requests/s for this key exceeded",
-                               headers={"Retry-After": str(max(1, round(wait + 0.5)))})
+            raise RateLimitedError(f"rate limit of {state.limiter.rate:g} requests/s for this key exceeded",
+                                   retry_after=wait)
     return who
 
 

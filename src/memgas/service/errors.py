@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..llm import LLMError
-from ..model import DuplicateSessionError, InvalidInputError, MemgasError, NotFoundError
-from .keys import AuthError, ForbiddenError
+from ..model import (AuthError, DuplicateSessionError, ForbiddenError, InvalidInputError, MemgasError, NotFoundError,
+                     RateLimitedError, UnavailableError)
 
-__all__ = ["ServiceError", "status_of", "STATUS_CODES"]
+__all__ = ["status_of", "STATUS_CODES"]
 
 #: The ``code`` of each status this API returns.
 STATUS_CODES: dict[int, str] = {
@@ -18,17 +18,6 @@ STATUS_CODES: dict[int, str] = {
 }
 
 
-class ServiceError(MemgasError):
-    """An error the service raises itself, with its HTTP status and optional headers."""
-
-    def __init__(self, status: int, message: str, *, code: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code or STATUS_CODES[status]
-        self.headers = headers or {}
-
-
 def status_of(exc: BaseException) -> tuple[int, str, dict[str, Any]]:
     """``(status, code, headers)`` of an exception raised while serving a request.
 
@@ -36,12 +25,12 @@ def status_of(exc: BaseException) -> tuple[int, str, dict[str, Any]]:
     :class:`LLMError` or a store failure (any other :class:`MemgasError`) is the server's trouble, not
     the caller's, so it is 503 and may be retried.
     """
-    if isinstance(exc, ServiceError):
-        return exc.status, exc.code, exc.headers
     if isinstance(exc, AuthError):
         return 401, "unauthorized", {"WWW-Authenticate": "Bearer"}
     if isinstance(exc, ForbiddenError):
         return 403, "forbidden", {}
+    if isinstance(exc, RateLimitedError):
+        return 429, "rate_limited", {"Retry-After": str(max(1, round(exc.retry_after + 0.5)))}
     if isinstance(exc, NotFoundError):
         return 404, "not_found", {}
     if isinstance(exc, DuplicateSessionError):
@@ -50,6 +39,8 @@ def status_of(exc: BaseException) -> tuple[int, str, dict[str, Any]]:
         return 400, "invalid_input", {}
     if isinstance(exc, LLMError):
         return 503, "llm_unavailable", {"Retry-After": "5"}
+    if isinstance(exc, UnavailableError):
+        return 503, "unavailable", {}
     if isinstance(exc, MemgasError):
         return 503, "unavailable", {"Retry-After": "1"}
     return 500, "internal", {}

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Sequence
 
-from ..model import InvalidInputError, MemgasError, NotFoundError, check_id
+from ..model import AuthError, ForbiddenError, InvalidInputError, NotFoundError, check_id
 from ..store import ApiKeyRecord, Store
 
 __all__ = ["Principal", "ANONYMOUS", "AuthError", "ForbiddenError", "create_key", "verify_key", "revoke_key", "parse_scope",
@@ -33,14 +33,6 @@ __all__ = ["Principal", "ANONYMOUS", "AuthError", "ForbiddenError", "create_key"
 TENANT_SEPARATOR = "::"
 _TENANT_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _KEY_RE = re.compile(r"mgs_([0-9a-f]{16})_([A-Za-z0-9_-]{43})")
-
-
-class AuthError(MemgasError):
-    """No API key, a malformed, unknown or revoked key (HTTP 401)."""
-
-
-class ForbiddenError(MemgasError):
-    """The key is valid but its scope does not allow the call (HTTP 403)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Query, Request
 
 from ..deps import UserQuery, scoped
-from ..errors import ServiceError
+from ...model import UnavailableError
 from ..schemas import AnswerOut, AnswerRequest, FactList, SearchRequest, SearchResponse
 from ..scoped import ScopedMemory
 
@@ -24,8 +24,7 @@ def search(body: SearchRequest, request: Request, mem: ScopedMemory = Depends(sc
 def answer(body: AnswerRequest, request: Request, mem: ScopedMemory = Depends(scoped)) -> AnswerOut:
     """Answer a question from the user's memories, citing sessions (503 without an LLM)."""
     if mem.memory.llm is None:
-        raise ServiceError(503, "this server has no LLM: start it with --llm to answer questions",
-                           code="llm_not_configured")
+        raise UnavailableError("this server has no LLM: start it with --llm to answer questions")
     result = mem.answer(body.user_id, body.question, question_date=body.question_date, k=body.k,
                         use_filter=body.use_filter)
     request.app.state.memgas.metrics.inc("answers")
