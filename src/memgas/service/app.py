@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import time
 import uuid
@@ -112,7 +113,7 @@ class RequestContext:
             self.state.metrics.observe(scope["method"], template, status, seconds)
             who = scope.get("state", {}).get("principal")
             log.info(json.dumps({"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-                                 "request_id": request_id, "method": scope["method"], "path": scope["path"],
+                                 "pid": os.getpid(), "request_id": request_id, "method": scope["method"], "path": scope["path"],
                                  "route": template, "status": status, "ms": round(seconds * 1000, 2),
                                  "key": getattr(who, "key_id", None)}))
 
