@@ -239,3 +239,14 @@ def test_reads_refuse_malformed_ids_and_bad_queries(tmp_path) -> None:
                 mem.search(**{"query": "last month", "user_id": "u", **kwargs})
         assert mem.search("q" * 10_000, user_id="u", k=1000)[0].session_id == "s"
         assert mem.list(user_id="u")[0]["session_id"] == "s"
+
+
+def test_stats_count_calls_and_their_time_including_a_batch(embedder) -> None:  # type: ignore[no-untyped-def]
+    with Memory(None, embedder=embedder) as mem:
+        mem.add([{"role": "user", "content": "I play chess on Sundays."}], user_id="u", session_id="a")
+        mem.add_many([{"messages": [{"role": "user", "content": f"note {i}"}]} for i in range(3)], user_id="u")
+        for _ in range(4):
+            mem.search("chess", user_id="u")
+        calls = mem.stats()["calls"]
+    assert calls["add"]["count"] == 4 and calls["search"]["count"] == 4 and calls["answer"]["count"] == 0
+    assert calls["add"]["seconds"] > 0 and calls["search"]["seconds"] > 0

@@ -92,7 +92,9 @@ class Memory:
             method_options.setdefault("group_summarizer", LLMGroupSummarizer(self.llm))
         self.method: MemoryMethod = get_method(method, self.embedder, **method_options)
         self._lock = threading.Lock()
-        self._timings: dict[str, list[float]] = {"add": [], "search": [], "answer": []}
+        self._timing_lock = threading.Lock()  # searches run in parallel threads and count themselves here
+        # Per call kind: [count, seconds]. Totals, not lists: a server process runs for months.
+        self._timings: dict[str, list[float]] = {"add": [0, 0.0], "search": [0, 0.0], "answer": [0, 0.0]}
         self._llm_usage = {"add": Usage(), "answer": Usage()}
 
     # -- writes ------------------------------------------------------------------------------
@@ -134,7 +136,7 @@ class Memory:
             stats = self.method.ingest(self.store, session)
             self._llm_usage["add"].add(usage)
         seconds = time.perf_counter() - t0
-        self._timings["add"].append(seconds)
+        self._timed("add", seconds)
         return {
             "session_id": session.session_id,
             "units": stats.n_units,
@@ -203,7 +205,7 @@ class Memory:
                 results.append({"session_id": session.session_id, "units": stats.n_units, "edges": stats.n_edges,
                                 "seconds": round(timings[-1], 4)})
             self._llm_usage["add"].add(usage)
-        self._timings["add"].extend(timings)  # only once committed: a rolled-back batch added nothing
+        self._timed("add", sum(timings), len(timings))  # only once committed: a rolled-back batch added nothing
         return results
 
     def delete(self, session_id: str | None = None, *, user_id: str) -> dict[str, Any]:
@@ -269,7 +271,7 @@ class Memory:
         when = naive_utc(parse_timestamp(query_time) if query_time is not None else datetime.now(timezone.utc))
         t0 = time.perf_counter()
         hits = self.method.search(self.store, user_id, query, k=k, query_time=when, min_score=float(min_score))
-        self._timings["search"].append(time.perf_counter() - t0)
+        self._timed("search", time.perf_counter() - t0)
         return hits
 
     def answer(
@@ -316,7 +318,7 @@ class Memory:
         with provenance.source(user_id, *(h.session_id for h in hits)):
             result = answer_question(self.llm, question, items_from_hits(hits), question_date=when,
                                      use_filter=use_filter)
-        self._timings["answer"].append(time.perf_counter() - t0)
+        self._timed("answer", time.perf_counter() - t0)
         with self._lock:
             self._llm_usage["answer"].add(result.usage)
         return result
@@ -411,14 +413,20 @@ class Memory:
         out["method"] = self.method.config()
         if hasattr(self.method, "pending"):  # zep: extractions waiting for a retry (see Zep.retry_pending)
             out["method"].update(self.method.pending(self.store, user_id))
-        out["calls"] = {name: {"count": len(ts), "seconds": round(sum(ts), 4)} for name, ts in self._timings.items()}
+        out["calls"] = {name: {"count": int(n), "seconds": round(t, 4)} for name, (n, t) in self._timings.items()}
         out["llm"] = None if self.llm is None else {"model": self.llm.id, **{
-            name: {"count": len(self._timings[name]), "total": u.to_dict(),
-                   "per_call": {k: round(v / max(len(self._timings[name]), 1), 3) for k, v in u.to_dict().items()}}
+            name: {"count": int(self._timings[name][0]), "total": u.to_dict(),
+                   "per_call": {k: round(v / max(self._timings[name][0], 1), 3) for k, v in u.to_dict().items()}}
             for name, u in self._llm_usage.items()}}
         if self._unit_writer is not None:
             out["llm"]["units"] = {"written": self._unit_writer.written, "fallbacks": self._unit_writer.fallbacks}
         return out
+
+    def _timed(self, name: str, seconds: float, count: int = 1) -> None:
+        """Count ``count`` finished calls of kind ``name`` that took ``seconds`` in all (for :meth:`stats`)."""
+        with self._timing_lock:
+            self._timings[name][0] += count
+            self._timings[name][1] += seconds
 
     def llm_usage(self) -> dict[str, Any] | None:
         """This process's LLM use for ``add`` and ``answer`` together (``None`` without an LLM): the counters
