@@ -59,6 +59,8 @@ def start_server(db: str | Path, *extra: str, tmp: Path, timeout: float = 90.0,
                  env: dict[str, str] | None = None) -> LiveServer:
     """Start ``memgas serve --db db`` with ``extra`` options on a free loopback port; wait for ``/healthz``.
 
+    The server's caches (the LLM response cache) live under ``tmp/cache``, never in the user's home.
+
     Raises:
         RuntimeError: the server exited or did not answer within ``timeout`` seconds (with its log).
     """
@@ -68,7 +70,8 @@ def start_server(db: str | Path, *extra: str, tmp: Path, timeout: float = 90.0,
            *extra]
     with open(log, "wb") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err,
-                                env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE", **(env or {})})
+                                env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "MEMGAS_CACHE_DIR": str(tmp / "cache"),
+                                     "NO_PROXY": "127.0.0.1", **(env or {})})
     server = LiveServer(f"http://127.0.0.1:{port}", proc, log, str(db))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

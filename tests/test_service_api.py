@@ -243,3 +243,24 @@ def test_postgres_serves_with_several_workers(pg_url: str, tmp_path: Path) -> No
         assert len(pids) == 2  # both workers served
     finally:
         srv.stop()
+
+
+def test_answer_and_llm_metrics_with_an_llm_and_503_when_it_fails(stub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    stub.responder = lambda body: '{"answer": "Miso", "sources": [1]}'  # filter and unit prompts fall back
+    db = tmp_path / "llm.db"
+    key = make_key(db)
+    srv = start_server(db, "--no-mcp", "--llm", f"openai:tiny@{stub.base_url}?retries=0", tmp=tmp_path)
+    try:
+        assert call(srv, "POST", "/v1/sessions", key, json={"user_id": "alice", "messages": MSG}).status_code == 201
+        r = call(srv, "POST", "/v1/answer", key, json={"user_id": "alice", "question": "What is my cat called?"})
+        assert r.status_code == 200, r.text
+        assert r.json()["answer"] == "Miso" and r.json()["llm"]["calls"] >= 1
+        metrics = dict(line.split() for line in call(srv, "GET", "/metrics", key).text.splitlines()
+                       if line.startswith("memgas_llm"))
+        assert int(metrics["memgas_llm_calls_total"]) == len(stub.requests) >= 2
+        assert int(metrics["memgas_llm_prompt_tokens_total"]) == 11 * len(stub.requests)
+        stub.script = [{"status": 500}] * 4
+        failed = call(srv, "POST", "/v1/answer", key, json={"user_id": "alice", "question": "And my dog?"})
+        assert error_of(failed) == (503, "llm_unavailable") and failed.headers["retry-after"]
+    finally:
+        srv.stop()
