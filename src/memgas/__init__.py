@@ -20,6 +20,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from .lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from .client import AsyncClient, Client
     from .memory import Memory
     from .model import (
         ConvergenceError,
@@ -37,6 +38,8 @@ __version__ = "0.1.0"
 #: Each public name and the submodule that defines it.
 _LAZY: dict[str, str] = {
     "Memory": "memory",
+    "Client": "client",
+    "AsyncClient": "client",
     **{name: "model" for name in ("Hit", "TurnHit", "MemgasError", "InvalidInputError", "DuplicateSessionError",
                                   "NotFoundError", "EmbedderMismatchError", "ConvergenceError")},
 }

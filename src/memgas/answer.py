@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .llm import LLM, LLMError, Usage, strip_think, track_usage
 from .llm_units import fit_texts
@@ -53,6 +53,12 @@ class MemoryItem:
     text: str
     timestamp: datetime | None = None
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MemoryItem:
+        """The item of an :meth:`Answer.to_dict` view's ``memories``."""
+        stamp = data.get("timestamp")
+        return cls(str(data["session_id"]), str(data["text"]), datetime.fromisoformat(stamp) if stamp else None)
+
 
 @dataclass(slots=True)
 class Answer:
@@ -79,6 +85,19 @@ class Answer:
             "removed": list(self.removed),
             "llm": self.usage.to_dict(),
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Answer:
+        """The answer of a :meth:`to_dict` view (as the REST API returns it).
+
+        JSON may carry the integer counters of ``llm`` as floats; each is cast back to its field's type.
+        """
+        zero = Usage()
+        counters = {name: type(getattr(zero, name))(value) for name, value in (data.get("llm") or {}).items()
+                    if name in Usage.__dataclass_fields__}
+        return cls(answer=str(data["answer"]), sources=[str(s) for s in data["sources"]],
+                   memories=[MemoryItem.from_dict(m) for m in data["memories"]],
+                   removed=[str(s) for s in data.get("removed", [])], usage=Usage(**counters))
 
 
 # ----------------------------------------------------------------------------- items

@@ -152,6 +152,18 @@ class Fact:
                 "created_at": iso(self.created_at), "episodes": list(self.episodes),
                 "invalidated_by": self.invalidated_by}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Fact:
+        """The fact of a :meth:`to_dict` view (as the REST API returns it; no embedding)."""
+        def when(key: str) -> datetime | None:
+            return datetime.fromisoformat(data[key]) if data.get(key) else None
+
+        by = data.get("invalidated_by")
+        return cls(id=int(data["id"]), subject=str(data["subject"]), relation=str(data["relation"]),
+                   object=str(data["object"]), valid_at=when("valid_at"), invalid_at=when("invalid_at"),
+                   created_at=when("created_at") or _now(), episodes=[str(e) for e in data.get("episodes", [])],
+                   invalidated_by=None if by is None else int(by))
+
 
 @dataclass(frozen=True, slots=True)
 class Triple:

@@ -216,6 +216,11 @@ class TurnHit:
     text: str
     score: float
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TurnHit:
+        """The turn of a :meth:`Hit.to_dict` view (as the REST API returns it)."""
+        return cls(index=int(data["index"]), text=str(data["text"]), score=float(data["score"]))
+
 
 @dataclass(slots=True)
 class Hit:
@@ -251,6 +256,22 @@ class Hit:
             "seed_score": round(float(self.seed_score), 6),
             "method": self.method,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Hit:
+        """The hit of a :meth:`to_dict` view (as the REST API returns it); the timestamp becomes a datetime again."""
+        stamp = data.get("timestamp")
+        return cls(
+            session_id=str(data["session_id"]),
+            score=float(data["score"]),
+            timestamp=datetime.fromisoformat(stamp) if stamp else None,
+            turns=[TurnHit.from_dict(t) for t in data["turns"]],
+            weights={str(g): float(w) for g, w in data["weights"].items()},
+            via_association=bool(data.get("via_association", False)),
+            seed_score=float(data.get("seed_score", 0.0)),
+            method=str(data.get("method", "")),
+            relevance=float(data.get("relevance", 0.0)),
+        )
 
 
 _TS_FORMATS = (

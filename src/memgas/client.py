@@ -1,0 +1,517 @@
+"""A client of ``memgas serve``: :class:`Client` and :class:`AsyncClient`, with the methods of :class:`~memgas.Memory`.
+
+>>> from memgas import Client
+>>> with Client("http://127.0.0.1:8000", api_key="mgs_...") as mem:
+...     mem.add([{"role": "user", "content": "I hiked Mount Hood"}], user_id="alice", session_id="s1")
+...     hits = mem.search("where did I hike?", user_id="alice")
+
+Each method is written once, as a request builder (:class:`_Requests`) that turns its arguments into a
+:class:`_Call`: the HTTP method, path, query and JSON body, and how to decode the answer. The two classes
+only send calls, one with :class:`httpx.Client`, the other with :class:`httpx.AsyncClient`; errors are
+memgas's exceptions, mapped back from the server's status and error code (:func:`_error_of`).
+
+Retries: a ``GET`` (the idempotent reads ``get``, ``list``, ``stats``, ``facts``, ``health``, ``ready``)
+is retried up to ``retries`` times (default :data:`DEFAULT_RETRIES`) when the server cannot be reached or
+answers 503, after 0.25 s, 0.5 s, ... (or the server's ``Retry-After``, at most :data:`MAX_RETRY_WAIT`
+seconds). Writes, ``search`` and ``answer`` are sent once: a failed ``add`` is never sent twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable, Concatenate, Coroutine, Generic, Iterable, Mapping, ParamSpec, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from . import __version__
+from .model import (AuthError, DuplicateSessionError, ForbiddenError, Hit, InvalidInputError, MemgasError,
+                    NotFoundError, RateLimitedError, UnavailableError, check_id)
+
+if TYPE_CHECKING:
+    from .answer import Answer
+    from .kg import Fact
+
+__all__ = ["Client", "AsyncClient", "DEFAULT_RETRIES", "MAX_RETRY_WAIT"]
+
+#: How many times a ``GET`` is retried after a connection failure or a 503.
+DEFAULT_RETRIES = 2
+#: The longest wait before a retry, in seconds, whatever the server's ``Retry-After`` says.
+MAX_RETRY_WAIT = 5.0
+_FIRST_RETRY_WAIT = 0.25
+
+T = TypeVar("T")
+P = ParamSpec("P")
+Timestamp = str | datetime | None
+
+
+@dataclass(frozen=True)
+class _Call(Generic[T]):
+    """One request, ready to send, and how to read its answer.
+
+    ``accept`` are error statuses that ``decode`` reads instead of raising (``/readyz``'s 503).
+    """
+
+    method: str
+    path: str
+    decode: Callable[[httpx.Response], T]
+    params: dict[str, Any] = field(default_factory=dict)
+    body: bytes | None = None
+    accept: frozenset[int] = frozenset()
+
+    @property
+    def retryable(self) -> bool:
+        """Only reads that change nothing may be sent twice."""
+        return self.method == "GET"
+
+
+# -- request building ---------------------------------------------------------------------------------------
+
+def _segment(what: str, value: str) -> str:
+    """An id as one path segment: every character but letters, digits, ``_`` and ``-`` percent-encoded.
+
+    ``/`` would split the segment, and a bare ``.`` or ``..`` would be removed as a dot segment by
+    httpx's URL normalisation (RFC 3986), so both are encoded; the server decodes them back. Checked
+    first (:func:`~memgas.model.check_id`), so an empty id cannot turn into another route.
+    """
+    return quote(check_id(what, value), safe="").replace(".", "%2E")
+
+
+def _iso(value: Timestamp) -> str | None:
+    """A timestamp argument as the server takes it: ISO 8601 text (a naive datetime is read as UTC there)."""
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _json_body(payload: Mapping[str, Any]) -> bytes:
+    """``payload`` as UTF-8 JSON, leaving out ``None`` fields; what JSON cannot hold is the caller's error."""
+    try:
+        return json.dumps({k: v for k, v in payload.items() if v is not None}, ensure_ascii=False,
+                          allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:  # a set, an object, NaN, a lone surrogate: nothing is sent
+        raise InvalidInputError(f"cannot send this request as JSON: {exc}") from None
+
+
+def _as_list(value: Any) -> Any:
+    """An iterable argument (a generator too) as a JSON list; anything else is sent as is, for the server to refuse."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        return value
+    return list(value)
+
+
+def _session_json(session: Mapping[str, Any]) -> dict[str, Any]:
+    """One session of a batch with its timestamp as text (``Memory.add_many`` also takes datetimes)."""
+    if not isinstance(session, Mapping):
+        return session  # the server names the bad position
+    return {**session, "timestamp": _iso(session["timestamp"])} if "timestamp" in session else dict(session)
+
+
+def _json(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        raise MemgasError(f"the server's answer is not JSON (HTTP {response.status_code}): "
+                          f"{response.text[:200]!r}") from None
+
+
+def _add_result(row: Mapping[str, Any]) -> dict[str, Any]:
+    """An add's result as :meth:`Memory.add`/``add_many`` give it (``skipped`` only when true)."""
+    if row.get("skipped"):
+        return {"session_id": row["session_id"], "skipped": True}
+    return {key: row[key] for key in ("session_id", "units", "edges", "seconds")}
+
+
+def _session(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored session as :meth:`Memory.get` gives it (a message's ``name`` only when it has one)."""
+    messages = [{k: v for k, v in m.items() if k != "name" or v is not None} for m in body["messages"]]
+    return {**body, "messages": messages}
+
+
+def _answer(response: httpx.Response) -> Answer:
+    from .answer import Answer  # imports the LLM layer: only when an answer arrives
+
+    return Answer.from_dict(_json(response))
+
+
+def _facts(response: httpx.Response) -> list[Fact]:
+    from .kg import Fact
+
+    return [Fact.from_dict(f) for f in _json(response)["facts"]]
+
+
+class _Requests:
+    """The request builders: one per public method, with its signature and docstring (see the module docstring).
+
+    ``list`` is defined last: in a class body, its name would shadow the builtin in later annotations.
+    """
+
+    @staticmethod
+    def add(messages: Iterable[Any], *, user_id: str, session_id: str | None = None, timestamp: Timestamp = None,
+            metadata: dict[str, Any] | None = None) -> _Call[dict[str, Any]]:
+        """Store one conversation session (:meth:`Memory.add`): ``{"session_id", "units", "edges", "seconds"}``.
+
+        Raises:
+            InvalidInputError: bad messages, ids, timestamp or metadata (nothing is written).
+            DuplicateSessionError: the user already has this session id (nothing is written).
+        """
+        body = _json_body({"user_id": user_id, "messages": _as_list(messages), "session_id": session_id,
+                           "timestamp": _iso(timestamp), "metadata": metadata})
+        return _Call("POST", "/v1/sessions", lambda r: _add_result(_json(r)), body=body)
+
+    @staticmethod
+    def add_many(sessions: Iterable[Mapping[str, Any]], *, user_id: str,
+                 skip_existing: bool = False) -> _Call[list[dict[str, Any]]]:
+        """Store several sessions of one user, all of them or none (:meth:`Memory.add_many`).
+
+        Returns:
+            One dict per session, in order: :meth:`add`'s result, or ``{"session_id", "skipped": True}``.
+
+        Raises:
+            InvalidInputError: a bad session (named by its position), or two sessions with one id.
+            DuplicateSessionError: without ``skip_existing``, a session id the user already has.
+        """
+        batch = _as_list(sessions)
+        if isinstance(batch, list):
+            batch = [_session_json(s) for s in batch]
+        body = _json_body({"user_id": user_id, "sessions": batch,
+                           "skip_existing": skip_existing})
+        return _Call("POST", "/v1/sessions/batch", lambda r: [_add_result(x) for x in _json(r)["results"]], body=body)
+
+    @staticmethod
+    def search(query: str, *, user_id: str, k: int = 5, query_time: Timestamp = None,
+               min_score: float = 0.0) -> _Call[list[Hit]]:
+        """The ``k`` sessions of ``user_id`` most relevant to ``query``, best first (:meth:`Memory.search`).
+
+        Raises:
+            InvalidInputError: an empty or too long query, a bad ``k``, user id, ``query_time`` or ``min_score``.
+            NotFoundError: the user has no memory.
+        """
+        body = _json_body({"user_id": user_id, "query": query, "k": k, "query_time": _iso(query_time),
+                           "min_score": min_score})
+        return _Call("POST", "/v1/search", lambda r: [Hit.from_dict(h) for h in _json(r)["hits"]], body=body)
+
+    @staticmethod
+    def get(session_id: str, *, user_id: str) -> _Call[dict[str, Any]]:
+        """One stored session: its id, user id, timestamp, metadata and messages (:meth:`Memory.get`).
+
+        Raises:
+            InvalidInputError: a malformed user or session id.
+            NotFoundError: unknown user or session.
+        """
+        return _Call("GET", f"/v1/sessions/{_segment('session_id', session_id)}", lambda r: _session(_json(r)),
+                     params={"user_id": user_id})
+
+    @staticmethod
+    def delete(session_id: str | None = None, *, user_id: str) -> _Call[dict[str, Any]]:
+        """Delete one session, or all of the user's memory when ``session_id`` is None (:meth:`Memory.delete`).
+
+        Returns:
+            ``{"user_id", "deleted_sessions"}``.
+
+        Raises:
+            InvalidInputError: a malformed user or session id.
+            NotFoundError: unknown user or session.
+        """
+        if session_id is None:
+            return _Call("DELETE", f"/v1/users/{_segment('user_id', user_id)}", _json)
+        return _Call("DELETE", f"/v1/sessions/{_segment('session_id', session_id)}", _json,
+                     params={"user_id": user_id})
+
+    @staticmethod
+    def stats(user_id: str | None = None) -> _Call[dict[str, Any]]:
+        """Counts for one user, or (an admin key) for the whole store with the server's timings (:meth:`Memory.stats`).
+
+        Raises:
+            NotFoundError: the user has no memory.
+            ForbiddenError: store-wide counts with a tenant key.
+        """
+        return _Call("GET", "/v1/stats", _json, params={"user_id": user_id})
+
+    @staticmethod
+    def answer(question: str, *, user_id: str, question_date: Timestamp = None, k: int = 5,
+               use_filter: bool = True) -> _Call[Answer]:
+        """Answer ``question`` from ``user_id``'s memories, citing the sessions used (:meth:`Memory.answer`).
+
+        Raises:
+            InvalidInputError: an empty question, a bad k or date.
+            NotFoundError: the user has no memory.
+            UnavailableError: the server has no LLM.
+            memgas.llm.LLMError: the server's LLM could not be called.
+        """
+        body = _json_body({"user_id": user_id, "question": question, "question_date": _iso(question_date), "k": k,
+                           "use_filter": use_filter})
+        return _Call("POST", "/v1/answer", _answer, body=body)
+
+    @staticmethod
+    def facts(*, user_id: str, entity: str | None = None, as_of: Timestamp = None,
+              include_invalid: bool = False) -> _Call[list[Fact]]:
+        """The user's knowledge-graph facts, valid now or at ``as_of`` (:meth:`Memory.facts`; a ``zep`` server).
+
+        Raises:
+            InvalidInputError: the server's method keeps no facts.
+            NotFoundError: the user has no memory.
+        """
+        return _Call("GET", "/v1/facts", _facts, params={"user_id": user_id, "entity": entity, "as_of": _iso(as_of),
+                                                          "include_invalid": include_invalid})
+
+    @staticmethod
+    def health() -> _Call[dict[str, Any]]:
+        """``/healthz``: ``{"status": "ok", ...}`` while the server process is up (no key needed)."""
+        return _Call("GET", "/healthz", _json)
+
+    @staticmethod
+    def ready() -> _Call[bool]:
+        """``/readyz``: whether the server can read its store (no key needed); ``False`` while it cannot.
+
+        Raises:
+            UnavailableError: the server cannot be reached.
+        """
+        return _Call("GET", "/readyz", lambda r: r.status_code == 200, accept=frozenset({503}))
+
+    @staticmethod
+    def list(*, user_id: str | None = None) -> _Call[list[dict[str, Any]]]:
+        """The user's sessions (oldest first), or the users this key may see with their session counts when
+        ``user_id`` is None (:meth:`Memory.list`).
+
+        Raises:
+            NotFoundError: the user has no memory.
+        """
+        if user_id is None:
+            return _Call("GET", "/v1/users", lambda r: _json(r)["users"])
+        return _Call("GET", "/v1/sessions", lambda r: _json(r)["sessions"], params={"user_id": user_id})
+
+
+# -- response decoding ----------------------------------------------------------------------------------------
+
+_ERRORS: dict[int, type[MemgasError]] = {
+    400: InvalidInputError, 413: InvalidInputError, 422: InvalidInputError, 409: DuplicateSessionError,
+    404: NotFoundError, 401: AuthError, 403: ForbiddenError, 502: UnavailableError, 503: UnavailableError,
+    504: UnavailableError,
+}
+
+
+def _error_of(response: httpx.Response) -> MemgasError:
+    """The memgas exception of an error answer, with the server's message (see the module docstring)."""
+    try:
+        error = response.json()["error"]
+        code, message = str(error["code"]), str(error["message"])
+    except (ValueError, KeyError, TypeError):  # not the server's JSON (e.g. a proxy's page): say what came
+        code, message = "", f"HTTP {response.status_code}: {response.text[:200]!r}"
+    if response.status_code == 429:
+        return RateLimitedError(message, retry_after=_retry_after(response) or 1.0)
+    if response.status_code == 503 and code == "llm_unavailable":
+        from .llm import LLMError  # loads the LLM layer: only for this error
+
+        return LLMError(message)
+    return _ERRORS.get(response.status_code, MemgasError)(message)
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """The ``Retry-After`` header in seconds (``None`` when absent or an HTTP date)."""
+    try:
+        return max(0.0, float(response.headers["Retry-After"]))
+    except (KeyError, ValueError):
+        return None
+
+
+def _decode(call: _Call[T], response: httpx.Response) -> T:
+    if response.is_success or response.status_code in call.accept:
+        return call.decode(response)
+    raise _error_of(response)
+
+
+# -- sending --------------------------------------------------------------------------------------------------
+
+class _Base:
+    """What both clients share: the server's URL, the key, the retry policy, and when to retry."""
+
+    def __init__(self, url: str, api_key: str | None, *, retries: int) -> None:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise InvalidInputError(f"url must be the server's http:// or https:// address, got {url!r}")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise InvalidInputError(f"retries must be an integer >= 0, got {retries!r}")
+        # httpx joins a relative path onto the base URL's path, so a server behind a prefix works too.
+        self.url = url.rstrip("/")
+        self.retries = retries
+        self._headers = {"User-Agent": f"memgas-client/{__version__}", "Accept": "application/json"}
+        if api_key is not None:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+
+    def _request(self, call: _Call[Any]) -> dict[str, Any]:
+        """The keyword arguments of ``httpx.request`` for ``call``."""
+        headers = {"Content-Type": "application/json"} if call.body is not None else None
+        return {"method": call.method, "url": call.path, "content": call.body, "headers": headers,
+                "params": {k: v for k, v in call.params.items() if v is not None}}
+
+    def _wait(self, call: _Call[Any], attempt: int, response: httpx.Response | None) -> float | None:
+        """Seconds to wait before sending ``call`` again, or ``None`` not to retry.
+
+        ``response`` is ``None`` when the server could not be reached.
+        """
+        if not call.retryable or attempt >= self.retries:
+            return None
+        if response is not None and (response.status_code != 503 or 503 in call.accept):
+            return None
+        hint = _retry_after(response) if response is not None else None
+        return min(MAX_RETRY_WAIT, _FIRST_RETRY_WAIT * 2 ** attempt if hint is None else hint)
+
+    def _unreachable(self, exc: httpx.TransportError) -> UnavailableError:
+        detail = " ".join(str(exc).split()) or type(exc).__name__  # one line; some httpx errors have no text
+        return UnavailableError(f"cannot reach the memgas server at {self.url}: {detail}")
+
+    def _closed(self) -> MemgasError:
+        return MemgasError(f"this {type(self).__name__} is closed")
+
+
+def _sync(build: Callable[P, _Call[T]]) -> Callable[Concatenate[Client, P], T]:
+    """A :class:`Client` method that sends what ``build`` makes (same signature and docstring)."""
+
+    @functools.wraps(build)
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._send(build(*args, **kwargs))
+
+    return _with_self(method, build)
+
+
+def _async(build: Callable[P, _Call[T]]) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, T]]:
+    """An :class:`AsyncClient` coroutine method that sends what ``build`` makes."""
+
+    @functools.wraps(build)
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._send(build(*args, **kwargs))
+
+    return _with_self(method, build)
+
+
+def _with_self(method: Any, build: Callable[..., Any]) -> Any:
+    """Give ``method`` the builder's signature with ``self`` first and the decoded type as its return, so
+    ``help()`` and ``inspect`` show what a caller gets (the annotations are strings: ``"_Call[X]"`` → ``"X"``)."""
+    signature = inspect.signature(build)
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+    returns = str(signature.return_annotation).removeprefix("_Call[").removesuffix("]")
+    method.__signature__ = signature.replace(parameters=[self_param, *signature.parameters.values()],
+                                             return_annotation=returns)
+    return method
+
+
+class Client(_Base):
+    """A synchronous client of ``memgas serve`` with the methods and return types of :class:`~memgas.Memory`.
+
+    Args:
+        url: the server's base URL, e.g. ``"http://127.0.0.1:8000"`` (a path prefix is kept).
+        api_key: a key from ``memgas keys create`` (sent as ``Authorization: Bearer``); ``None`` for a
+            ``--no-auth`` server.
+        timeout: seconds for connecting, and for each read or write.
+        retries: how often a ``GET`` is retried after a connection failure or a 503 (see the module docstring).
+        transport: an :class:`httpx.BaseTransport` to send through instead of the network (tests, proxies).
+
+    Errors are memgas's exceptions: InvalidInputError (400, 413, 422), DuplicateSessionError (409),
+    NotFoundError (404), AuthError (401), ForbiddenError (403), RateLimitedError (429, ``retry_after``),
+    LLMError (503 ``llm_unavailable``), UnavailableError (other 503s, and a server that cannot be reached).
+    """
+
+    def __init__(self, url: str, api_key: str | None = None, *, timeout: float = 30.0,
+                 retries: int = DEFAULT_RETRIES, transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(url, api_key, retries=retries)
+        self._http = httpx.Client(base_url=self.url, headers=self._headers, timeout=timeout, transport=transport)
+
+    def _send(self, call: _Call[T]) -> T:
+        """Send ``call`` (retrying as :meth:`_Base._wait` says) and decode its answer."""
+        if self._http.is_closed:
+            raise self._closed()
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(**self._request(call))
+            except httpx.TransportError as exc:
+                wait = self._wait(call, attempt, None)
+                if wait is None:
+                    raise self._unreachable(exc) from None
+            else:
+                wait = self._wait(call, attempt, response)
+                if wait is None:
+                    return _decode(call, response)
+            time.sleep(wait)
+            attempt += 1
+
+    add = _sync(_Requests.add)
+    add_many = _sync(_Requests.add_many)
+    search = _sync(_Requests.search)
+    get = _sync(_Requests.get)
+    delete = _sync(_Requests.delete)
+    stats = _sync(_Requests.stats)
+    answer = _sync(_Requests.answer)
+    facts = _sync(_Requests.facts)
+    health = _sync(_Requests.health)
+    ready = _sync(_Requests.ready)
+    list = _sync(_Requests.list)
+
+    def close(self) -> None:
+        """Close the connections (idempotent); a later call raises :class:`~memgas.model.MemgasError`."""
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncClient(_Base):
+    """An asyncio client of ``memgas serve``: the methods of :class:`Client`, as coroutines.
+
+    Takes the arguments of :class:`Client`; ``transport`` is an :class:`httpx.AsyncBaseTransport`.
+    Use it as ``async with AsyncClient(url, key) as mem: hits = await mem.search(...)``, or call
+    ``await mem.close()``.
+    """
+
+    def __init__(self, url: str, api_key: str | None = None, *, timeout: float = 30.0,
+                 retries: int = DEFAULT_RETRIES, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        super().__init__(url, api_key, retries=retries)
+        self._http = httpx.AsyncClient(base_url=self.url, headers=self._headers, timeout=timeout, transport=transport)
+
+    async def _send(self, call: _Call[T]) -> T:
+        """Send ``call`` (retrying as :meth:`_Base._wait` says) and decode its answer."""
+        if self._http.is_closed:
+            raise self._closed()
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.request(**self._request(call))
+            except httpx.TransportError as exc:
+                wait = self._wait(call, attempt, None)
+                if wait is None:
+                    raise self._unreachable(exc) from None
+            else:
+                wait = self._wait(call, attempt, response)
+                if wait is None:
+                    return _decode(call, response)
+            await asyncio.sleep(wait)
+            attempt += 1
+
+    add = _async(_Requests.add)
+    add_many = _async(_Requests.add_many)
+    search = _async(_Requests.search)
+    get = _async(_Requests.get)
+    delete = _async(_Requests.delete)
+    stats = _async(_Requests.stats)
+    answer = _async(_Requests.answer)
+    facts = _async(_Requests.facts)
+    health = _async(_Requests.health)
+    ready = _async(_Requests.ready)
+    list = _async(_Requests.list)
+
+    async def close(self) -> None:
+        """Close the connections (idempotent); a later call raises :class:`~memgas.model.MemgasError`."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
