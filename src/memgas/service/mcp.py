@@ -1,18 +1,267 @@
-"""The MCP tools (placeholder until the MCP server lands: nothing is mounted)."""
+"""The MCP server: memgas's tools for agents, over stdio (``memgas mcp``) and streamable HTTP (``/mcp``).
+
+Both transports serve the same tools (:func:`build_server`) over :class:`ScopedMemory`, as the caller
+sees it: the caller's :class:`Principal` lives in a context variable that the transport sets, once for
+the process on stdio (:func:`run_stdio`), and per HTTP request under ``memgas serve`` after the API key
+was verified, exactly as the REST routes verify it (:func:`mount_mcp`). A tool that finds no principal
+refuses to run.
+
+HTTP is served **stateless, with JSON responses**: every POST is verified and handled on its own, so
+the principal of the request is the one its tools see (a stateful session would run later calls in
+the task its first request started, with that request's key), a revoked key stops working at once,
+several worker processes can serve one client, and there is no session table to expire.
+"""
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable
+import argparse
+import contextlib
+import inspect
+import sys
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Annotated, Any, AsyncContextManager, Callable, TypeVar
 
-__all__ = ["mount_mcp"]
+import anyio
+import anyio.to_thread
+from fastapi import FastAPI, Request
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import ToolAnnotations
+from pydantic import Field, ValidationError
+
+from .. import __version__
+from ..memory import Memory
+from ..model import MAX_K, MAX_QUERY_CHARS, MemgasError
+from .app import ServiceState, _error_json
+from .deps import _bearer, _header, principal
+from .errors import status_of
+from .keys import ANONYMOUS, Principal, parse_scope
+from .metrics import Metrics
+from .schemas import (AddResult, AnswerOut, DeleteResult, MessageIn, SearchResponse, SessionId, SessionList,
+                      SessionOut, Timestamp, UserId)
+from .scoped import ScopedMemory
+
+if TYPE_CHECKING:
+    from starlette.types import Receive, Scope, Send
+
+__all__ = ["build_server", "mount_mcp", "run_stdio"]
+
+_T = TypeVar("_T")
+
+#: Who is calling the tools now: set by the transport, read by every tool.
+_principal: ContextVar[Principal] = ContextVar("memgas_mcp_principal")
+
+_INSTRUCTIONS = (
+    "Long-term memory of conversations, per user. Store each finished conversation (session) with "
+    "add_memory; before answering, search_memory for what the user said earlier; get_session shows a "
+    "whole session; delete_memory forgets a session or, explicitly, everything about a user."
+)
+
+Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description=(
+    f"the question or topic, in natural language (at most {MAX_QUERY_CHARS:,} characters)"))]
+K = Annotated[int, Field(ge=1, le=MAX_K, description=f"how many sessions to return, 1-{MAX_K:,}")]
+QueryTime = Annotated[str | None, Field(max_length=64, description=(
+    "ISO 8601 time the question is asked at; anchors 'yesterday', 'last week'. Default: now"))]
+MinScore = Annotated[float, Field(ge=0.0, le=1.0, description=(
+    "leave out sessions whose relevance (0-1) is below this; 0 keeps the k best whatever they score"))]
+Messages = Annotated[list[MessageIn], Field(min_length=1, max_length=10_000, description=(
+    "the conversation in order: [{role: user|assistant|system, content, name?}, ...]"))]
+Metadata = Annotated[dict[str, Any] | None, Field(description=(
+    "a JSON object kept with the session (at most 64 KiB, 32 levels)"))]
+OptionalSession = Annotated[SessionId | None, Field(description=(
+    "the session to delete; leave out (with all_sessions=true) to delete all of the user's memory"))]
+AllSessions = Annotated[bool, Field(description="must be true to delete every session of the user (no session_id)")]
 
 
-def mount_mcp(app: Any, state: Any) -> Callable[[], Any]:
-    """Mount nothing yet; return the lifespan to enter with the app's."""
+def _one_line(exc: MemgasError, who: Principal) -> str:
+    """The error's message as the caller may read it: one line, without its own tenant prefix in user ids."""
+    message = " ".join(str(exc).split())
+    if who.tenant is not None:
+        message = message.replace(f"'{who.tenant}::", "'")
+    return message
 
-    @asynccontextmanager
-    async def lifespan() -> AsyncIterator[None]:
-        yield
 
-    return lifespan
+class _Server(MCPServer):
+    """:class:`MCPServer` whose argument errors are one line, as REST's 422 messages are, not pydantic's report."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        """Call a tool (:meth:`MCPServer.call_tool`)."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            errors = exc.__cause__.errors() if isinstance(exc.__cause__, ValidationError) else None
+            if not errors:
+                raise
+            first = errors[0]
+            where = ".".join(str(part) for part in first["loc"])
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            message = f"Error executing tool {name}: invalid arguments: {where}: {first['msg']}{more}"
+            raise ToolError(message) from exc.__cause__
+
+
+def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer:
+    """The MCP server whose tools act on ``memory`` as the principal of :data:`_principal`.
+
+    ``answer`` is offered only when ``memory`` has an LLM. ``metrics`` (under ``memgas serve``) counts
+    adds, searches and answers as the REST routes do.
+    """
+    server = _Server("memgas", version=__version__, instructions=_INSTRUCTIONS, log_level="WARNING")
+
+    async def call(fn: Callable[[ScopedMemory], _T], counter: str | None = None) -> _T:
+        """Run ``fn`` on the caller's scoped memory in a worker thread; memgas's errors become tool errors."""
+        try:
+            who = _principal.get()
+        except LookupError:  # a transport that forgot to say who calls: refuse rather than guess
+            raise ToolError("no authenticated caller") from None
+        try:
+            result = await anyio.to_thread.run_sync(fn, ScopedMemory(memory, who))
+        except MemgasError as exc:
+            raise ToolError(_one_line(exc, who)) from None
+        if metrics is not None and counter is not None:
+            metrics.inc(counter)
+        return result
+
+    async def add_memory(user_id: UserId, messages: Messages, session_id: SessionId | None = None,
+                         timestamp: Timestamp | None = None, metadata: Metadata = None) -> AddResult:
+        """Store one finished conversation (a session) in the user's long-term memory.
+
+        Call it once per conversation, with all its messages, after it ends (or at a natural break).
+        Give `timestamp` (when it happened) if it is not now, so that later searches about "last
+        week" find it. Returns the session id (a random one unless you pass `session_id`; an id the
+        user already has is refused).
+        """
+        plain = [m.model_dump(exclude_none=True) for m in messages]
+        return AddResult(**await call(lambda mem: mem.add(user_id, plain, session_id=session_id, timestamp=timestamp,
+                                                          metadata=metadata), "adds"))
+
+    async def search_memory(user_id: UserId, query: Query, k: K = 5, query_time: QueryTime = None,
+                            min_score: MinScore = 0.0) -> SearchResponse:
+        """Find what the user said or was told in earlier conversations.
+
+        Use it before answering anything that may depend on the past (preferences, facts about the
+        user, earlier plans). Returns up to `k` sessions, most relevant first, each with its best
+        matching turns as text and a relevance score.
+        """
+        hits = await call(lambda mem: mem.search(user_id, query, k=k, query_time=query_time, min_score=min_score),
+                          "searches")
+        return SearchResponse(hits=hits)
+
+    async def get_session(user_id: UserId, session_id: SessionId) -> SessionOut:
+        """The full stored conversation of one session (its messages, timestamp and metadata).
+
+        Use it when a search hit's turns are not enough context.
+        """
+        return SessionOut(**await call(lambda mem: mem.get(user_id, session_id)))
+
+    async def list_sessions(user_id: UserId) -> SessionList:
+        """The user's stored sessions, oldest first: ids, timestamps and sizes (not their content)."""
+        return SessionList(sessions=await call(lambda mem: mem.sessions(user_id)))
+
+    async def delete_memory(user_id: UserId, session_id: OptionalSession = None,
+                            all_sessions: AllSessions = False) -> DeleteResult:
+        """Forget: delete one session of the user, or everything stored about the user.
+
+        Pass `session_id` to delete that session. To delete ALL of the user's memory, leave out
+        `session_id` and pass `all_sessions: true`. Deletion cannot be undone.
+        """
+        if (session_id is not None) != all_sessions:
+            return DeleteResult(**await call(lambda mem: mem.delete(user_id, session_id)))
+        if session_id is None:
+            raise ToolError("pass session_id to delete one session, or all_sessions=true to delete all the memory "
+                            f"of user {user_id!r}")
+        raise ToolError("pass either session_id or all_sessions=true, not both")
+
+    def add(fn: Callable[..., Any], annotations: ToolAnnotations) -> None:
+        server.add_tool(fn, description=inspect.getdoc(fn), annotations=annotations)
+
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    add(add_memory, ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                                    open_world_hint=False))
+    add(search_memory, read_only)
+    add(get_session, read_only)
+    add(list_sessions, read_only)
+    add(delete_memory, ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
+                                       open_world_hint=False))
+
+    if memory.llm is not None:
+        async def answer(user_id: UserId, question: Query, k: K = 5, question_date: QueryTime = None) -> AnswerOut:
+            """Answer a question from the user's memories with the server's LLM, citing the sessions used.
+
+            Use it when you want a short answer rather than the raw search hits; `sources` lists the
+            session ids the answer rests on.
+            """
+            return AnswerOut(**await call(lambda mem: mem.answer(user_id, question, question_date=question_date,
+                                                                 k=k), "answers"))
+
+        add(answer, read_only)
+    return server
+
+
+class _Authenticated:
+    """ASGI app: verify the API key as the REST routes do (401/429 as JSON), then serve MCP as its principal."""
+
+    #: The route template the request's metrics and log line show (FastAPI names only its own routes in the scope).
+    path = "/mcp"
+
+    def __init__(self, server: MCPServer) -> None:
+        self.server = server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope["route"] = self
+        request = Request(scope, receive)
+        try:
+            # In a worker thread, as REST runs it: it reads the store (and takes the rate limiter's lock).
+            who = await anyio.to_thread.run_sync(principal, request, await _bearer(request), await _header(request))
+        except MemgasError as exc:  # AuthError or RateLimitedError
+            status, code, headers = status_of(exc)
+            request_id = scope.get("state", {}).get("request_id", "")
+            await _error_json(status, code, str(exc), request_id, headers)(scope, receive, send)
+            return
+        token = _principal.set(who)  # the SDK's per-request tasks start from this context, so they see it
+        try:
+            await self.server.session_manager.handle_request(scope, receive, send)
+        finally:
+            _principal.reset(token)
+
+
+def mount_mcp(app: FastAPI, state: ServiceState) -> Callable[[], AsyncContextManager[None]]:
+    """Serve the MCP tools at ``/mcp`` of ``app`` (same API keys as REST); return the lifespan to enter.
+
+    DNS-rebinding protection (Host and Origin checks) is on only without authentication, when the
+    server is bound to loopback and a web page could otherwise reach it through a rebound name; with
+    keys a page cannot call it anyway, and the check would refuse every name but ``localhost``.
+    """
+    server = build_server(state.memory, metrics=state.metrics)
+    loopback = TransportSecuritySettings(
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"])
+    security = loopback if not state.auth else TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    # Builds the session manager (server.session_manager); its own Starlette app is not used.
+    server.streamable_http_app(stateless_http=True, json_response=True, transport_security=security,
+                               max_request_body_size=state.max_body)
+    app.add_route(_Authenticated.path, _Authenticated(server), include_in_schema=False)
+    return server.session_manager.run
+
+
+def run_stdio(args: argparse.Namespace) -> None:
+    """``memgas mcp``: serve the tools over stdin/stdout until the client closes them.
+
+    Acts on every user, or with ``--tenant NAME`` on that tenant's users only. Only the MCP protocol
+    goes to stdout: anything printed while the memory opens goes to stderr.
+
+    Raises:
+        InvalidInputError: a malformed tenant name.
+    """
+    who = ANONYMOUS
+    if args.tenant is not None:
+        _, tenant = parse_scope(f"tenant:{args.tenant}")
+        who = Principal(key_id="stdio", tenant=tenant)
+    with contextlib.redirect_stdout(sys.stderr):
+        memory = Memory(args.db, method=args.method, llm=args.llm)
+    try:
+        server = build_server(memory)
+        _principal.set(who)  # anyio.run starts from this context, and every task it makes copies it
+        anyio.run(server.run_stdio_async)
+    finally:
+        memory.close()
