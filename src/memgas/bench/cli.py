@@ -59,16 +59,24 @@ def _overrides(pairs: list[str]) -> dict[str, Any]:
 def add_bench_parser(sub: Any) -> None:
     """Register the ``bench`` subcommand on the main parser's subparsers."""
     sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
-    sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost", "live", "kg", "store", "scale"),
+    sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost", "live", "kg", "store", "scale", "http"),
                     help="a retrieval benchmark; 'cost': add/search cost on LongMemEval-S sessions; 'live': add then "
                          "search, session after session, as an agent does; 'kg': the temporal knowledge graph's "
                          "update behaviour on the LongMemEval oracle (needs --llm); 'store': adds/s and searches/s "
                          "of --clients processes on one store; 'scale': store size, cold/warm search and memory per "
-                         "cached user at --users users")
+                         "cached user at --users users; 'http': search and add over a `memgas serve` subprocess "
+                         "beside the same calls in-process, at --clients concurrent clients")
     sp.add_argument("--sessions", type=int, default=None,
                     help="cost, live: sessions to add to one user (default 500; live: the last checkpoint); "
-                         "store: sessions each client adds (default 10); scale: sessions per user (default 20)")
-    sp.add_argument("--clients", type=_ks, default=None, help="store: client-process counts to run (default 1,4,8)")
+                         "store: sessions each client adds (default 10); scale: sessions per user (default 20); "
+                         "http: sessions of the searched user (default 50)")
+    sp.add_argument("--clients", type=_ks, default=None,
+                    help="store: client-process counts to run (default 1,4,8); http: concurrent client threads "
+                         "(default 1,8,32)")
+    sp.add_argument("--requests", type=int, default=None,
+                    help="http: searches per client (default 20); each client adds a quarter as many sessions "
+                         "(at least 1)")
+    sp.add_argument("--json", action="store_true", help="http: print the results as JSON instead of the table")
     sp.add_argument("--searches", type=int, default=20, help="store: searches per client (default 20)")
     sp.add_argument("--users", type=_ks, default=None, help="scale: user counts to measure at (default 100,1000,10000)")
     sp.add_argument("--checkpoints", type=_ks, default=None,
@@ -88,8 +96,8 @@ def add_bench_parser(sub: Any) -> None:
                          "(keyed by embedder and ingest settings); default: ingest in memory every time")
     sp.add_argument("--backend", default=None, metavar="URL",
                     help="locomo, longmemeval: ingest every haystack into this store (e.g. postgresql://user@host/db), "
-                         "each as its own user, afresh each run; store: the store measured (default: a SQLite file "
-                         "in --out)")
+                         "each as its own user, afresh each run; store, http: the store measured (default: a SQLite "
+                         "file in --out)")
     sp.add_argument("--pg-temp", action="store_true",
                     help="run on a throwaway PostgreSQL cluster (initdb/pg_ctl on a free loopback port, removed "
                          "afterwards) instead of --backend")
@@ -211,6 +219,15 @@ def _backend(args: argparse.Namespace, database: str = "memgas_bench") -> Iterat
         yield cluster.create_database(database)
 
 
+def _target(backend: str | None, sqlite: Path) -> tuple[str, str]:
+    """The measured store and its label: ``backend``, else ``sqlite`` removed first (a fresh file each run)."""
+    if backend is not None:
+        return backend, "PostgreSQL" if backend.startswith(("postgresql://", "postgres://")) else "SQLite"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{sqlite}{suffix}").unlink(missing_ok=True)
+    return str(sqlite), "SQLite"
+
+
 def _cmd_store(args: argparse.Namespace) -> int:
     """``bench store`` / ``bench scale``: on ``--backend``, ``--pg-temp`` or a fresh SQLite file in ``--out``."""
     import json
@@ -226,12 +243,7 @@ def _cmd_store(args: argparse.Namespace) -> int:
     out = args.out or Path("bench-out") / args.dataset
     out.mkdir(parents=True, exist_ok=True)
     with _backend(args) as backend:
-        target = backend
-        if target is None:
-            target = str(out / f"{args.dataset}.db")
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{target}{suffix}").unlink(missing_ok=True)
-        label = "PostgreSQL" if target.startswith(("postgresql://", "postgres://")) else "SQLite"
+        target, label = _target(backend, out / f"{args.dataset}.db")
         if args.dataset == "store":
             result: Any = run_throughput(target, Path(path), args.clients or [1, 4, 8], adds=args.sessions or 10,
                                          searches=args.searches, cache=args.cache, tag=f"tp{int(time.time())}")
@@ -256,6 +268,41 @@ def _cmd_store(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_http(args: argparse.Namespace) -> int:
+    """``bench http``: on ``--backend``, ``--pg-temp`` or a fresh SQLite file in ``--out``."""
+    import json
+
+    from .http import DEFAULT_CLIENTS, DEFAULT_REQUESTS, DEFAULT_SESSIONS, http_markdown, run_http
+    from .report import command_line
+    from .runner import DEFAULT_DATA, versions
+
+    path = args.data or DEFAULT_DATA["longmemeval"]
+    if not Path(path).is_file():
+        raise InvalidInputError(f"LongMemEval data not found at {Path(path).resolve()}; pass --data PATH")
+    out = args.out or Path("bench-out") / "http"
+    out.mkdir(parents=True, exist_ok=True)
+    with _backend(args, "memgas_bench_http") as backend:
+        target, label = _target(backend, out / "http.db")
+        result = run_http(target, Path(path), args.clients or DEFAULT_CLIENTS,
+                          sessions=DEFAULT_SESSIONS if args.sessions is None else args.sessions,
+                          requests=DEFAULT_REQUESTS if args.requests is None else args.requests,
+                          log=out / "server.log", progress=not args.no_progress)
+    command = command_line("memgas bench http")
+    full = {"command": command, "versions": versions(), "store": label, "cpu_cores": os.cpu_count(), **result}
+    server, config = result["server"], result["config"]
+    text = (f"Command: `{command}`\n\nStore: {label}; {os.cpu_count()} CPU cores; server: `{' '.join(server['argv'])}` "
+            f"({server['workers']} worker, {server['auth']}, no rate limit, embedding cache {server['embedding_cache']}); "
+            f"clients: {server['clients']}; the searched user holds {config['sessions']} sessions; per client: "
+            f"{config['searches_per_client']} searches (k = {config['k']}), then {config['adds_per_client']} add(s) "
+            f"to a user of its own.\n\n{http_markdown(result)}")
+    (out / "results.json").write_text(json.dumps(full, indent=1), encoding="utf-8")
+    (out / "report.md").write_text(f"# memgas bench: http\n\n{text}", encoding="utf-8")
+    print(json.dumps(full, indent=1) if args.json else text)
+    if not args.json:
+        print(f"wrote {out / 'results.json'}, {out / 'report.md'}, {out / 'server.log'}")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark, write results.json, report.md and recall_at_k.png, print the table."""
     from ..embed import EmbeddingCache, default_cache_path, get_embedder
@@ -272,6 +319,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _cmd_live(args)
     if args.dataset in ("store", "scale"):
         return _cmd_store(args)
+    if args.dataset == "http":
+        return _cmd_http(args)
     if args.dataset == "kg":
         return _cmd_kg(args, get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path())))
     methods = [m.strip() for m in args.method.split(",") if m.strip()]
