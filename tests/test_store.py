@@ -973,10 +973,12 @@ def test_cli_migrate_and_commands_on_a_postgresql_url(pg_url: str, tmp_path: Pat
 
     from memgas.cli import main
 
+    from memgas.store.postgres import SCHEMA_VERSION as PG_SCHEMA_VERSION
+
     assert main(["migrate", "--db", pg_url]) == 0
-    assert json.loads(capsys.readouterr().out) == {"schema_version_before": 0, "schema_version": 1}
+    assert json.loads(capsys.readouterr().out) == {"schema_version_before": 0, "schema_version": PG_SCHEMA_VERSION}
     assert main(["migrate", "--db", pg_url]) == 0
-    assert json.loads(capsys.readouterr().out)["schema_version_before"] == 1
+    assert json.loads(capsys.readouterr().out)["schema_version_before"] == PG_SCHEMA_VERSION
     session = tmp_path / "s.json"
     session.write_text(json.dumps([{"role": "user", "content": "I keep bees on the roof."}]))
     assert main(["add", "--db", pg_url, "--user", "alice", "--session", "s1", str(session)]) == 0

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..model import GRANULARITIES, Edge, InvalidInputError, Session, Unit
 
-__all__ = ["Store", "UnitTable", "EdgeTable", "SessionInfo", "ApiKeyRecord"]
+__all__ = ["Store", "UnitTable", "EdgeTable", "SessionInfo", "ApiKeyRecord", "ExperienceRecord"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +47,26 @@ class ApiKeyRecord:
     name: str
     created_at: datetime
     revoked_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExperienceRecord:
+    """One item of experience memory (a Buffer-of-Thoughts template, a PRINCIPLES principle, ...).
+
+    ``scope`` says whose experience it is (``agent:NAME`` or ``user:ID``); ``kind`` what it is (a method's
+    own name, e.g. ``template`` or ``pending``); ``key`` the text that is embedded and matched (a template's
+    problem description, a principle's situation), ``vector`` its embedding (``None`` for items not to
+    be matched yet); ``payload`` the rest, a JSON object.
+    """
+
+    id: int
+    scope: str
+    kind: str
+    key: str
+    payload: dict[str, Any]
+    vector: np.ndarray | None
+    created_at: datetime
+    updated_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +260,40 @@ class Store(ABC):
 
         Raises:
             NotFoundError: no key has this id.
+        """
+
+    # -- experience memory (scoped by agent or user, not by session) ------------------------------
+    @abstractmethod
+    def add_experience(self, scope: str, kind: str, key: str, payload: dict[str, Any],
+                       vector: np.ndarray | None) -> int:
+        """Store one experience item; return its id (ids are never reused).
+
+        Raises:
+            InvalidInputError: a malformed scope or kind, key text with NUL characters, a payload that is
+                not a JSON object, or a vector that is not the bound embedder's size (nothing is written).
+        """
+
+    @abstractmethod
+    def list_experiences(self, scope: str, kind: str | None = None) -> list[ExperienceRecord]:
+        """The scope's items (of one kind, or all), oldest first."""
+
+    @abstractmethod
+    def update_experience(self, scope: str, item_id: int, *, kind: str | None = None, key: str | None = None,
+                          payload: dict[str, Any] | None = None, vector: np.ndarray | None = None) -> ExperienceRecord:
+        """Change the given fields of one item (e.g. a pending solution once distilled); return the new record.
+
+        Raises:
+            NotFoundError: the scope has no such item.
+            InvalidInputError: as for :meth:`add_experience`.
+        """
+
+    @abstractmethod
+    def delete_experiences(self, scope: str, ids: Sequence[int] | None = None, *, kind: str | None = None) -> int:
+        """Delete the scope's items with these ids (all of ``kind``, or every item, when ``ids`` is None);
+        return how many went.
+
+        Raises:
+            NotFoundError: an id the scope does not have (nothing is deleted).
         """
 
     # -- consistency ---------------------------------------------------------------------------

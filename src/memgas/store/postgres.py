@@ -5,7 +5,8 @@ and columns of :mod:`memgas.store.sqlite`, so the two backends stay one design, 
 ``user_id`` so that the schema can be distributed by ``user_id`` (Citus) unchanged:
 
 * ``schema_version(version, applied_at)``, ``meta(key, value)`` (``embedder_id``, ``dim``) and
-  ``api_keys`` (the service's keys, as in SQLite): store-wide.
+  ``api_keys`` (the service's keys, as in SQLite): store-wide; ``experiences`` (experience memory, as in
+  SQLite), keyed by its ``scope``.
 * sequences ``version_seq`` (user versions) and ``unit_ids`` (unit ids): drawn numbers are never
   handed out again, not even after a rollback.
 * ``users(user_id, version)``; ``sessions(user_id, pk, session_id, timestamp, metadata, n_messages,
@@ -116,6 +117,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         created_at TEXT NOT NULL,
         revoked_at TEXT,
         CHECK ((scope = 'tenant') = (tenant IS NOT NULL)))""",),
+    # 3: experience memory (memgas.experience), keyed by scope first like every per-user table.
+    ("""CREATE TABLE experiences (
+        scope TEXT COLLATE "C" NOT NULL,
+        id BIGINT GENERATED ALWAYS AS IDENTITY,
+        kind TEXT NOT NULL,
+        key TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        vector BYTEA,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (scope, id))""",
+        "CREATE INDEX experiences_kind ON experiences (scope, kind, id)",),
 )
 
 #: Version of the schema this code reads and writes.
@@ -386,7 +399,7 @@ class PostgresStore(SQLStore):
     def _storage(self, conn: Any) -> dict[str, Any]:
         file_bytes = conn.execute(
             "SELECT sum(pg_total_relation_size(to_regclass(t))) FROM unnest(%s::text[]) AS t",
-            (["meta", "users", "sessions", "messages", "units", "edges", "schema_version", "api_keys"],)).fetchone()[0]
+            (["meta", "users", "sessions", "messages", "units", "edges", "schema_version", "api_keys", "experiences"],)).fetchone()[0]
         return {"path": None, "url": _redact(self._url), "file_bytes": int(file_bytes)}
 
     # -- writes ------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import operator
+import re
 from abc import abstractmethod
 from contextlib import AbstractContextManager
 from datetime import datetime, timezone
@@ -28,9 +29,10 @@ from ..model import (
     Session,
     Unit,
     check_id,
+    check_unicode,
     parse_timestamp,
 )
-from .base import ApiKeyRecord, EdgeTable, SessionInfo, Store, UnitTable
+from .base import ApiKeyRecord, EdgeTable, ExperienceRecord, SessionInfo, Store, UnitTable
 
 __all__ = ["SQLStore"]
 
@@ -84,6 +86,44 @@ def _unit_rows(session: Session, units: Sequence[Unit], dim: int | None) -> list
             raise InvalidInputError(f"unit {i}: vector has NaN or infinite values")
         rows.append((GRANULARITIES.index(u.granularity), start, end, chunk, u.text, vec.tobytes()))
     return rows
+
+
+_SCOPE_RE = re.compile(r"(agent|user):[\w.:@/+-]{1,256}")
+_KIND_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+
+def _experience_fields(scope: str, kind: str | None, key: str | None, payload: dict[str, Any] | None,
+                       vector: np.ndarray | None, dim: int | None) -> tuple[str | None, bytes | None]:
+    """Validate an experience item's fields; return ``(payload JSON, vector bytes)`` (``None`` where not given).
+
+    Raises:
+        InvalidInputError: see :meth:`Store.add_experience`.
+    """
+    if not isinstance(scope, str) or not _SCOPE_RE.fullmatch(scope):
+        raise InvalidInputError(f"invalid experience scope {scope!r}: use 'agent:NAME' or 'user:ID'")
+    if kind is not None and (not isinstance(kind, str) or not _KIND_RE.fullmatch(kind)):
+        raise InvalidInputError(f"invalid experience kind {kind!r}: 1-32 of a-z 0-9 _, starting with a letter")
+    if key is not None:
+        if not isinstance(key, str) or "\x00" in key:
+            raise InvalidInputError("an experience key must be a string without NUL characters")
+        check_unicode("experience key", key)
+    text = None
+    if payload is not None:
+        if not isinstance(payload, dict):
+            raise InvalidInputError(f"an experience payload must be a JSON object, got {type(payload).__name__}")
+        try:
+            text = json.dumps(payload, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"experience payload is not JSON: {exc}") from None
+        check_unicode("experience payload", text)
+    blob = None
+    if vector is not None:
+        vec = np.asarray(vector)
+        if dim is None or vec.shape != (dim,) or not np.isfinite(vec).all():
+            raise InvalidInputError(f"an experience vector must be {dim} finite floats (the store's embedder), "
+                                    f"got shape {vec.shape}")
+        blob = vec.astype(_VEC_DTYPE).tobytes()
+    return text, blob
 
 
 def _edge_rows(edges: Sequence[Edge], n_new: int) -> list[tuple[int, int, float]]:
@@ -444,6 +484,75 @@ class SQLStore(Store):
         if row is None:
             raise NotFoundError(f"no API key with id {key_id!r}")
         return self._key_record(row)
+
+    # -- experience memory -----------------------------------------------------------------------
+    _EXPERIENCE_COLUMNS: ClassVar[str] = "id, scope, kind, key, payload, vector, created_at, updated_at"
+
+    @staticmethod
+    def _experience_record(row: Any) -> ExperienceRecord:
+        vector = None if row[5] is None else np.frombuffer(bytes(row[5]), dtype=_VEC_DTYPE).astype(np.float32)
+        return ExperienceRecord(int(row[0]), row[1], row[2], row[3], json.loads(row[4]), vector,
+                                datetime.fromisoformat(row[6]), datetime.fromisoformat(row[7]))
+
+    def add_experience(self, scope: str, kind: str, key: str, payload: dict[str, Any],
+                       vector: np.ndarray | None) -> int:
+        """Store one experience item (see :meth:`Store.add_experience`)."""
+        if kind is None or key is None or payload is None:
+            raise InvalidInputError("an experience item needs a kind, a key and a payload")
+        with self._write(scope) as conn:
+            text, blob = _experience_fields(scope, kind, key, payload, vector, self._dim(conn))
+            now = datetime.now(timezone.utc).isoformat()
+            return int(conn.execute(
+                self._q("INSERT INTO experiences (scope, kind, key, payload, vector, created_at, updated_at)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id"),
+                (scope, kind, key, text, blob, now, now)).fetchone()[0])
+
+    def list_experiences(self, scope: str, kind: str | None = None) -> list[ExperienceRecord]:
+        """The scope's items, oldest first (see :meth:`Store.list_experiences`)."""
+        _experience_fields(scope, kind, None, None, None, None)
+        where, args = ("AND kind = ?", (scope, kind)) if kind is not None else ("", (scope,))
+        with self._read() as conn:
+            rows = conn.execute(self._q(f"SELECT {self._EXPERIENCE_COLUMNS} FROM experiences WHERE scope = ? {where}"
+                                        " ORDER BY id"), args).fetchall()
+        return [self._experience_record(r) for r in rows]
+
+    def update_experience(self, scope: str, item_id: int, *, kind: str | None = None, key: str | None = None,
+                          payload: dict[str, Any] | None = None, vector: np.ndarray | None = None) -> ExperienceRecord:
+        """Change some fields of one item (see :meth:`Store.update_experience`)."""
+        with self._write(scope) as conn:
+            text, blob = _experience_fields(scope, kind, key, payload, vector, self._dim(conn))
+            changes = {name: value for name, value in (("kind", kind), ("key", key), ("payload", text),
+                                                        ("vector", blob)) if value is not None}
+            changes["updated_at"] = datetime.now(timezone.utc).isoformat()
+            assignments = ", ".join(f"{name} = ?" for name in changes)
+            row = conn.execute(
+                self._q(f"UPDATE experiences SET {assignments} WHERE scope = ? AND id = ?"
+                        f" RETURNING {self._EXPERIENCE_COLUMNS}"),
+                (*changes.values(), scope, int(item_id))).fetchone()
+        if row is None:
+            raise NotFoundError(f"{scope} has no experience item {item_id}")
+        return self._experience_record(row)
+
+    def delete_experiences(self, scope: str, ids: Sequence[int] | None = None, *, kind: str | None = None) -> int:
+        """Delete some or all of the scope's items (see :meth:`Store.delete_experiences`)."""
+        _experience_fields(scope, kind, None, None, None, None)
+        with self._write(scope) as conn:
+            if ids is None:
+                where, args = ("AND kind = ?", (scope, kind)) if kind is not None else ("", (scope,))
+                n = conn.execute(self._q(f"DELETE FROM experiences WHERE scope = ? {where}"), args).rowcount
+            else:
+                wanted = sorted({int(i) for i in ids})
+                found = {int(r[0]) for r in conn.execute(
+                    self._q("SELECT id FROM experiences WHERE scope = ?"), (scope,)).fetchall()}
+                missing = [i for i in wanted if i not in found]
+                if missing:
+                    raise NotFoundError(f"{scope} has no experience items {missing}: nothing was deleted")
+                n = 0
+                for i in wanted:
+                    n += conn.execute(self._q("DELETE FROM experiences WHERE scope = ? AND id = ?"), (scope, i)).rowcount
+            if n:
+                self._deleted()
+        return n
 
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
         """Counts for one user, or for the whole store when ``user_id`` is ``None`` (a cross-user read).

@@ -15,6 +15,8 @@ Schema (version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_version``):
 * ``edges(src, dst, weight, user_id)``: each undirected edge stored once, with ``src < dst``.
 * ``api_keys(key_id, secret_hash, scope, tenant, users, name, created_at, revoked_at)``: the service's
   API keys (:mod:`memgas.service.keys`), store-wide; only a SHA-256 of each key's secret is kept.
+* ``experiences(id, scope, kind, key, payload, vector, created_at, updated_at)``: experience memory
+  (:mod:`memgas.experience`), scoped by ``agent:NAME`` or ``user:ID``.
 
 Deleting a session cascades (foreign keys) to its messages, its units and every edge touching
 those units, whichever session the other endpoint belongs to.
@@ -110,6 +112,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         created_at TEXT NOT NULL,
         revoked_at TEXT,
         CHECK ((scope = 'tenant') = (tenant IS NOT NULL)))""",),
+    # 3: experience memory (memgas.experience): templates, principles, ... per agent or user.
+    ("""CREATE TABLE experiences (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        scope TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        key TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        vector BLOB,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL)""",
+        "CREATE INDEX experiences_scope ON experiences (scope, kind, id)",),
 )
 
 #: Version of the on-disk schema this code reads and writes.
