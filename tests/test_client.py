@@ -13,7 +13,6 @@ import re
 import threading
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
@@ -22,6 +21,7 @@ import pytest
 import memgas
 from memgas import AsyncClient, Client, Hit, TurnHit
 from memgas.answer import Answer
+from memgas.client import DEFAULT_RETRIES, MAX_RETRY_WAIT
 from memgas.llm import LLMError
 from memgas.model import (AuthError, DuplicateSessionError, ForbiddenError, InvalidInputError, MemgasError,
                           NotFoundError, RateLimitedError, UnavailableError)
@@ -302,6 +302,24 @@ def test_reads_are_retried_a_bounded_number_of_times_and_adds_never(kind: str) -
             assert await done(mem.ready()) is False and len(srv.requests) == 4  # a probe's 503 is its answer
 
         run(scenario, kind, srv.url, "k", retries=2)
+
+
+def test_retries_back_off_and_honour_retry_after_up_to_a_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    waits: list[float] = []
+    monkeypatch.setattr("memgas.client.time.sleep", waits.append)
+    with Scripted(503, error("unavailable", "busy")) as srv, Client(srv.url, retries=3) as mem:
+        with pytest.raises(UnavailableError):
+            mem.list()
+    assert waits == [0.25, 0.5, 1.0]
+    waits.clear()
+    with Scripted(503, error("unavailable", "busy"), {"Retry-After": "120"}) as srv, Client(srv.url) as mem:
+        with pytest.raises(UnavailableError):
+            mem.list()
+    assert waits == [MAX_RETRY_WAIT] * DEFAULT_RETRIES
+    waits.clear()
+    with Client(f"http://127.0.0.1:{free_port()}") as mem, pytest.raises(UnavailableError):
+        mem.stats()
+    assert waits == [0.25, 0.5]
 
 
 def test_error_codes_and_foreign_answers_are_decoded() -> None:

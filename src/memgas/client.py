@@ -104,7 +104,7 @@ def _as_list(value: Any) -> Any:
     return list(value)
 
 
-def _session_json(session: Mapping[str, Any]) -> dict[str, Any]:
+def _session_json(session: Any) -> Any:
     """One session of a batch with its timestamp as text (``Memory.add_many`` also takes datetimes)."""
     if not isinstance(session, Mapping):
         return session  # the server names the bad position
