@@ -30,6 +30,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from .bench.cli import add_bench_parser  # noqa: E402
 from .model import InvalidInputError, MemgasError, NotFoundError  # noqa: E402
+from .experience.commands import add_experience_parsers  # noqa: E402
 from .service.commands import add_service_parsers  # noqa: E402
 
 if TYPE_CHECKING:
@@ -427,6 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_migrate)
 
     add_service_parsers(sub, common)
+    add_experience_parsers(sub, common)
     add_bench_parser(sub)
     return p
 

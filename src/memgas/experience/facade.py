@@ -1,0 +1,83 @@
+"""``Experience``: an agent's (or a user's) experience memory over a store, an embedder and an LLM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..embed import Embedder, EmbeddingCache, get_embedder
+from ..llm import LLM, ChatModel, default_llm_cache_path, get_llm
+from ..store import Store, open_store
+from .bank import ExperienceBank, scope_of
+
+if TYPE_CHECKING:
+    from .bot import BufferOfThoughts
+    from .principles import Principles
+
+__all__ = ["Experience"]
+
+
+class Experience:
+    """Experience memory of one agent (shared by its users) or one user.
+
+    >>> exp = Experience("memory.db", agent_id="solver", llm="local")
+    >>> exp.templates.solve("Use 4 7 8 8 to make 24")          # Buffer of Thoughts
+    >>> exp.principles.recall("the user feels ignored at work")  # PRINCIPLES
+
+    Args:
+        path: a store (SQLite file, ``postgresql://`` URL, or an open :class:`~memgas.store.Store`); the
+            same store as a :class:`~memgas.memory.Memory` may be used (experience lives in its own table).
+        agent_id: whose experience: an agent's, shared across its users ...
+        user_id: ... or one user's (exactly one of the two).
+        embedder: as for :class:`~memgas.memory.Memory` (the store's embedder must match).
+        llm: an LLM spec or instance; every learning step needs one, lookups (``recall``) do not.
+        llm_cache: the response cache for an LLM given by spec (default: ``llm.sqlite`` in the cache folder).
+        **options: thresholds and settings passed to both designs by name, e.g. ``templates={"dedup": 0.9}``.
+    """
+
+    def __init__(self, path: str | Path | Store | None = None, *, agent_id: str | None = None,
+                 user_id: str | None = None, embedder: str | Embedder | None = None,
+                 llm: str | LLM | ChatModel | None = None, llm_cache: str | Path | None = None,
+                 templates: dict[str, Any] | None = None, principles: dict[str, Any] | None = None) -> None:
+        scope = scope_of(agent_id, user_id)
+        self.store = open_store(path)
+        self._own_store = not isinstance(path, Store)
+        self._embedding_cache = EmbeddingCache(None)
+        self.embedder = get_embedder(embedder, cache=self._embedding_cache)
+        self.llm = None if llm is None else get_llm(llm, cache=llm_cache or default_llm_cache_path())
+        self.bank = ExperienceBank(self.store, self.embedder, scope)
+        self._options = {"templates": templates or {}, "principles": principles or {}}
+        self._templates: BufferOfThoughts | None = None
+        self._principles: Principles | None = None
+
+    @property
+    def templates(self) -> "BufferOfThoughts":
+        """Buffer of Thoughts over this scope (see :mod:`memgas.experience.bot`)."""
+        if self._templates is None:
+            from .bot import BufferOfThoughts
+
+            self._templates = BufferOfThoughts(self.bank, self.llm, **self._options["templates"])
+        return self._templates
+
+    @property
+    def principles(self) -> "Principles":
+        """PRINCIPLES over this scope (see :mod:`memgas.experience.principles`)."""
+        if self._principles is None:
+            from .principles import Principles
+
+            self._principles = Principles(self.bank, self.llm, **self._options["principles"])
+        return self._principles
+
+    def close(self) -> None:
+        """Close what this object opened (the store unless it was given open, the caches)."""
+        if self._own_store:
+            self.store.close()
+        self._embedding_cache.close()
+        if self.llm is not None and self.llm.cache is not None:
+            self.llm.cache.close()
+
+    def __enter__(self) -> "Experience":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
