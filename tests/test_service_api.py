@@ -201,6 +201,15 @@ def test_no_auth_only_on_loopback_and_with_a_warning(tmp_path: Path) -> None:
     try:
         assert call(srv, "POST", "/v1/sessions", json={"user_id": "x", "messages": MSG}).status_code == 201
         assert any("warning: --no-auth" in line for line in srv.log_lines())
+        # Without keys, a browser page reaching the server through a rebound DNS name or from another
+        # origin is refused (421) before it can read or delete anything.
+        port = srv.url.rsplit(":", 1)[1]
+        for headers in ({"Host": f"evil.example:{port}"}, {"Origin": "http://evil.example"},
+                        {"Host": f"127.0.0.1.evil.example:{port}"}):
+            r = call(srv, "DELETE", "/v1/users/x", headers=headers)
+            assert error_of(r) == (421, "misdirected_request"), headers
+        assert call(srv, "GET", "/v1/sessions", params={"user_id": "x"}, headers={"Host": f"localhost:{port}"}
+                    ).status_code == 200  # not deleted, and loopback names pass
     finally:
         srv.stop()
 

@@ -316,7 +316,10 @@ def test_http_without_auth_serves_loopback_names_only(tmp_path: Path) -> None:
         assert rebound.status_code == 421
         foreign = httpx.post(f"{server.url}/mcp", json=body, headers={**JSON_RPC_HEADERS,
                                                                       "Origin": "http://evil.example"})
-        assert foreign.status_code == 403
+        assert foreign.status_code == 421 and foreign.json()["error"]["code"] == "misdirected_request"
         assert httpx.post(f"{server.url}/mcp", json=body, headers=JSON_RPC_HEADERS).status_code == 200
+        for host in (f"localhost:{port}", f"127.0.0.5:{port}", f"[::1]:{port}"):  # every loopback name
+            assert httpx.post(f"{server.url}/mcp", json=body, headers={**JSON_RPC_HEADERS, "Host": host,
+                                                                         "Origin": f"http://{host}"}).status_code == 200
     finally:
         server.stop()

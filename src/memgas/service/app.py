@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -28,12 +29,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .. import __version__
 from ..memory import Memory
 from ..model import MemgasError
+from .serve import is_loopback
 from .errors import STATUS_CODES, status_of
 from .metrics import Metrics
 from .ratelimit import RateLimiter
 from .schemas import ErrorResponse
 
-__all__ = ["create_app", "ServiceState", "DEFAULT_MAX_BODY"]
+__all__ = ["create_app", "ServiceState", "DEFAULT_MAX_BODY", "error_response"]
 
 log = logging.getLogger("memgas.service")
 
@@ -53,10 +55,26 @@ class ServiceState:
     metrics: Metrics = field(default_factory=Metrics)
 
 
-def _error_json(status: int, code: str, message: str, request_id: str, headers: dict[str, str] | None = None,
-                ) -> JSONResponse:
+def error_response(status: int, code: str, message: str, request_id: str,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    """The JSON error reply every failure gets: ``{"error": {"code", "message"}, "request_id"}``."""
     body = {"error": {"code": code, "message": message}, "request_id": request_id}
     return JSONResponse(body, status_code=status, headers={**(headers or {}), "X-Request-ID": request_id})
+
+
+def _loopback_host(netloc: str) -> bool:
+    """Whether a Host header or an origin's ``host[:port]`` (``[v6][:port]``) names this machine."""
+    host = netloc[1:netloc.find("]")] if netloc.startswith("[") else netloc.rsplit(":", 1)[0]
+    return is_loopback(host)
+
+
+def _local_request(headers: dict[str, str]) -> bool:
+    """A request addressed to a loopback host, from no origin or a loopback one (the ``--no-auth`` rule)."""
+    host = headers.get("host", "")
+    origin = headers.get("origin")
+    if not _loopback_host(host):
+        return False
+    return origin is None or _loopback_host(urlsplit(origin).netloc)
 
 
 class RequestContext:
@@ -98,32 +116,37 @@ class RequestContext:
                     raise HTTPException(413, too_large)
             return message
 
+        if not self.state.auth and not _local_request(headers):
+            # Without keys only this machine may call; a page in a browser reaching us through a rebound
+            # DNS name (another Host) or from a foreign Origin is refused before it touches any data.
+            status = 421
+            await error_response(421, "misdirected_request", "without API keys (--no-auth) this server answers only "
+                                 "requests addressed to a loopback host from a loopback origin", request_id)(
+                                     scope, receive, send)
+            self._finish(scope, request_id, status, t0)
+            return
         length = headers.get("content-length", "")
         too_large = f"request body over the limit of {limit:,} bytes"
         try:
             if length.isdigit() and int(length) > limit:  # refused before a byte of it is read
                 status = 413
-                await _error_json(413, "payload_too_large", too_large, request_id)(scope, receive, send)
+                await error_response(413, "payload_too_large", too_large, request_id)(scope, receive, send)
             else:
                 await self.app(scope, limited_receive, send_with_id)
         finally:
-            seconds = time.perf_counter() - t0
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
-            self.state.metrics.observe(scope["method"], template, status, seconds)
-            who = scope.get("state", {}).get("principal")
-            log.info(json.dumps({"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-                                 "pid": os.getpid(), "request_id": request_id, "method": scope["method"], "path": scope["path"],
-                                 "route": template, "status": status, "ms": round(seconds * 1000, 2),
-                                 "key": getattr(who, "key_id", None)}))
+            self._finish(scope, request_id, status, t0)
 
-
-def _tenant_free(message: str, request: Request) -> str:
-    """An error message without the caller's tenant prefix in user ids (the caller never wrote it)."""
-    who = getattr(request.state, "principal", None)
-    if who is not None and who.tenant is not None:
-        message = message.replace(f"'{who.tenant}::", "'")
-    return message
+    def _finish(self, scope: Scope, request_id: str, status: int, t0: float) -> None:
+        """Count the request in the metrics and write its log line."""
+        seconds = time.perf_counter() - t0
+        route = scope.get("route")
+        template = getattr(route, "path", None) or "unmatched"
+        self.state.metrics.observe(scope["method"], template, status, seconds)
+        who = scope.get("state", {}).get("principal")
+        log.info(json.dumps({"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), "pid": os.getpid(),
+                             "request_id": request_id, "method": scope["method"], "path": scope["path"],
+                             "route": template, "status": status, "ms": round(seconds * 1000, 2),
+                             "key": getattr(who, "key_id", None)}))
 
 
 def create_app(memory: Memory, *, auth: bool = True, rate_limit: float | None = None,
@@ -176,7 +199,7 @@ def create_app(memory: Memory, *, auth: bool = True, rate_limit: float | None = 
         where = ".".join(str(p) for p in first.get("loc", ()))
         message = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request"
         extra = len(exc.errors()) - 1
-        return _error_json(422, "validation_error", message + (f" (and {extra} more)" if extra > 0 else ""),
+        return error_response(422, "validation_error", message + (f" (and {extra} more)" if extra > 0 else ""),
                            request_id(request))
 
     @app.exception_handler(StarletteHTTPException)
@@ -185,18 +208,20 @@ def create_app(memory: Memory, *, auth: bool = True, rate_limit: float | None = 
         message = exc.detail if isinstance(exc.detail, str) else code
         if exc.status_code == 404 and message == "Not Found":
             message = f"no route {request.method} {request.url.path}"
-        return _error_json(exc.status_code, code, message, request_id(request), dict(exc.headers or {}))
+        return error_response(exc.status_code, code, message, request_id(request), dict(exc.headers or {}))
 
     @app.exception_handler(MemgasError)
     async def memgas_error(request: Request, exc: MemgasError) -> JSONResponse:
         status, code, headers = status_of(exc)
         if status >= 500:
             log.warning("request %s: %s: %s", request_id(request), type(exc).__name__, exc)
-        return _error_json(status, code, _tenant_free(str(exc), request), request_id(request), headers)
+        who = getattr(request.state, "principal", None)
+        message = who.unscoped(str(exc)) if who is not None else " ".join(str(exc).split())
+        return error_response(status, code, message, request_id(request), headers)
 
     @app.exception_handler(Exception)  # a bug: Starlette re-raises it after this reply, so the server logs it
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
-        return _error_json(500, "internal", "internal error; see the server log", request_id(request))
+        return error_response(500, "internal", "internal error; see the server log", request_id(request))
 
     if mcp:
         from .mcp import mount_mcp

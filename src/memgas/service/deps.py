@@ -12,19 +12,19 @@ from .keys import ANONYMOUS, Principal, verify_key
 from .schemas import ID_PATTERN
 from .scoped import ScopedMemory
 
-__all__ = ["principal", "scoped", "UserQuery", "UserPath", "SessionPath"]
+__all__ = ["principal", "scoped", "UserQuery", "UserPath", "SessionPath", "bearer_scheme", "api_key_header"]
 
 #: ``?user_id=`` (ids may hold ``/``, so they travel in the query or as the last path segment).
 UserQuery = Annotated[str, Query(min_length=1, max_length=256, pattern=ID_PATTERN, description="whose memory")]
 UserPath = Annotated[str, Path(min_length=1, max_length=256, pattern=ID_PATTERN, description="whose memory")]
 SessionPath = Annotated[str, Path(min_length=1, max_length=256, pattern=ID_PATTERN, description="the session id")]
 
-_bearer = HTTPBearer(auto_error=False, description="an API key made by `memgas keys create`")
-_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="the same key, for clients without bearer auth")
+bearer_scheme = HTTPBearer(auto_error=False, description="an API key made by `memgas keys create`")
+api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="the same key, for clients without bearer auth")
 
 
-def principal(request: Request, bearer: HTTPAuthorizationCredentials | None = Depends(_bearer),
-              header: str | None = Depends(_header)) -> Principal:
+def principal(request: Request, bearer: HTTPAuthorizationCredentials | None = Depends(bearer_scheme),
+              header: str | None = Depends(api_key_header)) -> Principal:
     """The caller's :class:`Principal` from ``Authorization: Bearer`` or ``X-API-Key``; rate-limited per key.
 
     Raises:

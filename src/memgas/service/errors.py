@@ -13,7 +13,7 @@ __all__ = ["status_of", "STATUS_CODES"]
 #: The ``code`` of each status this API returns.
 STATUS_CODES: dict[int, str] = {
     400: "invalid_input", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
-    409: "conflict", 413: "payload_too_large", 422: "validation_error", 429: "rate_limited",
+    409: "conflict", 421: "misdirected_request", 413: "payload_too_large", 422: "validation_error", 429: "rate_limited",
     500: "internal", 503: "unavailable",
 }
 

@@ -75,6 +75,12 @@ class Principal:
             stored = stored[len(prefix):]
         return stored if self.users is None or stored in self.users else None
 
+    def unscoped(self, message: str) -> str:
+        """``message`` (an error naming stored user ids) as this caller may read it: one line, without the
+        caller's own tenant prefix, which the caller never wrote."""
+        message = " ".join(message.split())
+        return message if self.tenant is None else message.replace(f"'{self.tenant}{TENANT_SEPARATOR}", "'")
+
     def require_admin(self) -> None:
         """Raise :class:`ForbiddenError` unless this is an admin key."""
         if not self.is_admin:

@@ -33,8 +33,8 @@ from pydantic import Field, ValidationError
 from .. import __version__
 from ..memory import Memory
 from ..model import MAX_K, MAX_QUERY_CHARS, MemgasError
-from .app import ServiceState, _error_json
-from .deps import _bearer, _header, principal
+from .app import ServiceState, error_response
+from .deps import api_key_header, bearer_scheme, principal
 from .errors import status_of
 from .keys import ANONYMOUS, Principal, parse_scope
 from .metrics import Metrics
@@ -74,14 +74,6 @@ OptionalSession = Annotated[SessionId | None, Field(description=(
 AllSessions = Annotated[bool, Field(description="must be true to delete every session of the user (no session_id)")]
 
 
-def _one_line(exc: MemgasError, who: Principal) -> str:
-    """The error's message as the caller may read it: one line, without its own tenant prefix in user ids."""
-    message = " ".join(str(exc).split())
-    if who.tenant is not None:
-        message = message.replace(f"'{who.tenant}::", "'")
-    return message
-
-
 class _Server(MCPServer):
     """:class:`MCPServer` whose argument errors are one line, as REST's 422 messages are, not pydantic's report."""
 
@@ -117,7 +109,7 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
         try:
             result = await anyio.to_thread.run_sync(fn, ScopedMemory(memory, who))
         except MemgasError as exc:
-            raise ToolError(_one_line(exc, who)) from None
+            raise ToolError(who.unscoped(str(exc))) from None
         if metrics is not None and counter is not None:
             metrics.inc(counter)
         return result
@@ -212,11 +204,12 @@ class _Authenticated:
         request = Request(scope, receive)
         try:
             # In a worker thread, as REST runs it: it reads the store (and takes the rate limiter's lock).
-            who = await anyio.to_thread.run_sync(principal, request, await _bearer(request), await _header(request))
+            who = await anyio.to_thread.run_sync(principal, request, await bearer_scheme(request),
+                                                 await api_key_header(request))
         except MemgasError as exc:  # AuthError or RateLimitedError
             status, code, headers = status_of(exc)
             request_id = scope.get("state", {}).get("request_id", "")
-            await _error_json(status, code, str(exc), request_id, headers)(scope, receive, send)
+            await error_response(status, code, str(exc), request_id, headers)(scope, receive, send)
             return
         token = _principal.set(who)  # the SDK's per-request tasks start from this context, so they see it
         try:
@@ -228,15 +221,12 @@ class _Authenticated:
 def mount_mcp(app: FastAPI, state: ServiceState) -> Callable[[], AsyncContextManager[None]]:
     """Serve the MCP tools at ``/mcp`` of ``app`` (same API keys as REST); return the lifespan to enter.
 
-    DNS-rebinding protection (Host and Origin checks) is on only without authentication, when the
-    server is bound to loopback and a web page could otherwise reach it through a rebound name; with
-    keys a page cannot call it anyway, and the check would refuse every name but ``localhost``.
+    The SDK's DNS-rebinding protection is off: without authentication the app's middleware already
+    refuses every request not addressed to loopback from a loopback origin (for REST and MCP alike),
+    and with keys a web page cannot call the server anyway.
     """
     server = build_server(state.memory, metrics=state.metrics)
-    loopback = TransportSecuritySettings(
-        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"])
-    security = loopback if not state.auth else TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     # Builds the session manager (server.session_manager); its own Starlette app is not used.
     server.streamable_http_app(stateless_http=True, json_response=True, transport_security=security,
                                max_request_body_size=state.max_body)
