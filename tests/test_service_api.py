@@ -273,3 +273,15 @@ def test_answer_and_llm_metrics_with_an_llm_and_503_when_it_fails(stub, tmp_path
         assert error_of(failed) == (503, "llm_unavailable") and failed.headers["retry-after"]
     finally:
         srv.stop()
+
+
+def test_readyz_is_503_while_the_store_cannot_be_read(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    mem = Memory(tmp_path / "r.db")
+    client = TestClient(create_app(mem, mcp=False))
+    assert client.get("/readyz").json() == {"status": "ok", "detail": None}
+    mem.store.close()  # as a lost database would: every read now fails
+    r = client.get("/readyz")
+    assert r.status_code == 503 and r.json()["status"] == "unavailable" and r.json()["detail"]
+    assert client.get("/healthz").status_code == 200  # the process itself is alive
