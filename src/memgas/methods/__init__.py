@@ -23,12 +23,17 @@ if TYPE_CHECKING:
     from .secom import SeCom
     from .sgmem import SGMem
     from .zep import Zep
+    from .amem import AMem
+    from .hipporag import HippoRAG
+    from .hmem import HMem
+    from .mpc import MPC
 
 #: Each class (or config) exported here and the submodule that defines it.
 _LAZY: dict[str, str] = {
     "MemGAS": "memgas", "MemGASConfig": "memgas", "DenseMethod": "baselines", "BM25Method": "baselines",
     "SGMem": "sgmem", "MemTree": "memtree", "Raptor": "raptor", "Episodic": "episodic", "SeCom": "secom",
     "Zep": "zep",
+    "MPC": "mpc", "AMem": "amem", "HippoRAG": "hipporag", "HMem": "hmem",
 }
 
 __all__ = ["METHODS", "get_method", "MemoryMethod", "IngestStats", *_LAZY, "NEEDS_LLM", "LLM_DESCRIBED"]
@@ -55,9 +60,16 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "episodic": ("Episodic", {}),
     "secom": ("SeCom", {}),
     "zep": ("Zep", {}),
+    "mpc": ("MPC", {}),
+    "amem": ("AMem", {}),
+    "amem-extractive": ("AMem", {"use_llm": False}),
+    "hipporag": ("HippoRAG", {}),
+    "hipporag-rules": ("HippoRAG", {"use_llm": False}),
+    "hmem": ("HMem", {}),
+    "hmem-clusters": ("HMem", {"use_llm": False}),
 }
 #: Methods that cannot work without an LLM: they take ``llm=`` (a spec or an instance).
-NEEDS_LLM: frozenset[str] = frozenset({"zep"})
+NEEDS_LLM: frozenset[str] = frozenset({"zep", "mpc", "amem", "hipporag", "hmem"})
 #: Methods whose tree nodes get LLM-written descriptions when an LLM is configured (``group_summarizer=``).
 LLM_DESCRIBED: frozenset[str] = frozenset({"memtree", "raptor"})
 
