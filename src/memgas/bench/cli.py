@@ -59,13 +59,15 @@ def _overrides(pairs: list[str]) -> dict[str, Any]:
 def add_bench_parser(sub: Any) -> None:
     """Register the ``bench`` subcommand on the main parser's subparsers."""
     sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
-    sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost", "live", "kg", "store", "scale", "http"),
+    sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost", "live", "kg", "store", "scale", "http", "bot"),
                     help="a retrieval benchmark; 'cost': add/search cost on LongMemEval-S sessions; 'live': add then "
                          "search, session after session, as an agent does; 'kg': the temporal knowledge graph's "
                          "update behaviour on the LongMemEval oracle (needs --llm); 'store': adds/s and searches/s "
                          "of --clients processes on one store; 'scale': store size, cold/warm search and memory per "
                          "cached user at --users users; 'http': search and add over a `memgas serve` subprocess "
-                         "beside the same calls in-process, at --clients concurrent clients")
+                         "beside the same calls in-process, at --clients concurrent clients; 'bot': Buffer of "
+                         "Thoughts accuracy without and with a learned template buffer on generated task families "
+                         "checked by code (--llm)")
     sp.add_argument("--sessions", type=int, default=None,
                     help="cost, live: sessions to add to one user (default 500; live: the last checkpoint); "
                          "store: sessions each client adds (default 10); scale: sessions per user (default 20); "
@@ -112,8 +114,19 @@ def add_bench_parser(sub: Any) -> None:
                     help="locomo: keep each conversation's first N sessions and the questions whose evidence lies "
                          "in them (for costly methods such as zep with a local model)")
     sp.add_argument("--roles", default="user", help="kg: roles whose messages facts are extracted from (default user)")
+    _add_bot_arguments(sp)
     _add_qa_arguments(sp)
     sp.set_defaults(func=cmd_bench)
+
+
+def _add_bot_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``bench bot``."""
+    g = parser.add_argument_group("bot")
+    g.add_argument("--families", default=None,
+                   help="bot: comma-separated task families (default game24,word_sort,arithmetic,date)")
+    g.add_argument("--train-per-family", type=int, default=5, help="bot: training problems per family (default 5)")
+    g.add_argument("--test-per-family", type=int, default=8, help="bot: test problems per family (default 8)")
+    g.add_argument("--bot-seed", type=int, default=0, help="bot: seed of the generated problems (default 0)")
 
 
 def _add_qa_arguments(parser: argparse.ArgumentParser) -> None:
@@ -303,6 +316,32 @@ def _cmd_http(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bot(args: argparse.Namespace) -> int:
+    """``bench bot``: Buffer of Thoughts on generated task families (see :mod:`memgas.bench.bot`)."""
+    import json
+
+    from .bot import DEFAULT_FAMILIES, bot_markdown, run_bot
+    from .qa import llm_from_args
+    from .report import command_line
+    from .runner import versions
+
+    families = [f.strip() for f in args.families.split(",") if f.strip()] if args.families else list(DEFAULT_FAMILIES)
+    if args.train_per_family < 0 or args.test_per_family < 1:
+        raise InvalidInputError("--train-per-family must be at least 0 and --test-per-family at least 1")
+    result = run_bot(llm_from_args(args), args.embedder, families=families, train=args.train_per_family,
+                     test=args.test_per_family, seed=args.bot_seed, progress=not args.no_progress)
+    out = args.out or Path("bench-out") / "bot"
+    out.mkdir(parents=True, exist_ok=True)
+    command = command_line("memgas bench bot")
+    text = f"Command: `{command}`\n\n{bot_markdown(result)}"
+    (out / "results.json").write_text(json.dumps({"command": command, "versions": versions(), **result}, indent=1),
+                                      encoding="utf-8")
+    (out / "report.md").write_text(f"# memgas bench: bot\n\n{text}", encoding="utf-8")
+    print(text)
+    print(f"wrote {out / 'results.json'}, {out / 'report.md'}")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark, write results.json, report.md and recall_at_k.png, print the table."""
     from ..embed import EmbeddingCache, default_cache_path, get_embedder
@@ -321,6 +360,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _cmd_store(args)
     if args.dataset == "http":
         return _cmd_http(args)
+    if args.dataset == "bot":
+        return _cmd_bot(args)
     if args.dataset == "kg":
         return _cmd_kg(args, get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path())))
     methods = [m.strip() for m in args.method.split(",") if m.strip()]
