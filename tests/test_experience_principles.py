@@ -236,7 +236,7 @@ def test_end_to_end_with_the_local_model(tmp_path: Path, embedder: Embedder) -> 
     except Exception as e:  # noqa: BLE001 - the model packages are optional
         pytest.skip(f"no local model: {e}")
     with Experience(tmp_path / "e2e.db", agent_id="coach", embedder=embedder, llm=llm,
-                    principles={"turns": 1, "max_tokens": 96}) as e:
+                    principles={"turns": 1}) as e:
         dialogue = e.principles.simulate(load_scenarios().get("small-next-step-train1"))
         [j] = dialogue.judgements
         assert j.reply and j.reaction and isinstance(j.helped, bool)

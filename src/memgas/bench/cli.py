@@ -59,7 +59,8 @@ def _overrides(pairs: list[str]) -> dict[str, Any]:
 def add_bench_parser(sub: Any) -> None:
     """Register the ``bench`` subcommand on the main parser's subparsers."""
     sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
-    sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost", "live", "kg", "store", "scale", "http", "bot"),
+    sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost", "live", "kg", "store", "scale", "http", "bot",
+                                            "principles"),
                     help="a retrieval benchmark; 'cost': add/search cost on LongMemEval-S sessions; 'live': add then "
                          "search, session after session, as an agent does; 'kg': the temporal knowledge graph's "
                          "update behaviour on the LongMemEval oracle (needs --llm); 'store': adds/s and searches/s "
@@ -67,7 +68,9 @@ def add_bench_parser(sub: Any) -> None:
                          "cached user at --users users; 'http': search and add over a `memgas serve` subprocess "
                          "beside the same calls in-process, at --clients concurrent clients; 'bot': Buffer of "
                          "Thoughts accuracy without and with a learned template buffer on generated task families "
-                         "checked by code (--llm)")
+                         "checked by code (--llm); 'principles': PRINCIPLES learned from simulated dialogues on the "
+                         "shipped scenario set: principles per dialogue, retrieval precision on held-out situations, "
+                         "critic-judged success with vs without principles (--llm)")
     sp.add_argument("--sessions", type=int, default=None,
                     help="cost, live: sessions to add to one user (default 500; live: the last checkpoint); "
                          "store: sessions each client adds (default 10); scale: sessions per user (default 20); "
@@ -115,8 +118,17 @@ def add_bench_parser(sub: Any) -> None:
                          "in them (for costly methods such as zep with a local model)")
     sp.add_argument("--roles", default="user", help="kg: roles whose messages facts are extracted from (default user)")
     _add_bot_arguments(sp)
+    _add_principles_arguments(sp)
     _add_qa_arguments(sp)
     sp.set_defaults(func=cmd_bench)
+
+
+def _add_principles_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``bench principles``."""
+    g = parser.add_argument_group("principles")
+    g.add_argument("--dialogues", type=int, default=6, help="principles: training dialogues simulated (default 6)")
+    g.add_argument("--heldout", type=int, default=6,
+                   help="principles: held-out seeds judged without and with principles (default 6)")
 
 
 def _add_bot_arguments(parser: argparse.ArgumentParser) -> None:
@@ -342,6 +354,33 @@ def _cmd_bot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_principles(args: argparse.Namespace) -> int:
+    """``bench principles``: PRINCIPLES on the shipped scenario set (see :mod:`memgas.bench.principles`)."""
+    import json
+
+    from ..embed import EmbeddingCache, default_cache_path, get_embedder
+    from .principles import principles_markdown, run_principles
+    from .qa import llm_from_args
+    from .report import command_line
+    from .runner import versions
+
+    if args.dialogues < 1 or args.heldout < 1:
+        raise InvalidInputError("--dialogues and --heldout must be positive")
+    out = args.out or Path("bench-out") / "principles"
+    out.mkdir(parents=True, exist_ok=True)
+    embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
+    result = run_principles(llm_from_args(args), embedder, out / "principles.db", dialogues=args.dialogues,
+                            heldout=args.heldout, progress=not args.no_progress)
+    command = command_line("memgas bench principles")
+    text = f"Command: `{command}`\n\n{principles_markdown(result)}"
+    (out / "results.json").write_text(json.dumps({"command": command, "versions": versions(), **result}, indent=1),
+                                      encoding="utf-8")
+    (out / "report.md").write_text(f"# memgas bench: principles\n\n{text}", encoding="utf-8")
+    print(text)
+    print(f"wrote {out / 'results.json'}, {out / 'report.md'}")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark, write results.json, report.md and recall_at_k.png, print the table."""
     from ..embed import EmbeddingCache, default_cache_path, get_embedder
@@ -362,6 +401,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _cmd_http(args)
     if args.dataset == "bot":
         return _cmd_bot(args)
+    if args.dataset == "principles":
+        return _cmd_principles(args)
     if args.dataset == "kg":
         return _cmd_kg(args, get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path())))
     methods = [m.strip() for m in args.method.split(",") if m.strip()]

@@ -51,24 +51,26 @@ DOMAINS: dict[str, str] = {
     "persuasion": "You are trying, honestly and politely, to persuade the person you are talking with.",
     "negotiation": "You are negotiating for your own side with the person you are talking with.",
 }
+# maxLength bounds every free text: small models otherwise write lists until the token budget cuts the JSON.
 _REPLY_SCHEMA: dict[str, Any] = {
-    "type": "object", "properties": {"reply": {"type": "string", "minLength": 1}},
+    "type": "object", "properties": {"reply": {"type": "string", "minLength": 1, "maxLength": 300}},
     "required": ["reply"], "additionalProperties": False,
 }
-# "reason" first: the verdict is written after the model has said why (small models judge better so).
+# The verdict first and a bounded reason: the 0.5B model, asked for its reason first, rambled past any
+# token budget and contradicted itself (measured); maxLength 160 stays within llama.cpp's grammar limits.
 _CRITIC_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"reason": {"type": "string", "minLength": 1}, "helped": {"type": "boolean"}},
-    "required": ["reason", "helped"], "additionalProperties": False,
+    "properties": {"helped": {"type": "boolean"}, "reason": {"type": "string", "minLength": 1, "maxLength": 160}},
+    "required": ["helped", "reason"], "additionalProperties": False,
 }
 _FIELDS = ("situation", "action", "avoid", "reason")
 _PRINCIPLE_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {name: {"type": "string", "minLength": 3} for name in _FIELDS},
+    "properties": {name: {"type": "string", "minLength": 3, "maxLength": 200} for name in _FIELDS},
     "required": list(_FIELDS), "additionalProperties": False,
 }
 _REWRITE_SCHEMA: dict[str, Any] = {
-    "type": "object", "properties": {"guidance": {"type": "string", "minLength": 3}},
+    "type": "object", "properties": {"guidance": {"type": "string", "minLength": 3, "maxLength": 300}},
     "required": ["guidance"], "additionalProperties": False,
 }
 
@@ -365,7 +367,7 @@ class Principles:
         Raises:
             LLMError: the call failed.
         """
-        system = DOMAINS[scenario.domain] + f" Your goal: {scenario.goal}. Reply in one to three sentences, as JSON " \
+        system = DOMAINS[scenario.domain] + f" Your goal: {scenario.goal}. Reply in one to three plain sentences (no lists, no line breaks), as JSON " \
                                             '{"reply": ...}.'
         if guidance:
             system += "\nStrategy principles for this moment:\n" + "\n".join(f"- {g}" for g in guidance)
@@ -385,7 +387,7 @@ class Principles:
         prompt = (f"You play a person in a role-play. Your situation: {scenario.situation}\n"
                   f"Your hidden traits (act on them, never name them): {'; '.join(scenario.traits) or 'none'}\n\n"
                   f"Conversation so far:\n{_transcript(messages[-self.context_messages:])}\n\n"
-                  "Answer the assistant's last message as this person, in one or two sentences. React honestly: if it "
+                  "Answer the assistant's last message as this person, in one or two plain sentences. React honestly: if it "
                   "ignores your feelings or traits, or pushes you, show it; if it helps, show that. "
                   'Reply as JSON {"reply": ...}.')
         value = self._need_llm().complete_json([{"role": "user", "content": prompt}], _REPLY_SCHEMA,
@@ -404,7 +406,7 @@ class Principles:
                   f"Conversation before the turn:\n{_transcript(before[-self.context_messages:])}\n\n"
                   f"The assistant said: {reply}\nThe user answered: {reaction}\n\n"
                   "Did the assistant's turn move the conversation toward the goal, judging by the user's answer? "
-                  'Reply as JSON {"reason": one sentence, "helped": true or false}.')
+                  'Reply as JSON {"helped": true or false, "reason": one short sentence}.')
         value = self._need_llm().complete_json([{"role": "user", "content": prompt}], _CRITIC_SCHEMA,
                                                max_tokens=self.max_tokens)
         return bool(value["helped"]), value["reason"].strip()
