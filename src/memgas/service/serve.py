@@ -30,7 +30,6 @@ class ServeConfig:
     db: str
     method: str = "memgas"
     llm: str | None = None
-    embedding_cache: str | None = None
     auth: bool = True
     rate_limit: float | None = None
     max_body: int | None = None
@@ -52,7 +51,7 @@ def build_app(config: ServeConfig) -> Any:
     from ..memory import Memory
     from .app import DEFAULT_MAX_BODY, create_app
 
-    memory = Memory(config.db, method=config.method, llm=config.llm, embedding_cache=config.embedding_cache)
+    memory = Memory(config.db, method=config.method, llm=config.llm)  # embeddings cached in memory only
     return create_app(memory, auth=config.auth, rate_limit=config.rate_limit,
                       max_body=config.max_body or DEFAULT_MAX_BODY, mcp=config.mcp, on_shutdown=memory.close)
 
