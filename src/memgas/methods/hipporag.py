@@ -19,9 +19,10 @@ of passages it occurs in; passages weigh their min-max-scaled cosine times ``pas
 Edge weights: 1 per triple between its phrases and per phrase occurrence in a passage; the cosine for a
 synonym. Simplified: no separate NER, no query-to-passage reranking by the LLM, no QA step.
 
-``hipporag-rules`` (no LLM): a turn's "triples" are co-occurrences: its YAKE keyphrases in reading order,
-each consecutive pair one triple (relation ``co-occurs with``); there is no recognition filter (the
-``fact_k`` best triples are all kept). It is labelled as such in every table.
+``hipporag-rules`` (no LLM): a turn's "triples" are co-occurrences: the YAKE keyphrases of its embedding
+view (user words whole, each reply's first 300 characters, as the turn vector reads it) in reading
+order, each consecutive pair one triple (relation ``co-occurs with``); there is no recognition filter
+(the ``fact_k`` best triples are all kept). It is labelled as such in every table.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import scipy.sparse as sp
 from ..kg import Triple, normalise_name
 from ..model import InvalidInputError, Session, Turn
 from ..ppr import personalized_pagerank
-from ..units import embed_texts
+from ..units import embed_texts, embedding_view
 from .base import Scored
 from .derived import DerivedMethod, TurnCorpus, as_matrix
 from .sgmem import knn_graph
@@ -155,7 +156,7 @@ class HippoRAG(DerivedMethod[_View]):
                 import yake  # only the rules variant needs it
 
                 self._yake = yake.KeywordExtractor(lan="en", n=2, top=10)
-            return rule_triples(turn.text, self._yake)
+            return rule_triples(embedding_view(turn), self._yake)  # what the turn's vector reads: YAKE is slow
         reply = self.ask(openie_messages(turn, self.max_chars), OPENIE_SCHEMA, user_id=session.user_id,
                          sessions=[session.session_id], max_tokens=500)
         return [] if reply is None else _clean_triples(reply["triples"])
@@ -205,11 +206,14 @@ class HippoRAG(DerivedMethod[_View]):
 
     def link(self, view: _View, query: str) -> list[tuple[int, float]]:
         """The query's triples: the ``fact_k`` most similar by cosine, then those the filter keeps (all of
-        them without an LLM; none when the filter call fails), as (fact position, cosine)."""
+        them without an LLM; none when the filter call fails), as (fact position, score): the cosine
+        min-max scaled over all the user's facts (the best fact scores 1)."""
         if not view.facts:
             return []
-        sims = view.fact_vectors @ self.embed_query(query)
-        top = [int(i) for i in np.argsort(-sims, kind="stable")[: self.fact_k]]
+        raw = view.fact_vectors @ self.embed_query(query)
+        span = raw.max() - raw.min()
+        sims = (raw - raw.min()) / span if span > 0 else np.ones_like(raw)  # min-max scaled, as in HippoRAG 2
+        top = [int(i) for i in np.argsort(-raw, kind="stable")[: self.fact_k]]
         if not self.use_llm:
             return [(i, float(sims[i])) for i in top]
         shown = [view.facts[i] for i in top]
@@ -234,13 +238,13 @@ class HippoRAG(DerivedMethod[_View]):
         for i, sim in linked:
             t = view.facts[i].triple
             for name in (t.subject, t.object):
-                total[view.phrase_index[normalise_name(name)]].append(max(sim, 0.0))
+                total[view.phrase_index[normalise_name(name)]].append(sim)
         for p, sims in total.items():
             seeds[p] = float(np.mean(sims)) / max(view.phrase_passages[p], 1.0)
         span = dense.max() - dense.min()
         scaled = (dense - dense.min()) / span if span > 0 else np.ones_like(dense)
         seeds[n_ph:] = scaled * self.passage_weight
-        if not seeds.sum() > 0:  # every linked triple had a negative cosine and passage_weight is 0
+        if not seeds.sum() > 0:  # only the least similar fact was kept (scaled to 0) and passage_weight is 0
             seeds[n_ph:] = scaled
         result = personalized_pagerank(view.adjacency, seeds, damping=self.damping, symmetric=True,
                                        raise_on_failure=False)
