@@ -247,3 +247,20 @@ def test_end_to_end_with_the_local_model(tmp_path: Path, embedder: Embedder) -> 
                          "a small step breaks the freeze")
         guidance = e.principles.principles("I have 400 emails and I don't know where to start", k=1)
         assert len(guidance) == 1 and guidance[0].text
+
+
+def test_bench_runs_every_part_with_a_scripted_llm(tmp_path: Path, stub: Any, embedder: Embedder) -> None:
+    from memgas.bench.principles import principles_markdown, run_principles, spread
+
+    assert [s.domain for s in spread(load_scenarios().split("train"), 3)] == [
+        "emotional-support", "persuasion", "negotiation"]
+    stub.responder = Script()
+    result = run_principles(get_llm(f"openai:tiny@{stub.base_url}"), embedder, tmp_path / "b.db", dialogues=1,
+                            heldout=2, progress=False)
+    assert result["learning"]["extracted"] == 1 and result["failed_dialogues"] == 0
+    assert result["retrieval"]["reference"]["principles"] == 30 and result["retrieval"]["learned"]["principles"] == 1
+    assert result["retrieval"]["reference"]["all"]["n"] == 30
+    assert {name: r["n"] for name, r in result["with_without"].items()} == {
+        "without": 2, "with learned": 2, "with reference": 2}
+    assert result["with_without"]["without"]["mean_guidance"] == 0
+    assert "| with reference |" in principles_markdown(result)
