@@ -225,7 +225,8 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
 
 
 def test_cli_list_show_delete(tmp_path: Path, capsys: pytest.CaptureFixture[str], stub: OpenAIStub,
-                              script: Script) -> None:
+                              script: Script, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("memgas.experience.facade.default_llm_cache_path", lambda: tmp_path / "llm.sqlite")
     db = str(tmp_path / "cli.db")
     status, err = _run(capsys, "templates", "list", "--db", db, "--agent", "a")
     assert status == 2 and "no store" in err and not Path(db).exists()
@@ -249,6 +250,23 @@ def test_cli_list_show_delete(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert [i["description"] for i in _run(capsys, "templates", "list", "--db", db, "--agent", "a")[1]] == [DATE]
     assert _run(capsys, "templates", "solve", "x", "--db", db, "--agent", "a")[0] == 2  # no --llm
     assert _run(capsys, "templates", "delete", "--all", "--db", db, "--agent", "a")[1] == {"deleted": 1}
+
+
+def test_bench_bot_buffer_stays_at_the_families(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                stub: OpenAIStub, script: Script) -> None:
+    out = tmp_path / "out"
+    status = main(["bench", "bot", "--llm", f"openai:tiny@{stub.base_url}", "--llm-cache", str(tmp_path / "c.sqlite"),
+                   "--families", "word_sort,date", "--train-per-family", "3", "--test-per-family", "2",
+                   "--out", str(out), "--no-progress"])
+    assert status == 0 and "| all | 4 |" in capsys.readouterr().out
+    result = json.loads((out / "results.json").read_text())
+    assert [x["status"] for x in result["learned"]] == ["added", "added"] + ["duplicate"] * 4
+    assert result["buffer_size"] == 2 and result["buffer_families"] == ["date", "word_sort"]
+    summary = {s["family"]: s for s in result["summary"]}
+    assert summary["all"]["precision_at_1"] == 1.0 and summary["all"]["used"] == 4
+    assert summary["word_sort"]["accuracy_plain"] == 0.0  # the script's answer never sorts these words
+    assert [d["buffer_size"] for d in result["dedup_sweep"]] == [2] * len(result["dedup_sweep"])
+    assert result["llm"]["calls"] == 6 + 4 * 3  # templates, then per test problem: plain, distill, instantiated
 
 
 # ----------------------------------------------------------------------------- the real local model

@@ -93,8 +93,8 @@ def run_bot(llm: LLM, embedder: Embedder | str | None = None, *, families: Seque
                 _attempt(p, lambda: bot.answer(p.text, best[0][0], distilled)) if best else (row["plain_ok"], None))
             rows.append(row)
             _tick(progress, f"test {i}")
-        described = [x["description"] for x in learned if x["description"]]
-        vectors = bot.bank.embed(described) if described else np.zeros((0, 1), np.float32)
+        described = [x for x in learned if x["description"]]
+        vectors = bot.bank.embed([x["description"] for x in described]) if described else np.zeros((0, 1), np.float32)
         settings = {"retrieve_threshold": bot.retrieve_threshold, "dedup_threshold": bot.dedup_threshold}
         buffer_size = len(bot.list("template"))
         pending = len(bot.list("pending"))
@@ -106,9 +106,16 @@ def run_bot(llm: LLM, embedder: Embedder | str | None = None, *, families: Seque
         "buffer_families": sorted(set(family_of.values())), "rows": rows,
         "summary": _summary(rows, families, settings["retrieve_threshold"]),
         "retrieve_sweep": [_at(rows, t) for t in RETRIEVE_SWEEP],
-        "dedup_sweep": [{"dedup_threshold": t, "buffer_size": len(_replay_dedup(vectors, t))} for t in DEDUP_SWEEP],
+        "dedup_sweep": [_dedup_at(described, vectors, t) for t in DEDUP_SWEEP],
         "llm": usage.to_dict(), "seconds": round(time.perf_counter() - t0, 1),
     }
+
+
+def _dedup_at(described: list[dict[str, Any]], vectors: np.ndarray, threshold: float) -> dict[str, Any]:
+    """The buffer that dedup at ``threshold`` keeps of the written templates: its size and families covered."""
+    kept = _replay_dedup(vectors, threshold)
+    return {"dedup_threshold": threshold, "buffer_size": len(kept),
+            "families": len({described[i]["family"] for i in kept})}
 
 
 def _tick(progress: bool, label: str) -> None:
@@ -162,7 +169,8 @@ def bot_markdown(result: dict[str, Any]) -> str:
               for r in result["retrieve_sweep"]]
     lines += ["", "| dedup_threshold | " + " | ".join(str(d["dedup_threshold"]) for d in result["dedup_sweep"]) + " |",
               "|---|" + "---:|" * len(result["dedup_sweep"]),
-              "| buffer size | " + " | ".join(str(d["buffer_size"]) for d in result["dedup_sweep"]) + " |"]
+              "| buffer size | " + " | ".join(str(d["buffer_size"]) for d in result["dedup_sweep"]) + " |",
+              "| families in it | " + " | ".join(str(d["families"]) for d in result["dedup_sweep"]) + " |"]
     return "\n".join(lines)
 
 

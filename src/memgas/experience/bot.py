@@ -64,10 +64,9 @@ SOLVE_SCHEMA: dict[str, Any] = {
 
 # Both the distiller and the template writer describe the kind of problem the same way, so that the two
 # descriptions meet in embedding space.
-# Small models copy the problem unless shown what "general" means (the example is of no family benchmarked).
-_DESCRIPTION = ('"description": one sentence naming the general kind of task and what it asks for, without the '
-                "particular numbers, words or dates of this problem (e.g. \"Convert a temperature from one unit to "
-                "another\", not \"Convert 25 C to F\")")
+# No worked example: a small model (0.5B) copies an example's text into its answer.
+_DESCRIPTION = ('"description": one sentence naming the general kind of task and what it asks for; do not copy the '
+                "problem: leave out its particular numbers, words and dates")
 _JSON_ONLY = " Reply with JSON only."
 
 
@@ -93,8 +92,8 @@ def template_prompt(problem: str, solution: str, answer: str | None = None) -> l
             "Write a reusable thought template for every problem of this kind as a JSON object:\n"
             '- "task_type": a short name for the kind of task\n'
             f"- {_DESCRIPTION}\n"
-            '- "steps": 2 to 6 general reasoning steps that solve any problem of this kind; no particular '
-            'numbers, words or dates from this problem (e.g. "Multiply the Celsius value by 9/5", not "25 * 9/5").')
+            '- "steps": 2 to 6 general reasoning steps that solve any problem of this kind; leave out this '
+            "problem's particular numbers, words and dates.")
     return [{"role": "system", "content": "You turn solved problems into general, reusable reasoning templates."
              + _JSON_ONLY}, {"role": "user", "content": user}]
 
