@@ -29,7 +29,7 @@ def test_tokens_by_hand() -> None:
 #: (final sigma, dotted İ, the Kelvin sign), underscores and digits (word characters), upper-case stop words,
 #: words that share a stem, non-Latin scripts and text with no words at all.
 TRICKY = ["DOC doc \x00DOC\x00 Doc", "ΟΔΥΣΣΕΥΣ ΣΑΣ σοφοσ", "İstanbul KELVIN 5\u212a", "snake_case __x__ a_ 42 4",
-          "THE Of AND the-end", "connect connected connecting connection", "東京で 寿司 食べた", "", " \n\t ",
+          "THE Of AND the-end", "connect connected connecting connection", "", " \n\t ",
           "don't won't it's", "ﬁnance Straße STRASSE", "x"]
 
 
@@ -43,6 +43,8 @@ def test_tokens_equal_bm25s_in_any_batch() -> None:
     assert tokenize(texts) == expected
     assert [tokenize([t])[0] for t in texts] == expected  # a batch of one: no separator involved
     assert tokenize(texts[::-1]) == expected[::-1] and tokenize([]) == []
+    # CJK text (bigrams, where bm25s keeps whole runs) in the batch changes no other text's tokens.
+    assert tokenize([*texts, "東京で 寿司 食べた"]) == [*expected, ["東京", "京で", "寿司", "食べ", "べた"]]
 
 
 def _postings(index: LexicalIndex) -> dict[str, tuple[list[int], list[float]]]:
@@ -132,3 +134,29 @@ def test_coverage_is_the_share_of_query_tokens_in_each_document() -> None:
     np.testing.assert_allclose(index.coverage("apple cherry apple"), [0.5, 1.0, 0.0, 0.0])
     np.testing.assert_allclose(index.coverage("apple cherry", 1), [0.5])
     assert not index.coverage("the of").any()
+
+
+def test_cjk_runs_become_character_bigrams() -> None:
+    # Chinese and Japanese have no spaces: without bigrams the whole clause would be one token.
+    assert tokenize(["我喜欢北京烤鸭", "私は東京に行った", "猫", "서울에 갔어요"]) == [
+        ["我喜", "喜欢", "欢北", "北京", "京烤", "烤鸭"],
+        ["私は", "は東", "東京", "京に", "に行", "行っ", "った"],
+        ["猫"],
+        ["서울", "울에", "갔어", "어요"],
+    ]
+
+
+def test_cjk_beside_english_keeps_the_english_tokens() -> None:
+    # The same English words tokenize alike in a batch with CJK text and in one without.
+    english = "Running dogs visited Tokyo twice"
+    mixed = tokenize([english, "東京tower的dogs"])
+    assert mixed[0] == tokenize([english])[0] == ["run", "dog", "visit", "tokyo", "twice"]
+    assert mixed[1] == ["東京", "tower", "的", "dog"]
+
+
+def test_a_chinese_query_finds_the_document_with_its_words() -> None:
+    docs = ["我上周去北京出差了三天", "她的猫叫小白，很喜欢睡觉", "我们周末去上海看展览"]
+    index = LexicalIndex(docs)
+    scores = index.scores("你的猫叫什么名字？")
+    assert int(np.argmax(scores)) == 1 and scores[0] == scores[2] == 0.0
+    assert index.coverage("北京出差")[0] == 1.0

@@ -5,6 +5,12 @@ that a user later asks about word for word; BM25 catches them. Texts are lower-c
 words are removed and words are Snowball-stemmed: bm25s's tokens exactly (checked in the tests), found
 for a whole batch with one regular-expression pass, each distinct word stemmed once.
 
+Chinese and Japanese put no spaces between words, so a whole clause would be one "word" and match
+nothing. In a batch that holds CJK characters (Han, kana, Hangul), each run of them becomes its
+overlapping character bigrams, or the character itself when the run is one character long (Lucene's
+CJK bigram analysis): a two-character word of the query is then a term of every text that holds it.
+Texts without CJK characters are tokenized exactly as before.
+
 The index keeps raw statistics (postings of term frequencies per term, document lengths), not
 precomputed scores, so that adding a document changes nothing already stored: document frequencies,
 the collection size and the mean length are read off at query time. Scores equal ``bm25s.BM25``'s
@@ -29,6 +35,11 @@ __all__ = ["tokenize", "LexicalIndex"]
 #: ``\b`` anchors findall returns the same runs (a run is always matched whole from its first character)
 #: about a fifth faster.
 _WORDS = re.compile(r"\w\w+")
+#: CJK characters: Han (with extension A and compatibility ideographs), hiragana, katakana, Hangul.
+_CJK_CLASS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
+#: Words in a batch whose CJK runs were cut into bigrams: as :data:`_WORDS`, plus lone CJK characters.
+_WORDS_CJK = re.compile(f"\\w\\w+|[{_CJK_CLASS}]")
 #: Put between lower-cased texts so that one findall covers a whole batch: no word runs across the spaces,
 #: and no lower-cased text holds the upper-case word, so each match of it marks a text boundary.
 _MARK = "DOC"
@@ -46,6 +57,21 @@ def _analyser() -> tuple[frozenset[str], Any]:
     return frozenset(STOPWORDS_EN), Stemmer.Stemmer("english", 0)
 
 
+def _bigrams(run: re.Match[str]) -> str:
+    """A CJK run as its character bigrams (the character alone for a run of one), spaced apart."""
+    text = run.group()
+    if len(text) == 1:
+        return f" {text} "
+    return " " + " ".join(text[i:i + 2] for i in range(len(text) - 1)) + " "
+
+
+def _words(joined: str) -> list[str]:
+    """The words of the lower-cased, joined batch (see the module notes for CJK text)."""
+    if _CJK_RUN.search(joined) is None:
+        return _WORDS.findall(joined)
+    return _WORDS_CJK.findall(_CJK_RUN.sub(_bigrams, joined))
+
+
 def _analyse(texts: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Tokens of ``texts`` exactly as ``bm25s.tokenize(texts, stopwords="en", stemmer=Stemmer("english"))``
     gives them, as numbers: the batch's distinct stems, each token's index into them (all texts' tokens
@@ -56,7 +82,7 @@ def _analyse(texts: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
     """
     stop, stemmer = _analyser()
     distinct: defaultdict[str, int] = defaultdict(count().__next__)  # a new word gets the next number
-    words = _WORDS.findall(_SEPARATOR.join([t.lower() for t in texts]))
+    words = _words(_SEPARATOR.join([t.lower() for t in texts]))
     index = np.fromiter(map(distinct.__getitem__, words), np.int64, len(words))
     kept = [w for w in distinct if w not in stop and w != _MARK]
     stems = stemmer.stemWords(kept)
@@ -72,7 +98,8 @@ def _analyse(texts: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
 
 def tokenize(texts: Sequence[str]) -> list[list[str]]:
     """Tokens of ``texts`` for BM25: lower-cased words, English stop words removed, Snowball-stemmed
-    (``bm25s.tokenize(texts, stopwords="en", stemmer=Stemmer.Stemmer("english"))``)."""
+    (``bm25s.tokenize(texts, stopwords="en", stemmer=Stemmer.Stemmer("english"))``); runs of CJK
+    characters as their character bigrams."""
     if not len(texts):
         return []
     stems, tokens, lengths = _analyse(texts)
