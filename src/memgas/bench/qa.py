@@ -17,7 +17,10 @@ Systems compared per question, all answered by the same model with the same answ
 ``memgas`` (MemGAS top-k sessions' best turns, the LLM redundancy filter, then the answer),
 ``memgas-nofilter`` (the same without the filter), ``topk-sessions`` (the whole text of the top-k
 sessions by dense session retrieval) and ``full-history`` (every session, oldest dropped first until
-it fits the model's window).
+it fits the model's window). Any other method of :data:`memgas.methods.METHODS` is a system too: one that
+keeps its own memory (:class:`memgas.methods.qa_memory.MemoryFromMethod`: ``full-history``, ``recursum``,
+``comedy``) answers from it, any other from the whole text of its top-k sessions; each builds its memory
+from the same store after ingestion (the LLM use of that build is reported per system).
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ from ..answer import Answer, answer_question, items_from_hits, items_from_sessio
 from ..embed import Embedder, MissingDependencyError
 from ..llm import LLM, LLMError, Usage, track_usage
 from ..llm_units import LLMUnitWriter
-from ..methods import MemGAS, get_method
+from ..methods import METHODS, NEEDS_LLM, MemGAS, MemoryMethod, get_method
+from ..methods.qa_memory import MemoryFromMethod
 from ..model import InvalidInputError
 from ..store import open_store
 from .datasets import BenchQuestion, load_locomo, load_longmemeval
@@ -63,8 +67,10 @@ __all__ = [
     "cmd_qa",
 ]
 
-#: The QA systems, in report order.
+#: The QA systems run by default, in report order (any method name is a system too, see the module notes).
 QA_SYSTEMS: tuple[str, ...] = ("memgas", "memgas-nofilter", "topk-sessions", "full-history")
+#: The systems answered here rather than by a method of their name.
+_BUILTIN = ("memgas", "memgas-nofilter", "topk-sessions")
 
 _PUNCT = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -217,7 +223,7 @@ def run_qa(
         llm: the model that writes units (optional), filters and answers.
         embedder: the embedder for retrieval.
         judge: the judge model; default ``llm``.
-        systems: a subset of :data:`QA_SYSTEMS`.
+        systems: names from :data:`QA_SYSTEMS` or :data:`memgas.methods.METHODS`.
         k: sessions retrieved by ``memgas`` and ``topk-sessions``.
         limit: first questions (LongMemEval) or conversations (LoCoMo) of the file.
         max_questions: most questions in all.
@@ -228,16 +234,19 @@ def run_qa(
     Raises:
         InvalidInputError: an unknown system or dataset, or k < 1.
     """
-    unknown = [s for s in systems if s not in QA_SYSTEMS]
+    unknown = [s for s in systems if s not in QA_SYSTEMS and s not in METHODS]
     if unknown or dataset not in ("longmemeval", "locomo") or k < 1:
-        raise InvalidInputError(f"unknown QA system(s) {unknown} (choose from {', '.join(QA_SYSTEMS)}), "
-                                f"dataset {dataset!r} or k={k}")
+        raise InvalidInputError(f"unknown QA system(s) {unknown} (choose from {', '.join(QA_SYSTEMS)} or a method "
+                                f"name), dataset {dataset!r} or k={k}")
     judge = judge or llm
     skipped: dict[str, int] = {}
     groups = _groups(dataset, path, limit, max_questions, skipped)
     writer = LLMUnitWriter(llm) if llm_units else None
     ingester = MemGAS(embedder, summarizer=writer, keyworder=writer)
     dense = get_method("dense-session", embedder)
+    methods: dict[str, MemoryMethod] = {s: get_method(s, embedder, **({"llm": llm} if s in NEEDS_LLM else {}))
+                                        for s in systems if s not in _BUILTIN}
+    built: dict[str, Usage] = {s: Usage() for s in methods}
     config = {"dataset": dataset, "data": str(path), "limit": limit, "max_questions": max_questions, "k": k,
               "systems": list(systems), "llm": llm.id, "judge": judge.id, "context_tokens": llm.context_tokens,
               "llm_units": llm_units, "embedder": embedder.id}
@@ -255,6 +264,10 @@ def run_qa(
         ingest_usage.add(usage)
         result.timing["ingest"]["total_s"].append(time.perf_counter() - t0)
         result.timing["ingest"]["sessions"].append(len(sessions))
+        for s, method in methods.items():
+            with track_usage() as usage:
+                method.prepare(store, user_id)
+            built[s].add(usage)
         for q in questions:
             items = {}
             if {"memgas", "memgas-nofilter"} & set(systems):
@@ -264,10 +277,13 @@ def run_qa(
                 by_id = {s.session_id: s for s in sessions}
                 hits = dense.search(store, user_id, q.question, k=k, query_time=q.question_date)
                 items["topk-sessions"] = items_from_sessions(by_id[h.session_id] for h in hits)
+            for s, method in methods.items():
+                items[s] = _method_items(method, store, user_id, q, k, sessions)
             record: dict[str, Any] = {"qid": q.qid, "type": q.qtype, "conv": q.conv_id, "question": q.question,
                                       "gold": q.answer, "gold_sessions": sorted(q.gold_sessions), "methods": {}}
             for system in systems:
-                record["methods"][system] = _answer_and_score(llm, judge, q, system, items, sessions)
+                record["methods"][system] = _answer_and_score(
+                    llm, judge, q, system, items, getattr(methods.get(system), "keep_newest", False))
             result.questions.append(record)
             bar.update(1)
         store.close()
@@ -282,20 +298,28 @@ def run_qa(
     result.config["ingest_llm"] = {"sessions": n_sessions, "total": ingest_usage.to_dict(),
                                    "units_written": writer.written if writer else 0,
                                    "units_fallbacks": writer.fallbacks if writer else 0}
+    result.config["memory_llm"] = {s: u.to_dict() for s, u in built.items() if s in NEEDS_LLM}
     return result
 
 
+def _method_items(method: MemoryMethod, store: Any, user_id: str, q: BenchQuestion, k: int,
+                  sessions: Sequence[Any]) -> list[Any]:
+    """What a method system shows the reader: its own memory, or the whole text of its top-k sessions."""
+    if isinstance(method, MemoryFromMethod):
+        return method.memory_items(store, user_id, q.question, k=k, query_time=q.question_date)
+    by_id = {s.session_id: s for s in sessions}
+    return items_from_sessions(by_id[h.session_id]
+                               for h in method.search(store, user_id, q.question, k=k, query_time=q.question_date))
+
+
 def _answer_and_score(llm: LLM, judge: LLM, q: BenchQuestion, system: str, items: dict[str, Any],
-                      sessions: Sequence[Any]) -> dict[str, Any]:
+                      keep_newest: bool) -> dict[str, Any]:
     """One system's answer to one question, its metrics and its LLM use (a failed call answers "")."""
-    if system.startswith("memgas"):
-        source = items["memgas"]
-    else:
-        source = items["topk-sessions"] if system == "topk-sessions" else items_from_sessions(sessions)
+    source = items["memgas"] if system in ("memgas", "memgas-nofilter") else items[system]
     error = None
     try:
         answer = answer_question(llm, q.question, source, question_date=q.question_date,
-                                 use_filter=system == "memgas", keep_newest=system == "full-history")
+                                 use_filter=system == "memgas", keep_newest=keep_newest)
     except LLMError as e:
         answer, error = Answer("", [], [], usage=Usage(failures=1)), str(e)
     metrics = qa_scores(answer.answer, q.answer)
@@ -362,6 +386,11 @@ def qa_markdown(result: BenchResult) -> str:
                      f"{ing.get('units_fallbacks', 0)} sessions fell back to extractive units.")
     else:
         lines.append("\nUnits were extractive (no LLM call per add); pass --llm-units for LLM-made units.")
+    for s, use in cfg.get("memory_llm", {}).items():
+        lines.append(f"LLM use building the memory of {s} per haystack session: {use['calls'] / per:.2f} calls, "
+                     f"{use['cached'] / per:.2f} cached, {use['failures'] / per:.2f} failures, "
+                     f"{use['prompt_tokens'] / per:.0f} prompt + {use['completion_tokens'] / per:.0f} completion "
+                     f"tokens, {use['seconds'] / per:.2f} s.")
     if result.skipped:
         lines.append("Skipped: " + ", ".join(f"{v} {k}" for k, v in sorted(result.skipped.items())))
     errors = sum("error" in r for q in result.questions for r in q["methods"].values())

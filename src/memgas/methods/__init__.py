@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from .hipporag import HippoRAG
     from .hmem import HMem
     from .mpc import MPC
+    from .comedy import Comedy
+    from .fullhistory import FullHistory
+    from .mpnet import MPNetMethod
+    from .recursum import RecurSum
 
 #: Each class (or config) exported here and the submodule that defines it.
 _LAZY: dict[str, str] = {
@@ -34,9 +38,10 @@ _LAZY: dict[str, str] = {
     "SGMem": "sgmem", "MemTree": "memtree", "Raptor": "raptor", "Episodic": "episodic", "SeCom": "secom",
     "Zep": "zep",
     "MPC": "mpc", "AMem": "amem", "HippoRAG": "hipporag", "HMem": "hmem",
+    "FullHistory": "fullhistory", "MPNetMethod": "mpnet", "RecurSum": "recursum", "Comedy": "comedy",
 }
 
-__all__ = ["METHODS", "get_method", "MemoryMethod", "IngestStats", *_LAZY, "NEEDS_LLM", "LLM_DESCRIBED"]
+__all__ = ["METHODS", "get_method", "MemoryMethod", "IngestStats", *_LAZY, "NEEDS_LLM", "QA_ONLY", "LLM_DESCRIBED"]
 
 #: Every method by name: its class (a name in :data:`_LAZY`) and the options the name fixes, which win over
 #: the caller's (an ablation stays ablated whatever else is set). The ``memgas-no-*`` ablations switch one
@@ -67,9 +72,16 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "hipporag-rules": ("HippoRAG", {"use_llm": False}),
     "hmem": ("HMem", {}),
     "hmem-clusters": ("HMem", {"use_llm": False}),
+    "full-history": ("FullHistory", {}),
+    "mpnet": ("MPNetMethod", {}),
+    "recursum": ("RecurSum", {"extractive": False}),
+    "recursum-extractive": ("RecurSum", {"extractive": True}),
+    "comedy": ("Comedy", {}),
 }
 #: Methods that cannot work without an LLM: they take ``llm=`` (a spec or an instance).
-NEEDS_LLM: frozenset[str] = frozenset({"zep", "mpc", "amem", "hipporag", "hmem"})
+NEEDS_LLM: frozenset[str] = frozenset({"zep", "mpc", "amem", "hipporag", "hmem", "recursum", "comedy"})
+#: Methods that answer questions only (``bench --qa``): their memory ranks no session, so retrieval is refused.
+QA_ONLY: frozenset[str] = frozenset({"full-history", "comedy"})
 #: Methods whose tree nodes get LLM-written descriptions when an LLM is configured (``group_summarizer=``).
 LLM_DESCRIBED: frozenset[str] = frozenset({"memtree", "raptor"})
 
