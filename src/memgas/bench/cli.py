@@ -60,7 +60,7 @@ def add_bench_parser(sub: Any) -> None:
     """Register the ``bench`` subcommand on the main parser's subparsers."""
     sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
     sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost", "live", "kg", "store", "scale", "http", "bot",
-                                            "principles"),
+                                            "principles", "multilingual"),
                     help="a retrieval benchmark; 'cost': add/search cost on LongMemEval-S sessions; 'live': add then "
                          "search, session after session, as an agent does; 'kg': the temporal knowledge graph's "
                          "update behaviour on the LongMemEval oracle (needs --llm); 'store': adds/s and searches/s "
@@ -70,7 +70,9 @@ def add_bench_parser(sub: Any) -> None:
                          "Thoughts accuracy without and with a learned template buffer on generated task families "
                          "checked by code (--llm); 'principles': PRINCIPLES learned from simulated dialogues on the "
                          "shipped scenario set: principles per dialogue, retrieval precision on held-out situations, "
-                         "critic-judged success with vs without principles (--llm)")
+                         "critic-judged success with vs without principles (--llm); 'multilingual': session recall on the "
+                         "shipped English/Chinese/Japanese/Spanish sample, per embedder in a comma-separated "
+                         "--embedder (default default,e5) and --method (default memgas,bm25,dense-turn)")
     sp.add_argument("--sessions", type=int, default=None,
                     help="cost, live: sessions to add to one user (default 500; live: the last checkpoint); "
                          "store: sessions each client adds (default 10); scale: sessions per user (default 20); "
@@ -293,6 +295,23 @@ def _cmd_store(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_multilingual(args: argparse.Namespace) -> int:
+    """``bench multilingual``: the shipped multilingual sample (see :mod:`memgas.bench.multilingual`)."""
+    from ..embed import get_embedder
+    from .multilingual import multilingual_markdown, run_multilingual
+    from .report import command_line
+
+    methods = "memgas,bm25,dense-turn" if args.method == DEFAULT_METHODS else args.method
+    embedders = [get_embedder(spec.strip()) for spec in (args.embedder or "default,e5").split(",")]
+    table = multilingual_markdown(run_multilingual(embedders, [m.strip() for m in methods.split(",")], args.data))
+    out = args.out or Path("bench-out") / "multilingual"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.md").write_text(f"# memgas bench: multilingual\n\nCommand: `{command_line()}`\n\n{table}\n",
+                                   encoding="utf-8")
+    print(table)
+    return 0
+
+
 def _cmd_http(args: argparse.Namespace) -> int:
     """``bench http``: on ``--backend``, ``--pg-temp`` or a fresh SQLite file in ``--out``."""
     import json
@@ -399,6 +418,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _cmd_store(args)
     if args.dataset == "http":
         return _cmd_http(args)
+    if args.dataset == "multilingual":
+        return _cmd_multilingual(args)
     if args.dataset == "bot":
         return _cmd_bot(args)
     if args.dataset == "principles":
