@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Callable, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from ..embed import Embedder
 from ..model import GRANULARITIES, Hit, Session, TurnHit, Unit
 from ..store import Store, UnitTable
 from ..units import Keyworder, Summarizer, build_units
+
+if TYPE_CHECKING:
+    from ..rerank import RerankStage
 
 __all__ = ["MemoryMethod", "IngestStats", "IndexCache", "UserIndex", "Scored", "Ranking", "build_user_index",
            "extend_user_index", "update_user_index", "session_hits", "rank_units"]
@@ -343,6 +346,8 @@ class MemoryMethod(ABC):
     name: str = ""
     #: The method's per-user search indexes (set by subclasses that keep any).
     _indexes: IndexCache[Any] | None = None
+    #: An optional reranking stage after :meth:`score`, for every method (off by default; see :mod:`memgas.rerank`).
+    reranker: RerankStage | None = None
 
     def __init__(
         self,
@@ -400,7 +405,7 @@ class MemoryMethod(ABC):
         session alone, unlike ``score``. Hits with ``relevance < min_score`` are dropped, so a query
         about nothing stored can return nothing.
         """
-        s = self.score(store, user_id, query, query_time=query_time)
+        s = self._reranked(self.score(store, user_id, query, query_time=query_time), query)
         if len(s.scores) == 0:
             return []
         relevance = s.relevance if s.relevance is not None else self.relevance(s.index, query)
@@ -420,8 +425,12 @@ class MemoryMethod(ABC):
 
     def rank(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Ranking:
         """All sessions and turns of ``user_id`` ranked for ``query`` (what the benchmarks score)."""
-        s = self.score(store, user_id, query, query_time=query_time)
+        s = self._reranked(self.score(store, user_id, query, query_time=query_time), query)
         return rank_units(s.index, s.scores)
+
+    def _reranked(self, scored: Scored, query: str) -> Scored:
+        """``scored`` after the reranking stage, when one is set."""
+        return scored if self.reranker is None or len(scored.scores) == 0 else self.reranker.apply(scored, query)
 
     def config(self) -> dict[str, Any]:
         """The method's parameters, for reports and reproducibility."""
