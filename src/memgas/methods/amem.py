@@ -37,17 +37,17 @@ __all__ = ["AMem", "Note", "NOTE_SCHEMA", "LINK_SCHEMA", "note_messages", "link_
 
 NOTE_SCHEMA: dict[str, Any] = {
     "type": "object", "required": ["keywords", "tags", "context"],
-    "properties": {"keywords": {"type": "array", "maxItems": 10, "items": {"type": "string"}},
-                   "tags": {"type": "array", "maxItems": 10, "items": {"type": "string"}},
+    "properties": {"keywords": {"type": "array", "maxItems": 6, "items": {"type": "string"}},
+                   "tags": {"type": "array", "maxItems": 4, "items": {"type": "string"}},
                    "context": {"type": "string"}},
 }
 LINK_SCHEMA: dict[str, Any] = {
     "type": "object", "required": ["links", "updates"],
-    "properties": {"links": {"type": "array", "items": {"type": "integer"}},
-                   "updates": {"type": "array", "items": {
+    "properties": {"links": {"type": "array", "maxItems": 10, "items": {"type": "integer"}},
+                   "updates": {"type": "array", "maxItems": 10, "items": {
                        "type": "object", "required": ["note", "context", "tags"],
                        "properties": {"note": {"type": "integer"}, "context": {"type": "string"},
-                                      "tags": {"type": "array", "maxItems": 10, "items": {"type": "string"}}}}}},
+                                      "tags": {"type": "array", "maxItems": 4, "items": {"type": "string"}}}}}},
 }
 _NOTE_SYSTEM = (
     "You write memory notes. For the conversation excerpt, give up to 6 keywords (the specific people, "

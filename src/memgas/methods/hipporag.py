@@ -47,12 +47,13 @@ __all__ = ["HippoRAG", "OPENIE_SCHEMA", "FILTER_SCHEMA", "openie_messages", "fil
 
 OPENIE_SCHEMA: dict[str, Any] = {
     "type": "object", "required": ["triples"],
-    "properties": {"triples": {"type": "array", "maxItems": 15, "items": {
+    "properties": {"triples": {"type": "array", "maxItems": 8, "items": {
         "type": "object", "required": ["subject", "relation", "object"],
         "properties": {"subject": {"type": "string"}, "relation": {"type": "string"}, "object": {"type": "string"}}}}},
 }
 FILTER_SCHEMA: dict[str, Any] = {
-    "type": "object", "required": ["relevant"], "properties": {"relevant": {"type": "array", "items": {"type": "integer"}}},
+    "type": "object", "required": ["relevant"],
+    "properties": {"relevant": {"type": "array", "maxItems": 10, "items": {"type": "integer"}}},
 }
 _OPENIE_SYSTEM = (
     "You extract knowledge triples for a knowledge graph. From the conversation passage, list the facts it "
@@ -158,7 +159,7 @@ class HippoRAG(DerivedMethod[_View]):
                 self._yake = yake.KeywordExtractor(lan="en", n=2, top=10)
             return rule_triples(embedding_view(turn), self._yake)  # what the turn's vector reads: YAKE is slow
         reply = self.ask(openie_messages(turn, self.max_chars), OPENIE_SCHEMA, user_id=session.user_id,
-                         sessions=[session.session_id], max_tokens=500)
+                         sessions=[session.session_id], max_tokens=400)
         return [] if reply is None else _clean_triples(reply["triples"])
 
     def derive(self, corpus: TurnCorpus) -> _View:

@@ -42,7 +42,7 @@ __all__ = ["HMem", "Level", "Hierarchy", "FILE_SCHEMA", "file_messages", "spheri
 
 FILE_SCHEMA: dict[str, Any] = {
     "type": "object", "required": ["memories"],
-    "properties": {"memories": {"type": "array", "maxItems": 12, "items": {
+    "properties": {"memories": {"type": "array", "maxItems": 6, "items": {
         "type": "object", "required": ["domain", "category", "trace", "turns"],
         "properties": {"domain": {"type": "string", "minLength": 1}, "category": {"type": "string", "minLength": 1},
                        "trace": {"type": "string", "minLength": 1},

@@ -35,7 +35,7 @@ __all__ = ["MPC", "MemoryEntry", "MEMORY_SCHEMA", "memory_messages", "parse_entr
 MEMORY_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["memories"],
-    "properties": {"memories": {"type": "array", "maxItems": 20, "items": {
+    "properties": {"memories": {"type": "array", "maxItems": 6, "items": {
         "type": "object", "required": ["kind", "text", "turns"],
         "properties": {"kind": {"type": "string", "enum": ["persona", "event"]},
                        "text": {"type": "string", "minLength": 1},
@@ -46,9 +46,10 @@ _SYSTEM = (
     "You are the memory processor of a chatbot. Read one conversation session and write the memories worth "
     "keeping for later conversations: persona memories (facts about a speaker: preferences, possessions, "
     "relationships, plans, jobs) and event memories (what happened or was decided, with dates when given). "
-    "Each memory is one short self-contained sentence naming the speaker. Cite the numbers [i] of the lines "
-    "it comes from in \"turns\". Reply with JSON only: "
-    '{"memories": [{"kind": "persona" or "event", "text": "...", "turns": [i, ...]}]}.'
+    "Each memory is one short self-contained sentence in your own words naming the speaker; never copy a "
+    "line. Cite the numbers [i] of the lines it comes from in \"turns\". Write one memory per fact, "
+    "as many as the session holds. Reply with JSON only: "
+    '{"memories": [{"kind": "persona" or "event", "text": "...", "turns": [i, ...]}, ...]}.'
 )
 
 
@@ -112,7 +113,7 @@ class MPC(DerivedMethod[_View]):
             if not session.turns:
                 continue
             reply = self.ask(memory_messages(session, self.max_chars), MEMORY_SCHEMA, user_id=session.user_id,
-                             sessions=[session.session_id], max_tokens=700)
+                             sessions=[session.session_id], max_tokens=800)
             if reply is not None:
                 entries += parse_entries(reply, session)
         vectors = embed_texts(self.embedder, [e.text for e in entries]) if entries else as_matrix([], self.embedder.dim)
