@@ -245,7 +245,8 @@ def test_end_to_end_with_the_local_model(tmp_path: Path, embedder: Embedder) -> 
         assert len(e.principles.list()) + len(e.principles.pending()) == result.contrasts
         e.principles.add("When the user feels overwhelmed by a big task", "suggest one small step", "long lists",
                          "a small step breaks the freeze")
-        guidance = e.principles.principles("I have 400 emails and I don't know where to start", k=1)
+        every = Principles(e.bank, llm, min_similarity=-1.0)  # the rewrite is tested here, not the threshold
+        guidance = every.principles("I have 400 emails and I don't know where to start", k=1)
         assert len(guidance) == 1 and guidance[0].text
 
 
