@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memgas.methods import METHODS, NEEDS_LLM, MemGAS, get_method
+from memgas.methods import METHODS, NEEDS_LLM, QA_ONLY, MemGAS, get_method
 from memgas.methods.memgas import association_edges, session_edges
 from memgas.model import InvalidInputError, make_session
 from memgas.store import open_store
@@ -75,7 +75,9 @@ def test_association_links_related_sessions(filled) -> None:
     assert stats[0].association == {}  # the first session has no history to associate with
 
 
-@pytest.mark.parametrize("name", sorted(set(METHODS) - NEEDS_LLM))  # zep: tests/test_zep.py, with an LLM
+# zep and the other LLM methods: their own tests, with a scripted LLM; QA-only methods rank nothing;
+# mpnet needs optional model packages (tests/test_methods_mpnet.py)
+@pytest.mark.parametrize("name", sorted(set(METHODS) - NEEDS_LLM - QA_ONLY - {"mpnet"}))
 def test_every_method_ranks_every_session_and_turn(embedder, filled, name) -> None:
     store, _ = filled
     method = get_method(name, embedder)
