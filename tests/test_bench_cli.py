@@ -227,3 +227,11 @@ def _edges_by_unit(store, user_id: str) -> set[tuple[tuple, tuple, float]]:
     name = {int(i): (units.session_ids[r], int(units.granularity[r]), int(units.turn_start[r]),
                      int(units.chunk[r]), units.texts[r]) for r, i in enumerate(units.ids)}
     return {(name[int(s)], name[int(d)], round(float(w), 6)) for s, d, w in zip(edges.src, edges.dst, edges.weight)}
+
+
+def test_qa_only_methods_are_refused_for_retrieval_before_any_data_is_read(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from memgas.cli import main
+
+    assert main(["bench", "locomo", "--method", "memgas,comedy,full-history", "--data", str(tmp_path / "none.json"),
+                 "--out", str(tmp_path / "out")]) == 2
+    assert "comedy, full-history: QA only" in capsys.readouterr().err and not (tmp_path / "out").exists()

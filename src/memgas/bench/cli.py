@@ -154,7 +154,9 @@ def _add_qa_arguments(parser: argparse.ArgumentParser) -> None:
                    help="LLM response cache (default ~/.cache/memgas/llm.sqlite or $MEMGAS_CACHE_DIR/llm.sqlite)")
     g.add_argument("--no-llm-cache", action="store_true", help="call the model even for prompts it has answered")
     g.add_argument("--qa-systems", default=None,
-                   help="comma-separated, from memgas, memgas-nofilter, topk-sessions, full-history (default: all)")
+                   help="comma-separated: memgas, memgas-nofilter, topk-sessions, or any method name (full-history, "
+                        "recursum, comedy answer from their own memory; default: memgas, memgas-nofilter, topk-sessions, "
+                        "full-history)")
     g.add_argument("--qa-k", type=int, default=5, help="sessions retrieved for memgas and topk-sessions (default 5)")
     g.add_argument("--max-questions", type=int, default=None, help="answer at most N questions in all")
     g.add_argument("--llm-units", action="store_true", help="write summary/keyword units with the LLM (1 call/session)")
@@ -403,7 +405,7 @@ def _cmd_principles(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark, write results.json, report.md and recall_at_k.png, print the table."""
     from ..embed import EmbeddingCache, default_cache_path, get_embedder
-    from ..methods import METHODS, NEEDS_LLM
+    from ..methods import METHODS, NEEDS_LLM, QA_ONLY
     from .qa import cmd_qa, llm_from_args
     from .report import command_line, markdown_table, write_outputs
     from .runner import DEFAULT_DATA, DEFAULT_KS, run_locomo, run_longmemeval
@@ -430,6 +432,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise InvalidInputError(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
+    qa_only = [m for m in methods if m in QA_ONLY]
+    if qa_only and not args.qa:  # refused before any data is read: they have no ranking to score
+        raise InvalidInputError(f"{', '.join(qa_only)}: QA only, retrieval metrics are undefined; use --qa "
+                                f"--qa-systems {','.join(qa_only)}")
     path = args.data or DEFAULT_DATA[args.dataset]
     if not Path(path).is_file():
         raise InvalidInputError(f"{args.dataset} data not found at {Path(path).resolve()}; pass --data PATH")
