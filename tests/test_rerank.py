@@ -108,3 +108,17 @@ def test_bad_stage_settings_are_refused() -> None:
         RerankStage(LLMReranker(LLM(ScriptedChat())), candidates=1)
     with pytest.raises(InvalidInputError):
         RerankStage(LLMReranker(LLM(ScriptedChat())), weight=1.5)
+
+
+def test_memory_and_the_bench_reach_the_stage(stub, tmp_path, embedder) -> None:  # type: ignore[no-untyped-def]
+    from memgas import Memory
+
+    stub.responder = lambda body: '{"ranking": [2, 1]}'
+    with Memory(None, embedder=embedder, rerank=f"llm:openai:tiny@{stub.base_url}") as mem:
+        mem.add([{"role": "user", "content": "I keep bees on the roof."}], user_id="u", session_id="bees")
+        mem.add([{"role": "user", "content": "My bees make lavender honey."}], user_id="u", session_id="honey")
+        assert mem.method.reranker is not None
+        mem.search("what do my bees make?", user_id="u", k=2)
+        assert stub.requests, "the reranker was not asked"
+    with pytest.raises(InvalidInputError, match="unknown reranker"):
+        Memory(None, embedder=embedder, rerank="cross-encoder")

@@ -46,6 +46,8 @@ class Memory:
         llm_cache: the SQLite response cache for an LLM given by spec (default ``llm.sqlite`` beside
             the embedding cache): what the LLM derived from a stored session (e.g. ``zep``'s facts,
             rebuilt from the store in a new process) costs no second call.
+        rerank: an optional reranking stage after the method's scoring, ``"llm:<LLM spec>"`` (see
+            :mod:`memgas.rerank`: a listwise LLM reranker, one call per search; off by default).
         **method_options: parameters of the method (e.g. ``damping=0.5`` for MemGAS).
 
     Raises:
@@ -62,8 +64,14 @@ class Memory:
         llm: str | LLM | ChatModel | None = None,
         llm_units: bool = True,
         llm_cache: str | Path | None = None,
+        rerank: str | None = None,
         **method_options: Any,
     ) -> None:
+        reranker = None
+        if rerank is not None:  # before anything is opened: a bad spec leaves nothing to close
+            from .rerank import rerank_stage
+
+            reranker = rerank_stage(rerank, llm_cache=llm_cache or default_llm_cache_path())
         self.store = open_store(path)
         self._embedding_cache = EmbeddingCache(embedding_cache)  # opened here, so close() closes it
         # Query vectors are not cached: a query may hold what its user later deletes (see delete()).
@@ -91,6 +99,7 @@ class Memory:
 
             method_options.setdefault("group_summarizer", LLMGroupSummarizer(self.llm))
         self.method: MemoryMethod = get_method(method, self.embedder, **method_options)
+        self.method.reranker = reranker
         self._lock = threading.Lock()
         self._timing_lock = threading.Lock()  # searches run in parallel threads and count themselves here
         # Per call kind: [count, seconds]. Totals, not lists: a server process runs for months.

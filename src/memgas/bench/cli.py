@@ -112,6 +112,8 @@ def add_bench_parser(sub: Any) -> None:
                     help="override a MemGAS search parameter for the memgas* methods, e.g. --set temperature=0.2 "
                          "(repeatable; see MemGASConfig)")
     sp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sp.add_argument("--rerank", metavar="SPEC", default=None,
+                    help="rerank every method's top turns: 'llm:<LLM spec>', e.g. llm:local (off by default)")
     sp.add_argument("--types", default="knowledge-update,temporal-reasoning",
                     help="kg: LongMemEval question types to run (default knowledge-update,temporal-reasoning); "
                          "--limit is then per type")
@@ -450,8 +452,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.max_sessions is not None and args.dataset != "locomo":
         raise InvalidInputError("--max-sessions applies to locomo only")
     with _backend(args) as backend:
+        reranker = None
+        if args.rerank:
+            from ..llm import default_llm_cache_path
+            from ..rerank import rerank_stage
+
+            cache = None if args.no_llm_cache else args.llm_cache or default_llm_cache_path()
+            reranker = rerank_stage(args.rerank, llm_cache=cache)
         result = run(Path(path), methods, embedder, limit=args.limit, ks=ks, progress=not args.no_progress,
-                     store_dir=args.stores, overrides=_overrides(args.set), llm=llm, backend=backend, **extra)
+                     store_dir=args.stores, overrides=_overrides(args.set), llm=llm, backend=backend,
+                     reranker=reranker, **extra)
     out = args.out or Path("bench-out") / args.dataset
     paths = write_outputs(result, out, command_line())
     print(markdown_table(result))

@@ -148,6 +148,7 @@ def _run(
     overrides: dict[str, Any] | None = None,
     llm: Any = None,
     backend: str | None = None,
+    reranker: Any = None,
 ) -> BenchResult:
     def options(m: str) -> dict[str, Any]:
         if m.startswith("memgas"):
@@ -155,6 +156,11 @@ def _run(
         return {"llm": llm} if m in NEEDS_LLM and llm is not None else {}
 
     methods: dict[str, MemoryMethod] = {m: get_method(m, embedder, **options(m)) for m in method_names}
+    if reranker is not None:  # the optional stage after every method's scoring (memgas.rerank)
+        for method in methods.values():
+            method.reranker = reranker
+        config["rerank"] = {"reranker": reranker.reranker.id, "candidates": reranker.candidates,
+                            "weight": reranker.weight}
     ingester = MemGAS(embedder)
     memo = _UnitMemo()
     ingester.build = memo.wrap(ingester.build)  # type: ignore[method-assign]
@@ -237,6 +243,7 @@ def run_longmemeval(
     overrides: dict[str, Any] | None = None,
     llm: Any = None,
     backend: str | None = None,
+    reranker: Any = None,
 ) -> BenchResult:
     """Retrieval on LongMemEval: every scorable question, its own haystack, official metrics.
 
@@ -254,7 +261,7 @@ def run_longmemeval(
         groups.append((q.sessions[0].user_id, q.sessions, [q]))
     config = {"dataset": "longmemeval", "data": str(path), "limit": limit, "ks": list(ks), "embedder": embedder.id}
     result = _run("longmemeval", groups, method_names, embedder, ks, config, lambda q, r: {}, progress, store_dir,
-                  overrides, llm, backend)
+                  overrides, llm, backend, reranker)
     result.skipped = skipped
     return result
 
@@ -272,6 +279,7 @@ def run_locomo(
     llm: Any = None,
     max_sessions: int | None = None,
     backend: str | None = None,
+    reranker: Any = None,
 ) -> BenchResult:
     """Retrieval on LoCoMo: per conversation, its sessions and turns are the corpus.
 
@@ -315,7 +323,7 @@ def run_locomo(
     config = {"dataset": "locomo", "data": str(path), "limit": limit, "max_sessions": max_sessions, "ks": list(ks),
               "embedder": embedder.id}
     result = _run("locomo", groups, method_names, embedder, ks, config, official, progress, store_dir, overrides, llm,
-                  backend)
+                  backend, reranker)
     result.skipped = skipped
     result.notes.append(
         f"evidence ids dropped (no such turn): {len(report.dropped_evidence)}; "
