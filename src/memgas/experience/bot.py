@@ -107,8 +107,10 @@ def solve_prompt(problem: str, template: dict[str, Any] | None = None,
             parts.append("Key information: " + "; ".join(distilled["key_information"])
                          + "\nConstraints: " + "; ".join(distilled["constraints"]))
         steps = "\n".join(f"{i}. {step}" for i, step in enumerate(template["steps"], 1))
+        # Templates distilled by small models keep values of their source problem, which get copied.
         parts.append(f"Thought template for {template['description']}\n{steps}\n\n"
-                     "Follow the template's steps for this problem.")
+                     "The template was written for another problem of this kind: follow its steps with this "
+                     "problem's own values, and never reuse a value or answer shown in the template.")
     parts.append('Write a JSON object: "reasoning": your steps for this problem, briefly; "answer": only the final '
                  "answer, in the form the problem asks for.")
     return [{"role": "system", "content": "You solve problems carefully, step by step." + _JSON_ONLY},
@@ -133,14 +135,18 @@ class BufferOfThoughts:
         llm: the model of every step; without one, :meth:`learn` keeps problems pending and :meth:`recall`,
             :meth:`solve` and :meth:`distill_pending` refuse (the distiller is what retrieval matches on).
         retrieve_threshold: least cosine between a problem's distilled description and a template's
-            description for the template to be used (measured: ``memgas bench bot``).
+            description for the template to be used. Measured (``memgas bench bot``, 4 families, local
+            0.5B model): the nearest template was of the right family for every test problem, with cosines
+            0.56-0.92; 0.5 uses a template whenever the buffer knows the family.
         dedup_threshold: a new template whose description has at least this cosine with a stored one is
-            dropped as a duplicate (measured likewise).
+            dropped as a duplicate. Measured likewise: template descriptions of one family had cosines down
+            to 0.49, of different families at most 0.62; 0.7 kept 9 of 20 templates and every family, 0.85
+            kept 15.
         max_tokens: most tokens of one step's reply.
     """
 
     def __init__(self, bank: ExperienceBank, llm: LLM | None = None, *, retrieve_threshold: float = 0.5,
-                 dedup_threshold: float = 0.85, max_tokens: int = 400) -> None:
+                 dedup_threshold: float = 0.7, max_tokens: int = 400) -> None:
         if not -1.0 <= retrieve_threshold <= 1.0 or not -1.0 <= dedup_threshold <= 1.0:
             raise InvalidInputError("retrieve_threshold and dedup_threshold are cosines, between -1 and 1")
         if max_tokens < 32:
