@@ -12,7 +12,8 @@ entropy router (:mod:`memgas.router`) weights each channel by the inverse entrop
 softmax(z / λ); a unit's seed is the weighted sum of its positive z-scores, times a time prior
 when the query names a time window (:mod:`memgas.temporal`). The top ``seeds`` units seed
 Personalized PageRank (:mod:`memgas.ppr`) over the association graph; node scores are mapped
-back to sessions (a session scores as its best unit) and turns.
+back to sessions (a session scores as its best unit plus its evidence across channels) and turns
+(a turn scores as its own seed plus its session's evidence, never above its session).
 
 Reference: Xu et al., "Towards Multi-Granularity Memory Association and Selection for
 Long-Term Conversational Agents" (MemGAS), 2025.
@@ -35,6 +36,7 @@ from ..ppr import personalized_pagerank
 from ..router import granularity_weights
 from ..store import EdgeTable, Store, UnitTable
 from ..temporal import parse_time_window
+from ..turnscore import own_turn_scores
 from ..lexical import LexicalIndex
 from ..units import Keyworder, Summarizer, embedding_view
 from .base import IndexCache, IngestStats, MemoryMethod, Scored, UserIndex, build_user_index, extend_user_index
@@ -64,6 +66,10 @@ class MemGASConfig:
         session_weight: β of session evidence: every unit's score (PageRank, scaled to a maximum
             of 1) gains β times its session's evidence Σ_c w_c · max(0, best z_c in the session),
             scaled the same way (0 = off).
+        turn_seed: with session evidence, a turn scores by its own seed (scaled to a maximum of 1)
+            plus β times its session's evidence, capped at its session's score, instead of by its
+            PageRank score (which every turn of a strong session shares through the session's chunk);
+            sessions rank as before (:func:`memgas.turnscore.own_turn_scores`). Off = every unit alike.
     """
 
     candidates: int = 50
@@ -80,6 +86,7 @@ class MemGASConfig:
     assoc_scale: float = 1.0
     time_weight: float = 0.5
     session_weight: float = 1.0
+    turn_seed: bool = True
 
 
 @dataclass(slots=True)
@@ -414,6 +421,14 @@ class MemGAS(MemoryMethod):
         if self.cfg.session_weight > 0 and evidence.max() > 0:
             # Evidence spread over a session's granularities (its best chunk, turn, summary, keywords
             # and BM25 hit together) outweighs one unit that a single channel favours.
+            units = index.units
             bonus = self.cfg.session_weight * evidence / evidence.max()
-            scores = scores / scores.max() + bonus[index.units.session_of]
+            scores = scores / scores.max() + bonus[units.session_of]
+            if self.cfg.turn_seed:
+                # PageRank ranks sessions (mass flows between associated ones); a turn is ranked by
+                # its own seed, i.e. its cosine and BM25 evidence, within its session's prior.
+                turns = units.masks["turn"]
+                own = personalization[turns] / personalization.max() + bonus[units.session_of[turns]]
+                scores = own_turn_scores(scores, units.session_of, len(units.sessions), turns, own,
+                                         units.masks["session"])
         return Scored(index.units, scores, weights, personalization, relevance=sims)
