@@ -30,9 +30,11 @@ class Experience:
         agent_id: whose experience: an agent's, shared across its users ...
         user_id: ... or one user's (exactly one of the two).
         embedder: as for :class:`~memgas.memory.Memory` (the store's embedder must match).
-        llm: an LLM spec or instance; every learning step needs one, lookups (``recall``) do not.
+        llm: an LLM spec or instance: every learning step needs one, and so do Buffer of Thoughts'
+            ``recall``/``solve`` (its problem distiller runs first); PRINCIPLES' ``recall`` does not.
         llm_cache: the response cache for an LLM given by spec (default: ``llm.sqlite`` in the cache folder).
-        **options: thresholds and settings passed to both designs by name, e.g. ``templates={"dedup": 0.9}``.
+        templates: options of :class:`~memgas.experience.bot.BufferOfThoughts`, e.g. ``{"dedup_threshold": 0.9}``.
+        principles: options of :class:`~memgas.experience.principles.Principles`, e.g. ``{"min_similarity": 0.3}``.
     """
 
     def __init__(self, path: str | Path | Store | None = None, *, agent_id: str | None = None,
