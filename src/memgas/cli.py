@@ -95,7 +95,8 @@ def _require_store(db: str) -> None:
     """Raise :class:`NotFoundError` when ``db`` names a store file that does not exist."""
     path = _store_file(db)
     if path is not None and not path.exists():
-        raise NotFoundError(f"no store at {db}: the file does not exist (commands that write, such as 'memgas add', create it)")
+        raise NotFoundError(f"no store at {db}: the file does not exist "
+                            "(commands that write, such as 'memgas add', create it)")
 
 
 def _require_user(mem: Memory, user_id: str) -> None:
