@@ -21,16 +21,21 @@ from .lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .client import AsyncClient, Client
+    from .experience.facade import Experience
     from .memory import Memory
     from .model import (
+        AuthError,
         ConvergenceError,
         DuplicateSessionError,
         EmbedderMismatchError,
+        ForbiddenError,
         Hit,
         InvalidInputError,
         MemgasError,
         NotFoundError,
+        RateLimitedError,
         TurnHit,
+        UnavailableError,
     )
 
 __version__ = "0.1.0"
@@ -40,8 +45,10 @@ _LAZY: dict[str, str] = {
     "Memory": "memory",
     "Client": "client",
     "AsyncClient": "client",
+    "Experience": "experience.facade",
     **{name: "model" for name in ("Hit", "TurnHit", "MemgasError", "InvalidInputError", "DuplicateSessionError",
-                                  "NotFoundError", "EmbedderMismatchError", "ConvergenceError")},
+                                  "NotFoundError", "EmbedderMismatchError", "ConvergenceError", "AuthError",
+                                  "ForbiddenError", "RateLimitedError", "UnavailableError")},
 }
 
 __all__ = [*_LAZY, "__version__"]
