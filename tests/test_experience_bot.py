@@ -11,7 +11,8 @@ from typing import Any, Iterator
 import pytest
 
 from memgas.cli import main
-from memgas.experience.bot import DISTILL_SCHEMA, SOLVE_SCHEMA, TEMPLATE_SCHEMA, BufferOfThoughts
+from memgas.experience.bot import (DISTILL_SCHEMA, SOLVE_SCHEMA, TEMPLATE_SCHEMA, BufferOfThoughts, leaked_values,
+                                   scrub, source_values)
 from memgas.experience.facade import Experience
 from memgas.experience.tasks import FAMILIES, Problem, check, generate, split
 from memgas.llm import LLMError, get_llm
@@ -39,6 +40,7 @@ class Script:
         self.broken: set[str] = set()
         self.distilled: str | None = None  # a description the distiller returns whatever the problem
         self.kinds: list[str] = []
+        self.templates: list[str | dict[str, Any]] = []  # scripted template replies, in order (a str is sent raw)
 
     def __call__(self, body: dict[str, Any]) -> str:
         schema = body["response_format"]["json_schema"]["schema"]
@@ -52,6 +54,9 @@ class Script:
         if kind == "distill":
             return json.dumps({"key_information": ["the words"], "constraints": ["each once"], "task_type": "sorting",
                                "description": self.distilled or _description(text)})
+        if kind == "template" and self.templates:
+            reply = self.templates.pop(0)
+            return reply if isinstance(reply, str) else json.dumps(reply)
         if kind == "template":
             return json.dumps({"task_type": "t", "description": _description(text),
                                "steps": ["Compare the first letters.", "Break ties by the next letters."]})
@@ -92,6 +97,52 @@ def test_dedup_threshold_is_the_cut(exp: Experience) -> None:
     assert strict.learn("Sort (near): fig kiwi", "fig kiwi")["status"] == "added"
 
 
+# ----------------------------------------------------------------------------- value-free templates
+
+DATE_PROBLEM = ("What date is 3 days after 2024-01-01?", "Count 3 days forward: 2024-01-04.", "2024-01-04")
+LEAKY = {"task_type": "date", "description": "Add 3 days to 2024-01-01.", "steps": ["Count 3 days: 2024-01-04."]}
+CLEAN = {"task_type": "date", "description": DATE, "steps": ["Count the days forward month by month."]}
+
+
+def test_source_values_and_scrub() -> None:
+    values = source_values("Sort: Pear apple 07", "apple Pear 07", answer="The result is apple pear")
+    assert values == {"07", "7", "apple", "pear"}  # the answer's words, not its stop words nor the problem's
+    template = {"task_type": "Sort", "description": "Sort words like APPLE.", "steps": ["Use 7 or 2024-01-07.", "Step 1."]}
+    assert leaked_values(template, values) == ["7", "2024-01-07", "APPLE"]
+    assert scrub(template, values) == {"task_type": "Sort", "description": "Sort words like <word>.",
+                                       "steps": ["Use <number> or <date>.", "Step 1."]}
+
+
+def test_clean_template_stored_as_is_in_one_call(exp: Experience, script: Script) -> None:
+    script.templates.append(CLEAN)
+    result = exp.templates.learn(*DATE_PROBLEM[:2], answer=DATE_PROBLEM[2])
+    assert script.kinds == ["template"] and result["template"] == CLEAN
+    stored = exp.templates.get(result["id"])
+    assert {k: stored[k] for k in CLEAN} == CLEAN and "scrubbed" not in stored
+
+
+def test_leaking_template_sent_back_naming_the_values(exp: Experience, script: Script, stub: OpenAIStub) -> None:
+    script.templates += [LEAKY, CLEAN]
+    result = exp.templates.learn(*DATE_PROBLEM[:2], answer=DATE_PROBLEM[2])
+    assert script.kinds == ["template", "template"]
+    retry = stub.requests[-1]["messages"]
+    assert json.loads(retry[-2]["content"]) == LEAKY and retry[-2]["role"] == "assistant"
+    assert "values of this particular problem: 3, 2024-01-01, 2024-01-04." in retry[-1]["content"]
+    stored = exp.templates.get(result["id"])
+    assert stored["steps"] == CLEAN["steps"] and "scrubbed" not in stored
+    assert leaked_values(stored, source_values(*DATE_PROBLEM)) == []
+
+
+@pytest.mark.parametrize("second", [LEAKY, "sorry, no JSON today"])
+def test_still_leaking_or_failed_retry_is_scrubbed(exp: Experience, script: Script, second: Any) -> None:
+    script.templates += [LEAKY, second, second]  # a prose retry is retried once more by complete_json
+    result = exp.templates.learn(*DATE_PROBLEM[:2], answer=DATE_PROBLEM[2])
+    stored = exp.templates.get(result["id"])
+    assert stored["description"] == "Add <number> days to <date>." and stored["steps"] == ["Count <number> days: <date>."]
+    assert stored["scrubbed"] == ["3", "2024-01-01", "2024-01-04"]
+    assert stored["source"] == dict(zip(("problem", "solution", "answer"), DATE_PROBLEM))  # nothing lost
+
+
 # ----------------------------------------------------------------------------- retrieval
 
 
@@ -108,6 +159,7 @@ def test_distiller_runs_first_and_retrieval_uses_its_description(exp: Experience
     assert result["distilled"]["description"] == DATE and result["learned"] is None
     solve_prompt = stub.requests[-1]["messages"][-1]["content"]
     assert "Break ties by the next letters." in solve_prompt and "Key information: the words" in solve_prompt
+    assert "general pattern" in solve_prompt and "values of THIS problem" in solve_prompt
     assert result["answer"] == "apple pear" and result["llm"]["calls"] == 2
 
 

@@ -14,6 +14,16 @@ The steps, each one prompt with a JSON schema through :meth:`memgas.llm.LLM.comp
    description of the kind of problem and the reasoning steps, no particular numbers). It is dropped as a
    duplicate when its description's cosine with a stored template's description is ``>= dedup_threshold``.
 
+Templates are kept value-free (:func:`source_values`, :func:`leaked_values`): small models copy the source
+problem's numbers, dates, words and even its answer into a template, and the solver then copies them from the
+template into new answers. The values of a source are its numbers and dates (anywhere in problem, solution or
+answer) and the words of its answer outside a small stop list: the answer is the one part that is values by
+definition, while the problem's other words state the task, which the template must name ("sort the words").
+A reply that holds any is sent back once naming them, asking for placeholders (``<number>``, ``<date>``,
+``<word>``); if the second reply still holds some (or fails), the leaked values are replaced by those
+placeholders deterministically (:func:`scrub`) and listed in the template's ``scrubbed`` field. The source
+problem, solution and answer stay in the template's ``source``: nothing is lost.
+
 Nothing is lost when the LLM fails (or none is configured) while learning: the raw problem and solution
 are kept as a ``pending`` item (stored, never matched) and :meth:`BufferOfThoughts.distill_pending` turns
 them into templates later. Items live in an :class:`~memgas.experience.bank.ExperienceBank` (kind
@@ -22,7 +32,9 @@ them into templates later. Items live in an :class:`~memgas.experience.bank.Expe
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from typing import Any, Sequence
 
 from ..llm import LLM, LLMError, track_usage
@@ -31,7 +43,7 @@ from ..store import ExperienceRecord
 from .bank import ExperienceBank
 
 __all__ = ["BufferOfThoughts", "DISTILL_SCHEMA", "TEMPLATE_SCHEMA", "SOLVE_SCHEMA", "distill_prompt",
-           "template_prompt", "solve_prompt"]
+           "template_prompt", "solve_prompt", "source_values", "leaked_values", "scrub"]
 
 log = logging.getLogger("memgas.llm")
 
@@ -98,6 +110,74 @@ def template_prompt(problem: str, solution: str, answer: str | None = None) -> l
              + _JSON_ONLY}, {"role": "user", "content": user}]
 
 
+# A number with its separators (a date, a time, a decimal) is one value; its parts are values too.
+_NUMBER = re.compile(r"\d+(?:[./:-]\d+)*")
+_WORD = re.compile(r"[^\W\d_]+")
+#: Words of an answer that are not values of it (answers such as "The result is 5.").
+STOP_WORDS = frozenset(
+    "a an the and or of to in on at by for with from is are was were be it its this that these those as so "
+    "then than answer result final date number numbers word words sorted order days day".split())
+
+
+def _numbers(text: str) -> set[str]:
+    """The numbers of ``text``, each whole (``2024-01-04``) and by parts (``2024``, ``01``, ``04``), with and
+    without leading zeros."""
+    out: set[str] = set()
+    for match in _NUMBER.finditer(text):
+        parts = re.findall(r"\d+", match.group())
+        out.update([match.group(), *parts, *(part.lstrip("0") or "0" for part in parts)])
+    return out
+
+
+def source_values(problem: str, solution: str, answer: str | None = None) -> set[str]:
+    """The particular values of a solved problem, lower-case: every number and date of the problem, solution
+    and answer, and the answer's words outside :data:`STOP_WORDS` (see the module notes for why only the
+    answer's words)."""
+    words = {w.lower() for w in _WORD.findall(answer or "")} - STOP_WORDS
+    return _numbers(" ".join((problem, solution, answer or ""))) | words
+
+
+def _template_text(template: dict[str, Any]) -> str:
+    return "\n".join([template["task_type"], template["description"], *template["steps"]])
+
+
+def leaked_values(template: dict[str, Any], values: set[str]) -> list[str]:
+    """The ``values`` (of :func:`source_values`) found in the template's task type, description or steps, in
+    order of appearance, each once (compared case-insensitively, whole numbers and words only)."""
+    text = _template_text(template)
+    found = [m.group() for m in _NUMBER.finditer(text)
+             if m.group() in values or _numbers(m.group()) & values]
+    found += [m.group() for m in _WORD.finditer(text) if m.group().lower() in values]
+    return list(dict.fromkeys(found))
+
+
+def _placeholder(match: re.Match[str], values: set[str]) -> str:
+    token = match.group()
+    if token[0].isdigit():
+        if token not in values and not _numbers(token) & values:
+            return token
+        return "<date>" if len(re.findall(r"\d+", token)) >= 3 else "<number>"
+    return "<word>" if token.lower() in values else token
+
+
+def scrub(template: dict[str, Any], values: set[str]) -> dict[str, Any]:
+    """``template`` with every leaked value replaced by a placeholder: a number by ``<number>``, a number of
+    three or more parts (``2024-01-04``, ``1/2/2024``) by ``<date>``, a word by ``<word>``."""
+    pattern = re.compile(f"{_NUMBER.pattern}|{_WORD.pattern}")
+
+    def fix(text: str) -> str:
+        return pattern.sub(lambda m: _placeholder(m, values), text)
+
+    return {"task_type": fix(template["task_type"]), "description": fix(template["description"]),
+            "steps": [fix(step) for step in template["steps"]]}
+
+
+def _leak_feedback(leaked: Sequence[str]) -> str:
+    return ("The template still holds values of this particular problem: " + ", ".join(leaked[:12])
+            + ". A template must fit every problem of this kind: replace each such value by a placeholder "
+            "(<number>, <date> or <word>) and reply with the whole template again." + _JSON_ONLY)
+
+
 def solve_prompt(problem: str, template: dict[str, Any] | None = None,
                  distilled: dict[str, Any] | None = None) -> list[dict[str, str]]:
     """The solver's messages: the problem alone, or instantiating ``template`` with the distilled information."""
@@ -107,10 +187,11 @@ def solve_prompt(problem: str, template: dict[str, Any] | None = None,
             parts.append("Key information: " + "; ".join(distilled["key_information"])
                          + "\nConstraints: " + "; ".join(distilled["constraints"]))
         steps = "\n".join(f"{i}. {step}" for i, step in enumerate(template["steps"], 1))
-        # Templates distilled by small models keep values of their source problem, which get copied.
+        # Small models copy whatever values a prompt shows: say where this problem's values are.
         parts.append(f"Thought template for {template['description']}\n{steps}\n\n"
-                     "The template was written for another problem of this kind: follow its steps with this "
-                     "problem's own values, and never reuse a value or answer shown in the template.")
+                     "The template is a general pattern for this kind of problem, not a solution: follow its steps "
+                     "with the values of THIS problem (its key information above); placeholders such as <number> "
+                     "stand for them.")
     parts.append('Write a JSON object: "reasoning": your steps for this problem, briefly; "answer": only the final '
                  "answer, in the form the problem asks for.")
     return [{"role": "system", "content": "You solve problems carefully, step by step." + _JSON_ONLY},
@@ -125,6 +206,19 @@ def _text(value: str, name: str) -> str:
 
 def _clean(items: Sequence[str]) -> list[str]:
     return [" ".join(item.split()) for item in items if item.strip()]
+
+
+def _template(value: dict[str, Any]) -> dict[str, Any]:
+    """A template writer's reply, whitespace normalised.
+
+    Raises:
+        LLMError: the reply has no steps.
+    """
+    steps = _clean(value["steps"])
+    if not steps:
+        raise LLMError("the template writer wrote no steps")
+    return {"task_type": " ".join(value["task_type"].split()), "description": " ".join(value["description"].split()),
+            "steps": steps}
 
 
 class BufferOfThoughts:
@@ -177,13 +271,28 @@ class BufferOfThoughts:
                 "task_type": " ".join(value["task_type"].split()), "description": " ".join(value["description"].split())}
 
     def _write_template(self, problem: str, solution: str, answer: str | None) -> dict[str, Any]:
-        value = self._need_llm("write a template").complete_json(
-            template_prompt(problem, solution, answer), TEMPLATE_SCHEMA, max_tokens=self.max_tokens)
-        steps = _clean(value["steps"])
-        if not steps:
-            raise LLMError("the template writer wrote no steps")
-        return {"task_type": " ".join(value["task_type"].split()), "description": " ".join(value["description"].split()),
-                "steps": steps}
+        """The template writer's template, free of the source's values (see the module notes).
+
+        Raises:
+            InvalidInputError: no LLM.
+            LLMError: the first call failed or its output stayed invalid.
+        """
+        llm = self._need_llm("write a template")
+        messages = template_prompt(problem, solution, answer)
+        template = _template(llm.complete_json(messages, TEMPLATE_SCHEMA, max_tokens=self.max_tokens))
+        values = source_values(problem, solution, answer)
+        leaked = leaked_values(template, values)
+        if not leaked:
+            return template
+        retry = [*messages, {"role": "assistant", "content": json.dumps(template)},
+                 {"role": "user", "content": _leak_feedback(leaked)}]
+        try:
+            second = _template(llm.complete_json(retry, TEMPLATE_SCHEMA, max_tokens=self.max_tokens))
+        except LLMError as e:  # the first reply is a template: scrub it rather than lose it
+            log.warning("BoT template retry failed, scrubbing the first reply: %s", e)
+            second = template
+        leaked = leaked_values(second, values)
+        return {**scrub(second, values), "scrubbed": leaked} if leaked else second
 
     # -- learning ----------------------------------------------------------------------------------
 
