@@ -310,7 +310,8 @@ def test_bench_bot_buffer_stays_at_the_families(tmp_path: Path, capsys: pytest.C
     status = main(["bench", "bot", "--llm", f"openai:tiny@{stub.base_url}", "--llm-cache", str(tmp_path / "c.sqlite"),
                    "--families", "word_sort,date", "--train-per-family", "3", "--test-per-family", "2",
                    "--out", str(out), "--no-progress"])
-    assert status == 0 and "| all | 4 |" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert status == 0 and "| all | 4 |" in printed and "0 of 6 written templates still held" in printed
     result = json.loads((out / "results.json").read_text())
     assert [x["status"] for x in result["learned"]] == ["added", "added"] + ["duplicate"] * 4
     assert result["buffer_size"] == 2 and result["buffer_families"] == ["date", "word_sort"]

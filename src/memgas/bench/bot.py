@@ -73,8 +73,9 @@ def run_bot(llm: LLM, embedder: Embedder | str | None = None, *, families: Seque
         learned, family_of = [], {}
         for i, p in enumerate(_interleave([splits[f][0] for f in families]), 1):
             result = bot.learn(p.text, p.solution, answer=p.answer)
+            template = result.get("template", {})
             learned.append({"family": p.family, **{k: v for k, v in result.items() if k != "template"},
-                            "description": result.get("template", {}).get("description")})
+                            "description": template.get("description"), "scrubbed": template.get("scrubbed", [])})
             if result["status"] == "added":
                 family_of[result["id"]] = p.family
             _tick(progress, f"learn {i}")
@@ -158,7 +159,9 @@ def bot_markdown(result: dict[str, Any]) -> str:
              f"dedup_threshold {result['dedup_threshold']}; {result['llm']['calls']} LLM calls "
              f"({result['llm']['cached']} from cache), {result['seconds']} s.", "",
              f"Buffer after learning {n_train} training problems: **{result['buffer_size']} templates** "
-             f"({result['pending']} pending), from families {', '.join(result['buffer_families']) or 'none'}.", "",
+             f"({result['pending']} pending), from families {', '.join(result['buffer_families']) or 'none'}; "
+             f"{sum(bool(x['scrubbed']) for x in result['learned'])} of {len(result['learned'])} written templates "
+             "still held source values after the retry and were scrubbed.", "",
              "| family | test | accuracy, no buffer | accuracy, with buffer | templates used | retrieval P@1 |",
              "|---|---:|---:|---:|---:|---:|"]
     for s in result["summary"]:
