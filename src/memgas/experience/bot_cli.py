@@ -8,39 +8,25 @@ solution pending (``distill`` turns it into a template later, with an LLM); ``so
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any, Callable
 
 from ..model import InvalidInputError
+from .commands import open_experience, print_json, verb_adder
 
 __all__ = ["add_parsers"]
 
 
-def _experience(args: argparse.Namespace, *, create: bool = False) -> Any:
-    """The ``Experience`` of ``--db`` for ``--agent`` or ``--user`` (an existing store unless ``create``)."""
-    from ..cli import _require_store
-    from .facade import Experience
-
-    if not create:
-        _require_store(args.db)
-    return Experience(args.db, agent_id=args.agent, user_id=args.user, llm=args.llm)
-
-
-def _print(value: Any) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False, default=str))
-
-
 def cmd_list(args: argparse.Namespace) -> int:
     """Print the templates (and pending solutions) as JSON."""
-    with _experience(args) as exp:
-        _print(exp.templates.list(args.kind))
+    with open_experience(args) as exp:
+        print_json(exp.templates.list(args.kind))
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Print one template or pending solution."""
-    with _experience(args) as exp:
-        _print(exp.templates.get(args.id))
+    with open_experience(args) as exp:
+        print_json(exp.templates.get(args.id))
     return 0
 
 
@@ -48,8 +34,8 @@ def cmd_delete(args: argparse.Namespace) -> int:
     """Delete templates by id, or all of them with --all."""
     if bool(args.ids) == args.all:
         raise InvalidInputError("name template ids, or pass --all to delete every template (not both)")
-    with _experience(args) as exp:
-        _print({"deleted": exp.templates.delete(None if args.all else args.ids)})
+    with open_experience(args) as exp:
+        print_json({"deleted": exp.templates.delete(None if args.all else args.ids)})
     return 0
 
 
@@ -57,8 +43,8 @@ def cmd_learn(args: argparse.Namespace) -> int:
     """Distil a template from a solved problem (kept pending when it cannot be written now)."""
     from ..cli import _undo_created
 
-    with _undo_created(args.db), _experience(args, create=True) as exp:
-        _print(exp.templates.learn(args.problem, args.solution, answer=args.answer))
+    with _undo_created(args.db), open_experience(args, create=True) as exp:
+        print_json(exp.templates.learn(args.problem, args.solution, answer=args.answer))
     return 0
 
 
@@ -68,8 +54,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         raise InvalidInputError("solving needs an LLM: pass --llm local or --llm openai:<model>[@<base_url>]")
     from ..cli import _undo_created
 
-    with _undo_created(args.db), _experience(args, create=args.learn) as exp:
-        _print(exp.templates.solve(args.problem, learn=args.learn))
+    with _undo_created(args.db), open_experience(args, create=args.learn) as exp:
+        print_json(exp.templates.solve(args.problem, learn=args.learn))
     return 0
 
 
@@ -77,23 +63,15 @@ def cmd_distill(args: argparse.Namespace) -> int:
     """Turn pending solutions into templates."""
     if args.llm is None:
         raise InvalidInputError("distilling needs an LLM: pass --llm local or --llm openai:<model>[@<base_url>]")
-    with _experience(args) as exp:
-        _print(exp.templates.distill_pending())
+    with open_experience(args) as exp:
+        print_json(exp.templates.distill_pending())
     return 0
 
 
 def add_parsers(sub: Any, common: Callable[..., None]) -> None:
     """Add ``memgas templates ...`` to the ``memgas`` subcommands (``common`` adds --db/--method/--llm/--user)."""
-    top = sub.add_parser("templates", help="Buffer of Thoughts: an agent's thought templates (list, show, delete, "
-                                           "learn, solve, distill)")
-    verbs = top.add_subparsers(dest="verb", required=True)
-
-    def verb(name: str, func: Callable[[argparse.Namespace], int], help_text: str) -> argparse.ArgumentParser:
-        sp = verbs.add_parser(name, help=help_text)
-        common(sp)  # --user: a user's own experience instead of an agent's
-        sp.add_argument("--agent", help="agent id (experience shared by the agent's users); or --user")
-        sp.set_defaults(func=func)
-        return sp
+    verb = verb_adder(sub, "templates", "Buffer of Thoughts: an agent's thought templates (list, show, delete, "
+                      "learn, solve, distill)", common)
 
     sp = verb("list", cmd_list, "list templates and pending solutions")
     sp.add_argument("--kind", choices=("template", "pending"), help="only this kind")
