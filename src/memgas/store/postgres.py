@@ -50,7 +50,7 @@ from ..model import (
     Unit,
     check_id,
 )
-from .sql import SQLStore, _unit_rows
+from .sql import API_KEYS_TABLE, SQLStore, _unit_rows
 
 __all__ = ["PostgresStore", "SCHEMA_VERSION", "MIGRATIONS", "CROSS_USER_STATEMENTS"]
 
@@ -107,16 +107,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX edges_dst ON edges (user_id, dst)",
     ),
     # 2: the service's API keys (memgas.service.keys), only hashes of their secrets.
-    ("""CREATE TABLE api_keys (
-        key_id TEXT COLLATE "C" PRIMARY KEY,
-        secret_hash TEXT NOT NULL,
-        scope TEXT NOT NULL CHECK (scope IN ('admin', 'tenant')),
-        tenant TEXT,
-        users TEXT,
-        name TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        revoked_at TEXT,
-        CHECK ((scope = 'tenant') = (tenant IS NOT NULL)))""",),
+    (API_KEYS_TABLE.format(collate=' COLLATE "C"'),),
     # 3: experience memory (memgas.experience), keyed by scope first like every per-user table.
     ("""CREATE TABLE experiences (
         scope TEXT COLLATE "C" NOT NULL,

@@ -36,6 +36,18 @@ from .base import ApiKeyRecord, EdgeTable, ExperienceRecord, SessionInfo, Store,
 
 __all__ = ["SQLStore"]
 
+#: The service's API keys (schema version 2 of both backends); ``{collate}`` is the key column's collation.
+API_KEYS_TABLE = """CREATE TABLE api_keys (
+        key_id TEXT{collate} PRIMARY KEY,
+        secret_hash TEXT NOT NULL,
+        scope TEXT NOT NULL CHECK (scope IN ('admin', 'tenant')),
+        tenant TEXT,
+        users TEXT,
+        name TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        revoked_at TEXT,
+        CHECK ((scope = 'tenant') = (tenant IS NOT NULL)))"""
+
 #: Vectors are stored as little-endian float32 so files move between machines.
 _VEC_DTYPE = np.dtype("<f4")
 

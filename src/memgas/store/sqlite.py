@@ -48,7 +48,7 @@ from ..model import (
     Unit,
     check_id,
 )
-from .sql import SQLStore, _unit_rows
+from .sql import API_KEYS_TABLE, SQLStore, _unit_rows
 
 __all__ = ["SQLiteStore", "SCHEMA_VERSION", "MIGRATIONS"]
 
@@ -102,16 +102,7 @@ _SCHEMA = (
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _SCHEMA,
     # 2: the service's API keys (memgas.service.keys), only hashes of their secrets.
-    ("""CREATE TABLE api_keys (
-        key_id TEXT PRIMARY KEY,
-        secret_hash TEXT NOT NULL,
-        scope TEXT NOT NULL CHECK (scope IN ('admin', 'tenant')),
-        tenant TEXT,
-        users TEXT,
-        name TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        revoked_at TEXT,
-        CHECK ((scope = 'tenant') = (tenant IS NOT NULL)))""",),
+    (API_KEYS_TABLE.format(collate=""),),
     # 3: experience memory (memgas.experience): templates, principles, ... per agent or user.
     ("""CREATE TABLE experiences (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
