@@ -169,11 +169,8 @@ def _cmd_cost(args: argparse.Namespace) -> int:
     import json
 
     from .cost import cost_markdown, run_cost
-    from .runner import DEFAULT_DATA
 
-    path = args.data or DEFAULT_DATA["longmemeval"]
-    if not Path(path).is_file():
-        raise InvalidInputError(f"LongMemEval data not found at {Path(path).resolve()}; pass --data PATH")
+    path = _longmemeval_data(args)
     sessions = 500 if args.sessions is None else args.sessions
     if sessions < 2:
         raise InvalidInputError("--sessions must be at least 2")
@@ -187,16 +184,24 @@ def _cmd_cost(args: argparse.Namespace) -> int:
     return 0
 
 
+def _longmemeval_data(args: argparse.Namespace) -> Path:
+    """The LongMemEval file of ``--data`` (default: the shared dev half), which must exist."""
+    from .runner import DEFAULT_DATA
+
+    path = Path(args.data or DEFAULT_DATA["longmemeval"])
+    if not path.is_file():
+        raise InvalidInputError(f"LongMemEval data not found at {path.resolve()}; pass --data PATH")
+    return path
+
+
 def _cmd_live(args: argparse.Namespace) -> int:
     import json
 
     from .live import DEFAULT_CHECKPOINTS, live_markdown, run_live
     from .report import command_line
-    from .runner import DEFAULT_DATA, versions
+    from .runner import versions
 
-    path = args.data or DEFAULT_DATA["longmemeval"]
-    if not Path(path).is_file():
-        raise InvalidInputError(f"LongMemEval data not found at {Path(path).resolve()}; pass --data PATH")
+    path = _longmemeval_data(args)
     out = args.out or Path("bench-out") / "live"
     result = run_live(Path(path), out, checkpoints=args.checkpoints or DEFAULT_CHECKPOINTS,
                       n_sessions=args.sessions, window=args.window, progress=not args.no_progress)
@@ -265,12 +270,10 @@ def _cmd_store(args: argparse.Namespace) -> int:
     import time
 
     from .report import command_line
-    from .runner import DEFAULT_DATA, versions
+    from .runner import versions
     from .store import run_scale, run_throughput, scale_markdown, throughput_markdown
 
-    path = args.data or DEFAULT_DATA["longmemeval"]
-    if not Path(path).is_file():
-        raise InvalidInputError(f"LongMemEval data not found at {Path(path).resolve()}; pass --data PATH")
+    path = _longmemeval_data(args)
     out = args.out or Path("bench-out") / args.dataset
     out.mkdir(parents=True, exist_ok=True)
     with _backend(args) as backend:
@@ -322,11 +325,9 @@ def _cmd_http(args: argparse.Namespace) -> int:
 
     from .http import DEFAULT_CLIENTS, DEFAULT_REQUESTS, DEFAULT_SESSIONS, http_markdown, run_http
     from .report import command_line
-    from .runner import DEFAULT_DATA, versions
+    from .runner import versions
 
-    path = args.data or DEFAULT_DATA["longmemeval"]
-    if not Path(path).is_file():
-        raise InvalidInputError(f"LongMemEval data not found at {Path(path).resolve()}; pass --data PATH")
+    path = _longmemeval_data(args)
     out = args.out or Path("bench-out") / "http"
     out.mkdir(parents=True, exist_ok=True)
     with _backend(args, "memgas_bench_http") as backend:
