@@ -234,14 +234,14 @@ class BufferOfThoughts:
             0.56-0.92; 0.5 uses a template whenever the buffer knows the family.
         dedup_threshold: a new template whose description has at least this cosine with a stored one is
             dropped as a duplicate. Measured likewise: template descriptions of one family had cosines down
-            to 0.49, of different families at most 0.62; 0.7 kept 9 of 20 templates and every family, 0.85
-            kept 15. With value-free (scrubbed) templates descriptions of two families came closer (0.72-0.76):
-            0.7 kept 4 templates of 3 families, 0.75 kept 5 of all 4 (to re-measure before changing it).
+            to 0.49, of different families at most 0.62 while templates still held values. Value-free templates
+            (the leak check) bring two families closer (0.72-0.76): 0.7 kept 4 of 20 templates but only 3 of the
+            4 families (0.5B model), 0.75 kept 5 templates of all 4 (0.5B) and 7 of all 4 (1.5B), so 0.75.
         max_tokens: most tokens of one step's reply.
     """
 
     def __init__(self, bank: ExperienceBank, llm: LLM | None = None, *, retrieve_threshold: float = 0.5,
-                 dedup_threshold: float = 0.7, max_tokens: int = 400) -> None:
+                 dedup_threshold: float = 0.75, max_tokens: int = 400) -> None:
         if not -1.0 <= retrieve_threshold <= 1.0 or not -1.0 <= dedup_threshold <= 1.0:
             raise InvalidInputError("retrieve_threshold and dedup_threshold are cosines, between -1 and 1")
         if max_tokens < 32:
