@@ -400,3 +400,14 @@ def test_the_package_exports_both_clients_with_memorys_signatures() -> None:
         assert [(p.name, p.kind, p.default) for p in ours] == [(p.name, p.kind, p.default) for p in theirs]
         assert inspect.signature(getattr(AsyncClient, name)) == inspect.signature(getattr(Client, name))
         assert inspect.iscoroutinefunction(getattr(AsyncClient, name))
+
+
+def test_the_key_may_come_from_the_environment(server: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMGAS_API_KEY", server.keys["admin"])
+    with Client(server.url) as mem:
+        assert isinstance(mem.list(), list)
+    with Client(server.url, "not-a-key") as mem, pytest.raises(AuthError):  # a key passed in wins
+        mem.list()
+    monkeypatch.setenv("MEMGAS_API_KEY", "")
+    with Client(server.url) as mem, pytest.raises(AuthError):  # empty: no key
+        mem.list()

@@ -22,6 +22,7 @@ import asyncio
 import functools
 import inspect
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,8 +39,10 @@ if TYPE_CHECKING:
     from .answer import Answer
     from .kg import Fact
 
-__all__ = ["Client", "AsyncClient", "DEFAULT_RETRIES", "MAX_RETRY_WAIT"]
+__all__ = ["Client", "AsyncClient", "DEFAULT_RETRIES", "MAX_RETRY_WAIT", "API_KEY_ENV"]
 
+#: The environment variable an API key is read from when none is passed.
+API_KEY_ENV = "MEMGAS_API_KEY"
 #: How many times a ``GET`` is retried after a connection failure or a 503.
 DEFAULT_RETRIES = 2
 #: The longest wait before a retry, in seconds, whatever the server's ``Retry-After`` says.
@@ -339,6 +342,8 @@ class _Base:
         self.url = url.rstrip("/")
         self.retries = retries
         self._headers = {"User-Agent": f"memgas-client/{__version__}", "Accept": "application/json"}
+        if api_key is None:  # a key kept out of the code, as deployments pass secrets
+            api_key = os.environ.get(API_KEY_ENV) or None
         if api_key is not None:
             self._headers["Authorization"] = f"Bearer {api_key}"
 
