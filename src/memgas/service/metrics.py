@@ -11,7 +11,10 @@ import threading
 from collections import defaultdict
 from typing import Any
 
-__all__ = ["Metrics", "LATENCY_BUCKETS"]
+__all__ = ["Metrics", "LATENCY_BUCKETS", "COUNTERS"]
+
+#: The named counters every server exposes (``memgas_<name>_total``).
+COUNTERS = ("adds", "searches", "answers")
 
 #: Upper bounds (seconds) of the request-latency histogram buckets.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -32,7 +35,8 @@ class Metrics:
         self._requests: dict[tuple[str, str, str], int] = defaultdict(int)
         self._buckets: dict[str, list[int]] = {}
         self._sums: dict[str, float] = defaultdict(float)
-        self._counters: dict[str, int] = defaultdict(int)
+        # Exposed from the start at 0, so a scrape before the first add already shows them (rate() needs that).
+        self._counters: dict[str, int] = defaultdict(int, {name: 0 for name in COUNTERS})
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         """Count one finished request and its latency."""
