@@ -194,12 +194,21 @@ def _longmemeval_data(args: argparse.Namespace) -> Path:
     return path
 
 
-def _cmd_live(args: argparse.Namespace) -> int:
+def _write_results(out: Path, name: str, command: str, text: str, results: dict[str, Any]) -> None:
+    """Write ``out/results.json`` (the command, the package versions, then ``results``) and ``out/report.md``
+    (``text`` under the heading of bench ``name``): what every ``memgas bench`` command leaves behind."""
     import json
 
+    from .runner import versions
+
+    (out / "results.json").write_text(json.dumps({"command": command, "versions": versions(), **results}, indent=1),
+                                      encoding="utf-8")
+    (out / "report.md").write_text(f"# memgas bench: {name}\n\n{text}", encoding="utf-8")
+
+
+def _cmd_live(args: argparse.Namespace) -> int:
     from .live import DEFAULT_CHECKPOINTS, live_markdown, run_live
     from .report import command_line
-    from .runner import versions
 
     path = _longmemeval_data(args)
     out = args.out or Path("bench-out") / "live"
@@ -207,9 +216,7 @@ def _cmd_live(args: argparse.Namespace) -> int:
                       n_sessions=args.sessions, window=args.window, progress=not args.no_progress)
     command = command_line("memgas bench live")
     table = f"Command: `{command}`\n\n" + live_markdown(result)
-    (out / "results.json").write_text(json.dumps({"command": command, "versions": versions(), **result}, indent=1),
-                                      encoding="utf-8")
-    (out / "report.md").write_text(f"# memgas bench: live\n\n{table}", encoding="utf-8")
+    _write_results(out, "live", command, table, result)
     print(table)
     print(f"wrote {out / 'results.json'}, {out / 'report.md'}")
     return 0
@@ -266,11 +273,9 @@ def _target(backend: str | None, sqlite: Path) -> tuple[str, str]:
 
 def _cmd_store(args: argparse.Namespace) -> int:
     """``bench store`` / ``bench scale``: on ``--backend``, ``--pg-temp`` or a fresh SQLite file in ``--out``."""
-    import json
     import time
 
     from .report import command_line
-    from .runner import versions
     from .store import run_scale, run_throughput, scale_markdown, throughput_markdown
 
     path = _longmemeval_data(args)
@@ -294,9 +299,7 @@ def _cmd_store(args: argparse.Namespace) -> int:
                   else "a fresh embedding cache per client (every add runs the model)")
     text = f"Command: `{command}`\n\nStore: {label}" + (f"; {cache_note}" if args.dataset == "store" else "") + \
         f"; {os.cpu_count()} CPU cores.\n\n{table}"
-    (out / "results.json").write_text(json.dumps({"command": command, "versions": versions(), "store": label,
-                                                  "runs": result}, indent=1), encoding="utf-8")
-    (out / "report.md").write_text(f"# memgas bench: {args.dataset}\n\n{text}", encoding="utf-8")
+    _write_results(out, args.dataset, command, text, {"store": label, "runs": result})
     print(text)
     print(f"wrote {out / 'results.json'}, {out / 'report.md'}")
     return 0
@@ -321,11 +324,8 @@ def _cmd_multilingual(args: argparse.Namespace) -> int:
 
 def _cmd_http(args: argparse.Namespace) -> int:
     """``bench http``: on ``--backend``, ``--pg-temp`` or a fresh SQLite file in ``--out``."""
-    import json
-
     from .http import DEFAULT_CLIENTS, DEFAULT_REQUESTS, DEFAULT_SESSIONS, http_markdown, run_http
     from .report import command_line
-    from .runner import versions
 
     path = _longmemeval_data(args)
     out = args.out or Path("bench-out") / "http"
@@ -337,16 +337,14 @@ def _cmd_http(args: argparse.Namespace) -> int:
                           requests=DEFAULT_REQUESTS if args.requests is None else args.requests,
                           log=out / "server.log", progress=not args.no_progress)
     command = command_line("memgas bench http")
-    full = {"command": command, "versions": versions(), "store": label, "cpu_cores": os.cpu_count(), **result}
     server, config = result["server"], result["config"]
     text = (f"Command: `{command}`\n\nStore: {label}; {os.cpu_count()} CPU cores; server: `{' '.join(server['argv'])}` "
             f"({server['workers']} worker, {server['auth']}, no rate limit, embedding cache {server['embedding_cache']}); "
             f"clients: {server['clients']}; the searched user holds {config['sessions']} sessions; per client: "
             f"{config['searches_per_client']} searches (k = {config['k']}), then {config['adds_per_client']} add(s) "
             f"to a user of its own.\n\n{http_markdown(result)}")
-    (out / "results.json").write_text(json.dumps(full, indent=1), encoding="utf-8")
-    (out / "report.md").write_text(f"# memgas bench: http\n\n{text}", encoding="utf-8")
-    print(json.dumps(full, indent=1) if args.json else text)
+    _write_results(out, "http", command, text, {"store": label, "cpu_cores": os.cpu_count(), **result})
+    print((out / "results.json").read_text(encoding="utf-8") if args.json else text)
     if not args.json:
         print(f"wrote {out / 'results.json'}, {out / 'report.md'}, {out / 'server.log'}")
     return 0
@@ -354,12 +352,9 @@ def _cmd_http(args: argparse.Namespace) -> int:
 
 def _cmd_bot(args: argparse.Namespace) -> int:
     """``bench bot``: Buffer of Thoughts on generated task families (see :mod:`memgas.bench.bot`)."""
-    import json
-
     from .bot import DEFAULT_FAMILIES, bot_markdown, run_bot
     from .qa import llm_from_args
     from .report import command_line
-    from .runner import versions
 
     families = [f.strip() for f in args.families.split(",") if f.strip()] if args.families else list(DEFAULT_FAMILIES)
     if args.train_per_family < 0 or args.test_per_family < 1:
@@ -370,9 +365,7 @@ def _cmd_bot(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     command = command_line("memgas bench bot")
     text = f"Command: `{command}`\n\n{bot_markdown(result)}"
-    (out / "results.json").write_text(json.dumps({"command": command, "versions": versions(), **result}, indent=1),
-                                      encoding="utf-8")
-    (out / "report.md").write_text(f"# memgas bench: bot\n\n{text}", encoding="utf-8")
+    _write_results(out, "bot", command, text, result)
     print(text)
     print(f"wrote {out / 'results.json'}, {out / 'report.md'}")
     return 0
@@ -380,13 +373,10 @@ def _cmd_bot(args: argparse.Namespace) -> int:
 
 def _cmd_principles(args: argparse.Namespace) -> int:
     """``bench principles``: PRINCIPLES on the shipped scenario set (see :mod:`memgas.bench.principles`)."""
-    import json
-
     from ..embed import EmbeddingCache, default_cache_path, get_embedder
     from .principles import principles_markdown, run_principles
     from .qa import llm_from_args
     from .report import command_line
-    from .runner import versions
 
     if args.dialogues < 1 or args.heldout < 1:
         raise InvalidInputError("--dialogues and --heldout must be positive")
@@ -397,9 +387,7 @@ def _cmd_principles(args: argparse.Namespace) -> int:
                             heldout=args.heldout, progress=not args.no_progress)
     command = command_line("memgas bench principles")
     text = f"Command: `{command}`\n\n{principles_markdown(result)}"
-    (out / "results.json").write_text(json.dumps({"command": command, "versions": versions(), **result}, indent=1),
-                                      encoding="utf-8")
-    (out / "report.md").write_text(f"# memgas bench: principles\n\n{text}", encoding="utf-8")
+    _write_results(out, "principles", command, text, result)
     print(text)
     print(f"wrote {out / 'results.json'}, {out / 'report.md'}")
     return 0
