@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import socket
+import itertools
 import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-import httpx
-
 from memgas.service.keys import create_key
+from memgas.service.spawn import free_port, spawn_server, stop_server
 from memgas.store import open_store
 
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (the server binds it a moment later)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["LiveServer", "start_server", "make_key", "free_port"]
 
 
 def make_key(db: str | Path, scope: str = "admin", users: Sequence[str] | None = None) -> str:
@@ -42,17 +33,14 @@ class LiveServer:
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 15 s)."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_server(self.proc)
 
     def log_lines(self) -> list[str]:
         """What the server wrote on stderr so far."""
         return self.log.read_text("utf-8", "replace").splitlines()
+
+
+_servers = itertools.count()
 
 
 def start_server(db: str | Path, *extra: str, tmp: Path, timeout: float = 90.0,
@@ -64,24 +52,7 @@ def start_server(db: str | Path, *extra: str, tmp: Path, timeout: float = 90.0,
     Raises:
         RuntimeError: the server exited or did not answer within ``timeout`` seconds (with its log).
     """
-    port = free_port()
-    log = tmp / f"server-{port}.log"
-    cmd = [sys.executable, "-m", "memgas.cli", "serve", "--db", str(db), "--host", "127.0.0.1", "--port", str(port),
-           *extra]
-    with open(log, "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err,
-                                env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "MEMGAS_CACHE_DIR": str(tmp / "cache"),
-                                     "NO_PROXY": "127.0.0.1", **(env or {})})
-    server = LiveServer(f"http://127.0.0.1:{port}", proc, log, str(db))
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"memgas serve exited with {proc.returncode}:\n{log.read_text()}")
-        try:
-            if httpx.get(f"{server.url}/healthz", timeout=2).status_code == 200:
-                return server
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    server.stop()
-    raise RuntimeError(f"memgas serve did not answer within {timeout} s:\n{log.read_text()}")
+    log = tmp / f"server-{next(_servers)}.log"
+    proc, url, _ = spawn_server(db, *extra, log=log, timeout=timeout,
+                                env={"MEMGAS_CACHE_DIR": str(tmp / "cache"), "NO_PROXY": "127.0.0.1", **(env or {})})
+    return LiveServer(url, proc, log, str(db))

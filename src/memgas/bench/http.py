@@ -19,9 +19,6 @@ the server, as a co-located agent would.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -32,6 +29,7 @@ from typing import Any, Callable, ContextManager, Iterator, Protocol, Sequence
 import httpx
 
 from ..model import InvalidInputError, Session
+from ..service.spawn import spawn_server, stop_server
 from .cost import distinct_sessions
 from .datasets import load_longmemeval
 from .store import _rate
@@ -123,13 +121,6 @@ def _http_caller(url: str, key: str) -> Iterator[_Http]:
         yield caller
 
 
-def _free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (the server binds it a moment later)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def _server(target: str, log: Path) -> Iterator[tuple[str, list[str]]]:
     """``memgas serve`` on ``target`` at a free loopback port, its stderr in ``log``: yields its URL and argv.
@@ -137,32 +128,11 @@ def _server(target: str, log: Path) -> Iterator[tuple[str, list[str]]]:
     Raises:
         RuntimeError: it exited or did not answer ``/healthz`` in time (the log's tail is in the message).
     """
-    port = _free_port()
-    argv = [sys.executable, "-m", "memgas.cli", "serve", "--db", target, "--host", "127.0.0.1", "--port", str(port)]
-    url = f"http://127.0.0.1:{port}"
-    with open(log, "wb") as err:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err,
-                                env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+    proc, url, argv = spawn_server(target, log=log, timeout=START_TIMEOUT)
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                tail = "\n".join(log.read_text("utf-8", "replace").splitlines()[-20:])
-                raise RuntimeError(f"memgas serve did not start (status {proc.poll()}):\n{tail}")
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
         yield url, argv
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_server(proc)
 
 
 def _clients(n: int, count: int, open_caller: Callable[[], ContextManager[_Caller]],

@@ -12,12 +12,12 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
 
 from ..model import MemgasError
+from ..service.spawn import free_port
 
 __all__ = ["TempCluster", "find_pg_bin", "unavailable"]
 
@@ -50,12 +50,6 @@ def unavailable() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class TempCluster:
     """A running throwaway cluster; :meth:`url` names a database in it (superuser ``postgres``, no password).
 
@@ -77,7 +71,7 @@ class TempCluster:
         if owner is not None:
             os.chown(self.dir, owner.pw_uid, owner.pw_gid)
         self.data = self.dir / "data"
-        self.port = _free_port()
+        self.port = free_port()
         try:
             self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
                       "--locale=C", "--no-sync")
