@@ -75,7 +75,9 @@ MAX_METADATA_BYTES = 65_536
 MIN_TIMESTAMP = datetime(1000, 1, 1)
 MAX_TIMESTAMP = datetime(8999, 12, 31, 23, 59, 59, 999999)
 
-_ID_RE = re.compile(r"[\w.:@/+-]{1,256}")
+#: One character of a user or session id (letters, digits and ``. : @ / + - _``); ids are 1-256 of them.
+ID_CHAR = r"[\w.:@/+-]"
+_ID_RE = re.compile(ID_CHAR + "{1,256}")
 # Integers beyond 64 bits are not held exactly by SQLite's JSON functions nor by most JSON readers.
 _INT_LIMIT = 2**63
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..model import MAX_K, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
+from ..model import ID_CHAR, MAX_K, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
 
 __all__ = [
     "MessageIn", "SessionIn", "AddSessionRequest", "AddManyRequest", "AddResult", "AddManyResponse",
@@ -21,7 +21,8 @@ __all__ = [
 ]
 
 #: What a user or session id looks like (:func:`memgas.model.check_id`).
-ID_PATTERN = r"^[\w.:@/+-]+$"
+# The length goes in max_length: a {1,256} repeat of \w is too large for pydantic's regex engine.
+ID_PATTERN = f"^{ID_CHAR}+$"
 UserId = Annotated[str, Field(min_length=1, max_length=256, pattern=ID_PATTERN,
                               description="whose memory: 1-256 letters, digits and . : @ / + - _")]
 SessionId = Annotated[str, Field(min_length=1, max_length=256, pattern=ID_PATTERN,

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..model import (
     GRANULARITIES,
+    ID_CHAR,
     Edge,
     EmbedderMismatchError,
     InvalidInputError,
@@ -100,7 +101,7 @@ def _unit_rows(session: Session, units: Sequence[Unit], dim: int | None) -> list
     return rows
 
 
-_SCOPE_RE = re.compile(r"(agent|user):[\w.:@/+-]{1,256}")
+_SCOPE_RE = re.compile(f"(agent|user):{ID_CHAR}{{1,256}}")
 _KIND_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 
