@@ -248,7 +248,8 @@ def test_locomo_questions(locomo: tuple[list[datasets.BenchConversation], datase
     q = conv.questions
     assert [x.qtype for x in q] == ["single-hop", "multi-hop", "temporal", "adversarial", "open-domain", "temporal"]
     assert all(x.sessions is conv.sessions and x.conv_id == "conv-x" for x in q)
-    assert q[0].qid == "conv-x_q0" and q[0].question_date is None
+    # asked after the conversation: at its latest session's time (S2), not at an orphan date (session_3)
+    assert q[0].qid == "conv-x_q0" and all(x.question_date == datetime(2023, 6, 20, 10, 4) for x in q)
     assert (q[0].gold_sessions, q[0].gold_turns, q[0].gold_turn_ids) == ({"S1"}, {("S1", 1)}, {"D1:3"})
     # the malformed "D1:1; D2:2" yields both ids
     assert q[1].gold_turns == {("S1", 0), ("S2", 0)} and q[1].gold_sessions == {"S1", "S2"}
