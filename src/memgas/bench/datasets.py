@@ -403,9 +403,10 @@ def load_locomo(path: Path, limit: int | None = None) -> tuple[list[BenchConvers
     Sessions get the official ids ``S<n>``, ``user_id`` = the sample id, and the timestamp of
     ``session_<n>_date_time``. LoCoMo gives questions no date; they are asked after the conversation,
     so each question's ``question_date`` is its latest session's time (a question that names a date
-    or month, "on 7 July, 2023", "in May 2023", then gets a time window; see :mod:`memgas.temporal`). ``speaker_a`` speaks as ``user`` and ``speaker_b`` as ``assistant``,
-    each with ``name`` set; so a memgas turn is a ``speaker_a`` message with the reply after it
-    (a session that ``speaker_b`` opens starts with a turn of its own). An image shared in a message
+    or month, "on 7 July, 2023", "in May 2023", then gets a time window; see :mod:`memgas.temporal`).
+    ``speaker_a`` speaks as ``user`` and ``speaker_b`` as ``assistant``, each with ``name`` set; so a
+    memgas turn is a ``speaker_a`` message with the reply after it (a session that ``speaker_b`` opens
+    starts with a turn of its own). An image shared in a message
     is appended to its text as ``[image: <blip_caption>]``. ``session.metadata["dia_ids"]`` lists
     each message's dialogue id, for dialogue-level recall.
 
