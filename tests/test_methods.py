@@ -251,3 +251,23 @@ def test_bm25_relevance_is_the_share_of_query_words_found(embedder, filled) -> N
     hits = get_method("bm25-all", embedder).search(store, "u", "SUMIFS spreadsheet", k=2)
     assert hits[0].session_id == "code" and hits[0].relevance == pytest.approx(0.5)  # "sumif" found, "spreadsheet" not
     assert get_method("bm25-all", embedder).search(store, "u", "SUMIFS spreadsheet", k=2, min_score=0.6) == []
+
+
+def test_memgas_bm25_parameters_reach_the_index_built_whole_and_the_copy_an_update_makes(embedder) -> None:
+    store = open_store(None)
+    method = MemGAS(embedder)
+    assert (method.cfg.bm25_k1, method.cfg.bm25_b) == (0.9, 0.4)
+    for sid in ("hike", "cook"):
+        method.ingest(store, _session(sid, TOPICS[sid]))
+    first = method._indexes.get(store, "u")
+    assert (first.lexical.k1, first.lexical.b) == (0.9, 0.4)
+    method.ingest(store, _session("code", TOPICS["code"]))  # extends first's BM25 index in place
+    MemGAS(embedder).ingest(store, _session("dog", TOPICS["dog"]))  # a writer this cache did not see
+    assert len(first.lexical) > first.units.masks["turn"].size
+    copied = method._update_index(store, "u", first)  # a later snapshot appended: the update starts a copy
+    assert copied.lexical is not first.lexical and (copied.lexical.k1, copied.lexical.b) == (0.9, 0.4)
+    fresh = MemGAS(embedder)._build_index(store, "u")
+    query = "my corgi's overweight kibble"
+    np.testing.assert_allclose(copied.lexical.scores(query), fresh.lexical.scores(query), rtol=0, atol=1e-12)
+    other = MemGAS(embedder, bm25_k1=1.5, bm25_b=0.75)._build_index(store, "u").lexical.scores(query)
+    assert not np.allclose(other, fresh.lexical.scores(query))  # the parameters change the scores

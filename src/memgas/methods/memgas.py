@@ -66,6 +66,11 @@ class MemGASConfig:
         session_weight: β of session evidence: every unit's score (PageRank, scaled to a maximum
             of 1) gains β times its session's evidence Σ_c w_c · max(0, best z_c in the session),
             scaled the same way (0 = off).
+        bm25_k1, bm25_b: BM25's term-frequency saturation and length normalisation over the turns.
+            Turns are short, and one mention of a rare word is the evidence a question looks for, so
+            a term's weight saturates sooner (k1 0.9) and length matters less (b 0.4) than
+            :class:`memgas.lexical.LexicalIndex`'s defaults (1.5, 0.75, those of bm25s); 0.9 / 0.4 are
+            Anserini's defaults, and measured better on both datasets (BENCHMARKS.md).
         turn_seed: with session evidence, a turn scores by its own seed (scaled to a maximum of 1)
             plus β times its session's evidence, capped at its session's score, instead of by its
             PageRank score (which every turn of a strong session shares through the session's chunk);
@@ -86,6 +91,8 @@ class MemGASConfig:
     assoc_scale: float = 1.0
     time_weight: float = 0.5
     session_weight: float = 1.0
+    bm25_k1: float = 0.9
+    bm25_b: float = 0.4
     turn_seed: bool = True
 
 
@@ -299,6 +306,10 @@ class MemGAS(MemoryMethod):
         views = {(sid, turn.index): embedding_view(turn) for sid, s in sessions.items() for turn in s.turns}
         return [views[(table.session_ids[r], int(table.turn_start[r]))] for r in rows]
 
+    def _lexical(self, views: list[str]) -> LexicalIndex:
+        """BM25 over turn ``views`` with this configuration's parameters."""
+        return LexicalIndex(views, k1=self.cfg.bm25_k1, b=self.cfg.bm25_b)
+
     def _build_index(self, store: Store, user_id: str) -> _Index:
         """The user's whole index from the store (inside the cache's ``store.reading()``)."""
         units = build_user_index(store, user_id)
@@ -306,7 +317,7 @@ class MemGAS(MemoryMethod):
         lexical = None
         if self.cfg.use_lexical and len(units.table):
             sessions = {sid: store.get_session(user_id, sid) for sid in units.sessions}
-            lexical = LexicalIndex(self._turn_views(units, units.masks["turn"], sessions))
+            lexical = self._lexical(self._turn_views(units, units.masks["turn"], sessions))
         return _Index(units, src, dst, weight, lexical)
 
     def _update_index(self, store: Store, user_id: str, index: _Index) -> _Index | None:
@@ -330,7 +341,7 @@ class MemGAS(MemoryMethod):
         if lexical is not None:
             old_turns = index.units.masks["turn"].size
             if len(lexical) != old_turns:  # a later snapshot already appended to it: start a copy of ours
-                lexical = LexicalIndex(self._turn_views(index.units, index.units.masks["turn"], {
+                lexical = self._lexical(self._turn_views(index.units, index.units.masks["turn"], {
                     sid: store.get_session(user_id, sid) for sid in index.units.sessions}))
             lexical.add(self._turn_views(units, units.masks["turn"][old_turns:], sessions))
         parent = None if index._adjacency is None else (index._adjacency, index.src.size)
