@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from memgas.lexical import LexicalIndex
 from memgas.methods import METHODS, NEEDS_LLM, QA_ONLY, MemGAS, get_method
 from memgas.methods.memgas import association_edges, session_edges
 from memgas.model import InvalidInputError, make_session
@@ -271,3 +272,15 @@ def test_memgas_bm25_parameters_reach_the_index_built_whole_and_the_copy_an_upda
     np.testing.assert_allclose(copied.lexical.scores(query), fresh.lexical.scores(query), rtol=0, atol=1e-12)
     other = MemGAS(embedder, bm25_k1=1.5, bm25_b=0.75)._build_index(store, "u").lexical.scores(query)
     assert not np.allclose(other, fresh.lexical.scores(query))  # the parameters change the scores
+
+
+def test_bm25_baseline_takes_its_parameters(embedder, filled) -> None:
+    store, _ = filled
+    default, tuned = get_method("bm25", embedder), get_method("bm25", embedder, bm25_k1=0.9, bm25_b=0.4)
+    assert (default.config()["bm25_k1"], default.config()["bm25_b"]) == (1.5, 0.75)
+    assert (tuned.config()["bm25_k1"], tuned.config()["bm25_b"]) == (0.9, 0.4)
+    q = "hike the trail near Mount Hood"
+    docs, _ = tuned._indexes.get(store, "u")
+    np.testing.assert_allclose(tuned.score(store, "u", q).scores,
+                               LexicalIndex(docs.table.texts, k1=0.9, b=0.4).scores(q), rtol=0, atol=1e-12)
+    assert not np.allclose(default.score(store, "u", q).scores, tuned.score(store, "u", q).scores)

@@ -110,7 +110,7 @@ def add_bench_parser(sub: Any) -> None:
                          "afterwards) instead of --backend")
     sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a MemGAS search parameter for the memgas* methods, e.g. --set temperature=0.2 "
-                         "(repeatable; see MemGASConfig)")
+                         "(repeatable; see MemGASConfig); bm25_k1 and bm25_b also set the bm25 baselines'")
     sp.add_argument("--no-progress", action="store_true", help="no progress bar")
     sp.add_argument("--rerank", metavar="SPEC", default=None,
                     help="rerank every method's top turns: 'llm:<LLM spec>', e.g. llm:local (off by default)")

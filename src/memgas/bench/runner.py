@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from ..embed import Embedder
 from ..llm import track_usage
-from ..methods import NEEDS_LLM, MemGAS, MemoryMethod, get_method
+from ..methods import METHODS, NEEDS_LLM, MemGAS, MemoryMethod, get_method
 from ..model import InvalidInputError, Session, Unit
 from ..store import Store, open_store
 from .datasets import BenchQuestion, load_locomo, load_longmemeval, locomo_dia_ids
@@ -153,6 +153,8 @@ def _run(
     def options(m: str) -> dict[str, Any]:
         if m.startswith("memgas"):
             return dict(overrides or {})
+        if METHODS.get(m, ("",))[0] == "BM25Method":  # a baseline measured with the same BM25 parameters
+            return {k: v for k, v in (overrides or {}).items() if k in ("bm25_k1", "bm25_b")}
         return {"llm": llm} if m in NEEDS_LLM and llm is not None else {}
 
     methods: dict[str, MemoryMethod] = {m: get_method(m, embedder, **options(m)) for m in method_names}

@@ -70,24 +70,27 @@ class BM25Method(MemoryMethod):
     ``side="user"`` indexes only what the user said in each turn (the LongMemEval reference corpus);
     ``side="all"`` indexes every speaker (LoCoMo's conversations are between two people). Having no
     vectors, a hit's relevance is lexical: the largest share of the query's distinct tokens found in
-    one of the session's turns (:meth:`memgas.lexical.LexicalIndex.coverage`).
+    one of the session's turns (:meth:`memgas.lexical.LexicalIndex.coverage`). ``bm25_k1`` and
+    ``bm25_b`` are BM25's parameters (bm25s's defaults, as the LongMemEval reference's BM25 uses).
     """
 
-    def __init__(self, embedder: Embedder, side: str = "user", **kwargs: Any) -> None:
+    def __init__(self, embedder: Embedder, side: str = "user", *, bm25_k1: float = 1.5, bm25_b: float = 0.75,
+                 **kwargs: Any) -> None:
         super().__init__(embedder, **kwargs)
         if side not in ("user", "all"):
             raise InvalidInputError(f"side must be 'user' or 'all', not {side!r}")
         self.side = side
+        self.k1, self.b = bm25_k1, bm25_b
         self.name = "bm25" if side == "user" else "bm25-all"
         self._indexes: IndexCache[tuple[UserIndex, LexicalIndex]] = IndexCache(self._build)
 
     def _build(self, store: Store, user_id: str) -> tuple[UserIndex, LexicalIndex]:
         docs = _turn_docs(store, user_id, self.side)
-        return docs, LexicalIndex(docs.table.texts)
+        return docs, LexicalIndex(docs.table.texts, k1=self.k1, b=self.b)
 
     def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Scored:
         docs, lexical = self._indexes.get(store, user_id)
         return Scored(docs, lexical.scores(query), relevance=lexical.coverage(query))
 
     def config(self) -> dict[str, Any]:
-        return {**super().config(), "side": self.side}
+        return {**super().config(), "side": self.side, "bm25_k1": self.k1, "bm25_b": self.b}
