@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -11,13 +12,26 @@ from memgas.cli import main
 from test_bench_datasets import _locomo_sample, _lme_records
 
 
+def _report_row(report: str, method: str) -> dict[str, str]:
+    """The main table's row of ``method`` in a bench report, column heading → cell (bold marks dropped)."""
+    lines = report.splitlines()
+    head = next(line for line in lines if line.startswith("| method | S "))
+    row = next(line for line in lines if line.startswith(f"| {method} | "))
+    cells = [c.strip() for c in row.replace("**", "").strip("|").split("|")]
+    return dict(zip((c.strip() for c in head.strip("|").split("|")), cells))
+
+
 def test_longmemeval_bench_writes_three_outputs_and_prints_the_table(tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.setenv("MEMGAS_CACHE_DIR", str(tmp_path / "cache"))
+    records = _lme_records()
+    # A question BM25 answers knowably: its words are "pasta", "recip", "recommend" (all three in
+    # filler_1's one user turn) and "adopt", "cat" (both in answer_c1 turn 1), each in one turn only.
+    records[2]["question"] = "Which pasta recipe did you recommend, and did I adopt a cat?"
     data = tmp_path / "lme.json"
-    data.write_text(json.dumps(_lme_records()))
+    data.write_text(json.dumps(records))
     out = tmp_path / "out"
     argv = ["bench", "longmemeval", "--data", str(data), "--out", str(out), "--method", "memgas,bm25,dense-turn",
-            "--k", "1,3,5", "--no-progress", "--stores", str(tmp_path / "stores")]
+            "--k", "1,3,5,10", "--no-progress", "--stores", str(tmp_path / "stores")]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "| memgas |" in printed and "| bm25 |" in printed and "S recall_all@5" in printed
@@ -25,13 +39,37 @@ def test_longmemeval_bench_writes_three_outputs_and_prints_the_table(tmp_path: P
         assert (out / name).stat().st_size > 0
     assert (out / "recall_at_k.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     results = json.loads((out / "results.json").read_text())
-    assert results["versions"]["memgas"] and results["config"]["ks"] == [1, 3, 5]
-    assert results["skipped"]  # the fixture has an abstention question
+    assert results["versions"]["memgas"] and results["config"]["ks"] == [1, 3, 5, 10]
+    assert results["skipped"] == {"abstention": 1, "no user-side has_answer turn": 1}
     scored = results["questions"]
-    assert scored and all(set(q["methods"]) == {"memgas", "bm25", "dense-turn"} for q in scored)
-    for q in scored:
-        m = q["methods"]["memgas"]["metrics"]
-        assert 0.0 <= m["session_recall_all@5"] <= m["session_recall_any@5"] <= 1.0
+    assert [q["qid"] for q in scored] == ["q3 multi"] and set(scored[0]["methods"]) == {"memgas", "bm25", "dense-turn"}
+
+    # BM25 (user side) on q3: filler_1's turn matches 3 query words in 3 tokens, answer_c1 turn 1 matches 2 in 4
+    # (every matched word in one turn, so one idf), no other turn matches any. filler_2 is listed twice in the
+    # haystack but stored once, and like answer_c2 it scores 0, so it ranks after the gold session either way.
+    # Unmatched turns follow by their session's score, then turn index: answer_c1's 0, 2, 3 come next.
+    bm25 = scored[0]["methods"]["bm25"]
+    assert bm25["sessions"][:2] == ["filler_1", "answer_c1"]
+    assert bm25["turns"][:5] == ["filler_1#0", "answer_c1#1", "answer_c1#0", "answer_c1#2", "answer_c1#3"]
+    # Gold session: answer_c1 alone (answer_c2's evidence is assistant-side), at rank 2. DCG does not discount
+    # ranks 1 and 2 (1/log2(2) = 1) and the ideal DCG of one gold session is 1, so ndcg@k = 1 for k >= 2.
+    # Gold turns: answer_c1 #1 and #3, at ranks 2 and 5. ndcg@3 = (1/log2 2) / (1 + 1/log2 2) = 0.5;
+    # ndcg@5 = (1/log2 2 + 1/log2 5) / 2 = 0.7153; recall_any@3 = 1 but recall_all@3 = 0 (#3 is 5th).
+    want = {"session_recall_any@1": 0.0, "session_recall_all@1": 0.0, "session_ndcg_any@1": 0.0}
+    for k in (3, 5, 10):
+        want |= {f"session_recall_any@{k}": 1.0, f"session_recall_all@{k}": 1.0, f"session_ndcg_any@{k}": 1.0}
+    want |= {"turn_recall_any@1": 0.0, "turn_recall_all@1": 0.0, "turn_ndcg_any@1": 0.0,
+             "turn_recall_any@3": 1.0, "turn_recall_all@3": 0.0, "turn_ndcg_any@3": 0.5}
+    for k in (5, 10):
+        want |= {f"turn_recall_any@{k}": 1.0, f"turn_recall_all@{k}": 1.0,
+                 f"turn_ndcg_any@{k}": pytest.approx((1 + 1 / math.log2(5)) / 2)}
+    assert bm25["metrics"] == want
+    assert results["summary"]["bm25"] == want  # the mean over the one scored question
+    row = _report_row((out / "report.md").read_text(), "bm25")
+    assert {c: row[c] for c in ("S recall_any@5", "S ndcg_any@5", "T recall_all@10", "T ndcg_any@10")} == {
+        "S recall_any@5": "1.000", "S ndcg_any@5": "1.000", "T recall_all@10": "1.000", "T ndcg_any@10": "0.715"}
+    m = scored[0]["methods"]["memgas"]["metrics"]
+    assert 0.0 <= m["session_recall_all@5"] <= m["session_recall_any@5"] <= 1.0
 
     # a second run reuses the kept stores and gives the same rankings
     assert main(argv) == 0
@@ -41,16 +79,56 @@ def test_longmemeval_bench_writes_three_outputs_and_prints_the_table(tmp_path: P
     assert again["timing"]["ingest_reused"]["stores"] == len(scored)
 
 
-def test_locomo_bench_reports_categories(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_locomo_bench_scores_each_question_against_its_evidence(tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.setenv("MEMGAS_CACHE_DIR", str(tmp_path / "cache"))
     data = tmp_path / "locomo.json"
     data.write_text(json.dumps([_locomo_sample()]))
     out = tmp_path / "out"
     assert main(["bench", "locomo", "--data", str(data), "--out", str(out), "--method", "memgas,bm25",
                  "--no-progress"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["config"]["ks"] == [1, 3, 5, 10]
+    assert results["skipped"] == {"adversarial": 1, "no valid evidence": 2}
+    q0, q1, q5 = results["questions"]
+    assert [q0["qid"], q1["qid"], q5["qid"]] == ["conv-x_q0", "conv-x_q1", "conv-x_q5"]
+    assert [q["n_gold_sessions"] for q in (q0, q1, q5)] == [1, 2, 1]
+
+    # BM25 (user side; a turn Ann does not open, S1#0, is indexed as "Bob: Hi Ann!"). Turns: S1#0 = [D1:1],
+    # S1#1 = [D1:2, D1:3], S1#2 = [D1:4], S2#0 = [D2:1, D2:2].
+    # q0 "What did Bob say about the pet?": only S1#1 holds "pet" (and "bob" too): the gold S1 and the gold
+    # turn (D1:3) rank first. q5 "Painting when?": only S2#0 holds "paint": the gold S2 ranks first.
+    for q, gold, turn in ((q0, "S1", "S1#1"), (q5, "S2", "S2#0")):
+        r = q["methods"]["bm25"]
+        assert r["sessions"][0] == gold and r["turns"][0] == turn
+        assert all(v == 1.0 for v in r["metrics"].values()), q["qid"]
+    # q1 "Pet and hobby?", evidence D1:1 (S1#0) and D2:2 (S2#0): S1#1 holds "pet", nothing holds "hobbi",
+    # so S1 then S2, and S1#1, S1#0, S1#2, S2#0 (unmatched turns by session score, then turn index).
+    r = q1["methods"]["bm25"]
+    assert r["sessions"] == ["S1", "S2"] and r["turns"] == ["S1#1", "S1#0", "S1#2", "S2#0"]
+    # S1 holds one of the two evidence turns: at k=1 recall_any = 1, recall_all = 0 and LoCoMo's recall = 1/2;
+    # both gold sessions lead, so ndcg = 1 at every k. Turns: the gold ones are 2nd and 4th, so
+    # ndcg@3 = (1/log2 2) / (1 + 1/log2 2) = 0.5 and ndcg@5 = (1 + 1/log2 4) / 2 = 0.75; the top 3 turns hold
+    # D1:2, D1:3, D1:1, D1:4, so LoCoMo's turn recall@3 = 1/2 (D2:2 missing) and @1 = 0.
+    want = {"session_recall_any@1": 1.0, "session_recall_all@1": 0.0, "session_locomo_recall@1": 0.5,
+            "turn_recall_any@1": 0.0, "turn_recall_all@1": 0.0, "turn_ndcg_any@1": 0.0, "turn_locomo_recall@1": 0.0,
+            "turn_recall_any@3": 1.0, "turn_recall_all@3": 0.0, "turn_ndcg_any@3": 0.5, "turn_locomo_recall@3": 0.5}
+    for k in (1, 3, 5, 10):
+        want[f"session_ndcg_any@{k}"] = 1.0
+    for k in (3, 5, 10):
+        want |= {f"session_recall_any@{k}": 1.0, f"session_recall_all@{k}": 1.0, f"session_locomo_recall@{k}": 1.0}
+    for k in (5, 10):
+        want |= {f"turn_recall_any@{k}": 1.0, f"turn_recall_all@{k}": 1.0, f"turn_ndcg_any@{k}": 0.75,
+                 f"turn_locomo_recall@{k}": 1.0}
+    assert r["metrics"] == want
+
+    # the report averages the three questions: S lrecall@1 = (1 + 0.5 + 1) / 3, T ndcg_any@10 = (1 + 0.75 + 1) / 3
     report = (out / "report.md").read_text()
-    assert "S lrecall@5" in report and "Per question type" in report
-    assert "adversarial" in report  # skipped and counted
+    assert _report_row(report, "bm25") == {
+        "method": "bm25", "S lrecall@1": "0.833", "S lrecall@3": "1.000", "S lrecall@5": "1.000",
+        "S recall_all@5": "1.000", "S ndcg_any@5": "1.000", "T lrecall@5": "1.000", "T lrecall@10": "1.000",
+        "T recall_all@10": "1.000", "T ndcg_any@10": "0.917"}
+    assert "| method | multi-hop (n=1) | single-hop (n=1) | temporal (n=1) |" in report
+    assert "Skipped (as in the official scoring): 1 adversarial, 2 no valid evidence" in report
 
 
 def test_missing_data_is_one_clear_line(tmp_path: Path, capsys) -> None:
