@@ -68,6 +68,7 @@ def test_longmemeval_bench_writes_three_outputs_and_prints_the_table(tmp_path: P
     row = _report_row((out / "report.md").read_text(), "bm25")
     assert {c: row[c] for c in ("S recall_any@5", "S ndcg_any@5", "T recall_all@10", "T ndcg_any@10")} == {
         "S recall_any@5": "1.000", "S ndcg_any@5": "1.000", "T recall_all@10": "1.000", "T ndcg_any@10": "0.715"}
+    assert "T recall_all@50" not in row  # a headline column whose cut-off was not run (--k) is left out, not 0
     m = scored[0]["methods"]["memgas"]["metrics"]
     assert 0.0 <= m["session_recall_all@5"] <= m["session_recall_any@5"] <= 1.0
 

@@ -54,16 +54,17 @@ def llm_usage_lines(label: str, rows: Mapping[str, Mapping[str, float]]) -> list
 def markdown_table(result: BenchResult) -> str:
     """The methods × metrics table (best value per column in bold), a per-type table and timings."""
     means = summarize(result)
-    cols = HEADLINE[result.dataset]
     methods = list(means)
+    # a column whose cut-off was not run (--k) is left out rather than shown as 0
+    cols = [c for c in HEADLINE[result.dataset] if all(c in means[m] for m in methods)]
     lines = [f"### {result.dataset}: {len(result.questions)} questions", ""]
     lines.append("| method | " + " | ".join(_short(c) for c in cols) + " |")
     lines.append("|---|" + "---:|" * len(cols))
-    best = {c: max(means[m].get(c, 0.0) for m in methods) for c in cols} if methods else {}
+    best = {c: max(means[m][c] for m in methods) for c in cols}
     for m in methods:
         cells = []
         for c in cols:
-            v = means[m].get(c, 0.0)
+            v = means[m][c]
             cells.append(f"**{v:.3f}**" if abs(v - best[c]) < 1e-12 else f"{v:.3f}")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
 
