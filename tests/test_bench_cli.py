@@ -81,12 +81,26 @@ def test_longmemeval_bench_writes_three_outputs_and_prints_the_table(tmp_path: P
 
 
 def test_locomo_bench_scores_each_question_against_its_evidence(tmp_path: Path, capsys, monkeypatch) -> None:
+    from datetime import datetime
+
+    from memgas.methods import MemGAS
+
     monkeypatch.setenv("MEMGAS_CACHE_DIR", str(tmp_path / "cache"))
     data = tmp_path / "locomo.json"
     data.write_text(json.dumps([_locomo_sample()]))
     out = tmp_path / "out"
+    asked_at = []
+    rank = MemGAS.rank
+
+    def recording_rank(self, store, user_id, query, *, query_time=None):
+        asked_at.append(query_time)
+        return rank(self, store, user_id, query, query_time=query_time)
+
+    monkeypatch.setattr(MemGAS, "rank", recording_rank)
     assert main(["bench", "locomo", "--data", str(data), "--out", str(out), "--method", "memgas,bm25",
                  "--no-progress"]) == 0
+    # each scored question reaches the method with its date: the conversation's latest session (S2)
+    assert asked_at == [datetime(2023, 6, 20, 10, 4)] * 3
     results = json.loads((out / "results.json").read_text())
     assert results["config"]["ks"] == [1, 3, 5, 10]
     assert results["skipped"] == {"adversarial": 1, "no valid evidence": 2}
