@@ -185,9 +185,9 @@ def create_app(memory: Memory, *, auth: bool = True, rate_limit: float | None = 
                   description="Long-term memory for LLM agents: store conversations, search what matters.")
     app.state.memgas = state
 
-    from .routes import ops, search, sessions, users
+    from .routes import experience, ops, search, sessions, users
 
-    for module in (sessions, users, search, ops):
+    for module in (sessions, users, search, experience, ops):
         app.include_router(module.router)
 
     def request_id(request: Request) -> str:

@@ -17,7 +17,9 @@ __all__ = [
     "MessageIn", "SessionIn", "AddSessionRequest", "AddManyRequest", "AddResult", "AddManyResponse",
     "SearchRequest", "SearchResponse", "HitOut", "TurnOut", "SessionOut", "SessionHeader", "SessionList",
     "UserRow", "UserList", "DeleteResult", "AnswerRequest", "AnswerOut", "FactOut", "FactList", "ErrorBody",
-    "ErrorResponse", "Health", "ID_PATTERN", "UserId", "SessionId",
+    "ErrorResponse", "Health", "ID_PATTERN", "UserId", "SessionId", "AgentId", "ItemId", "TemplateOut", "TemplateList",
+    "TemplateMatchRequest", "TemplateMatch", "TemplateMatches", "PrincipleIn", "PrincipleOut", "PrincipleList",
+    "PrincipleAdded", "PrincipleRecallRequest", "PrincipleMatch", "PrincipleMatches", "ItemDeleted", "MinSimilarity",
 ]
 
 #: What a user or session id looks like (:func:`memgas.model.check_id`).
@@ -28,6 +30,12 @@ UserId = Annotated[str, Field(min_length=1, max_length=256, pattern=ID_PATTERN,
 SessionId = Annotated[str, Field(min_length=1, max_length=256, pattern=ID_PATTERN,
                                  description="unique within the user")]
 Timestamp = Annotated[str, Field(max_length=64, description="ISO 8601 (UTC when no zone is given), years 1000-8999")]
+AgentId = Annotated[str, Field(min_length=1, max_length=256, pattern=ID_PATTERN,
+                               description="whose experience: an agent's, shared by its users (ids as for users)")]
+#: An experience item's id (a store row id: 64-bit).
+ItemId = Annotated[int, Field(ge=1, le=2**63 - 1, description="the item's id")]
+MinSimilarity = Annotated[float | None, Field(ge=-1.0, le=1.0, description=(
+    "leave out items whose cosine similarity is below this; default: the method's measured threshold"))]
 
 
 class _Request(BaseModel):
@@ -218,6 +226,115 @@ class FactList(BaseModel):
     """The user's facts."""
 
     facts: list[FactOut]
+
+
+class _ExperienceScope(_Request):
+    """Whose experience: exactly one of ``agent_id`` and ``user_id`` (400 otherwise)."""
+
+    agent_id: AgentId | None = None
+    user_id: UserId | None = None
+
+
+class TemplateOut(BaseModel):
+    """A Buffer-of-Thoughts thought template (see :mod:`memgas.experience.bot`)."""
+
+    id: int
+    task_type: str
+    description: str
+    steps: list[str]
+    source: dict[str, Any] | None = Field(default=None, description="the solved problem it was distilled from")
+    scrubbed: list[str] | None = Field(default=None, description="source values replaced by placeholders")
+    created_at: str
+
+
+class TemplateList(BaseModel):
+    """The scope's templates, oldest first."""
+
+    templates: list[TemplateOut]
+
+
+class TemplateMatchRequest(_ExperienceScope):
+    """``POST /v1/templates/match``: templates for an already distilled problem description."""
+
+    description: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description=(
+        "a distilled description of the problem (its general kind, without its particular values)"))
+    k: int = Field(default=1, ge=1, le=MAX_K)
+    min_similarity: MinSimilarity = None
+
+
+class TemplateMatch(BaseModel):
+    """A template with the cosine similarity of its description to the query."""
+
+    template: TemplateOut
+    similarity: float
+
+
+class TemplateMatches(BaseModel):
+    """The best templates first."""
+
+    matches: list[TemplateMatch]
+
+
+class PrincipleIn(_ExperienceScope):
+    """``POST /v1/principles``: a principle written by hand."""
+
+    situation: str = Field(min_length=1, max_length=2000, description="when it applies: 'When ...' (what is matched)")
+    action: str = Field(min_length=1, max_length=2000, description="what to do")
+    avoid: str = Field(min_length=1, max_length=2000, description="what not to do")
+    reason: str = Field(min_length=1, max_length=2000, description="why")
+
+
+class PrincipleOut(BaseModel):
+    """A PRINCIPLES strategy principle (see :mod:`memgas.experience.principles`)."""
+
+    id: int
+    situation: str
+    action: str
+    avoid: str
+    reason: str
+    support: int = Field(description="how many contrasts (or additions) produced it")
+    origin: dict[str, Any]
+
+
+class PrincipleList(BaseModel):
+    """The scope's principles, oldest first."""
+
+    principles: list[PrincipleOut]
+
+
+class PrincipleAdded(BaseModel):
+    """The stored principle: the new one, or the near-duplicate whose ``support`` grew instead."""
+
+    added: bool
+    principle: PrincipleOut
+
+
+class PrincipleRecallRequest(_ExperienceScope):
+    """``POST /v1/principles/recall``: the principles whose situations are nearest a conversation's context."""
+
+    context: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="the conversation so far, as text")
+    k: int = Field(default=3, ge=1, le=MAX_K)
+    min_similarity: MinSimilarity = None
+
+
+class PrincipleMatch(BaseModel):
+    """A principle with the cosine similarity of its situation to the context."""
+
+    principle: PrincipleOut
+    similarity: float
+
+
+class PrincipleMatches(BaseModel):
+    """The best principles first."""
+
+    matches: list[PrincipleMatch]
+
+
+class ItemDeleted(BaseModel):
+    """A deleted experience item."""
+
+    id: int
+    deleted: bool
 
 
 class ErrorBody(BaseModel):
