@@ -10,7 +10,13 @@ Each method is written once, as a request builder (:class:`_Requests`) that turn
 only send calls, one with :class:`httpx.Client`, the other with :class:`httpx.AsyncClient`; errors are
 memgas's exceptions, mapped back from the server's status and error code (:func:`_error_of`).
 
-Retries: a ``GET`` (the idempotent reads ``get``, ``list``, ``stats``, ``facts``, ``health``, ``ready``)
+Experience memory (``/v1/templates``, ``/v1/principles``): ``templates``, ``template``, ``delete_template``,
+``match_templates``, ``principles``, ``principle``, ``delete_principle``, ``add_principle`` and
+``recall_principles``, each for ``agent_id=`` or ``user_id=`` (exactly one), returning what
+:class:`~memgas.experience.bot.BufferOfThoughts` and :class:`~memgas.experience.principles.Principles` return.
+
+Retries: a ``GET`` (the idempotent reads ``get``, ``list``, ``stats``, ``facts``, ``health``, ``ready`` and the
+experience reads)
 is retried up to ``retries`` times (default :data:`DEFAULT_RETRIES`) when the server cannot be reached or
 answers 503, after 0.25 s, 0.5 s, ... (or the server's ``Retry-After``, at most :data:`MAX_RETRY_WAIT`
 seconds). Writes, ``search`` and ``answer`` are sent once: a failed ``add`` is never sent twice.
@@ -37,6 +43,7 @@ from .model import (AuthError, DuplicateSessionError, ForbiddenError, Hit, Inval
 
 if TYPE_CHECKING:
     from .answer import Answer
+    from .experience.principles import Principle
     from .kg import Fact
 
 __all__ = ["Client", "AsyncClient", "DEFAULT_RETRIES", "MAX_RETRY_WAIT", "API_KEY_ENV"]
@@ -145,6 +152,29 @@ def _facts(response: httpx.Response) -> list[Fact]:
     from .kg import Fact
 
     return [Fact.from_dict(f) for f in _json(response)["facts"]]
+
+
+def _item_path(kind: str, item_id: int) -> str:
+    """The path of one experience item; the id is checked here, so no other value can change the route."""
+    if isinstance(item_id, bool) or not isinstance(item_id, int) or item_id < 1:
+        raise InvalidInputError(f"an item id is an integer >= 1, got {item_id!r}")
+    return f"/v1/{kind}/{item_id}"
+
+
+def _principle(row: Mapping[str, Any]) -> Principle:
+    from .experience.principles import Principle  # the experience layer: only when a principle arrives
+
+    return Principle(**row)
+
+
+def _added_principle(response: httpx.Response) -> tuple[Principle, bool]:
+    body = _json(response)
+    return _principle(body["principle"]), body["added"]
+
+
+def _matches(name: str, decode: Callable[[Any], Any]) -> Callable[[httpx.Response], list[tuple[Any, float]]]:
+    """A decoder of ``{"matches": [{name: ..., "similarity"}]}`` into ``[(item, similarity), ...]``."""
+    return lambda r: [(decode(m[name]), m["similarity"]) for m in _json(r)["matches"]]
 
 
 class _Requests:
@@ -275,6 +305,108 @@ class _Requests:
             UnavailableError: the server cannot be reached.
         """
         return _Call("GET", "/readyz", lambda r: r.status_code == 200, accept=frozenset({503}))
+
+    @staticmethod
+    def templates(*, agent_id: str | None = None, user_id: str | None = None) -> _Call[list[dict[str, Any]]]:
+        """The Buffer-of-Thoughts templates of an agent (or of one user), oldest first (:meth:`BufferOfThoughts.list`).
+
+        Raises:
+            InvalidInputError: neither or both of ``agent_id`` and ``user_id``, or a malformed id.
+            ForbiddenError: a ``user_id`` the key may not use.
+        """
+        return _Call("GET", "/v1/templates", lambda r: _json(r)["templates"],
+                     params={"agent_id": agent_id, "user_id": user_id})
+
+    @staticmethod
+    def template(item_id: int, *, agent_id: str | None = None, user_id: str | None = None) -> _Call[dict[str, Any]]:
+        """One template of the scope (:meth:`BufferOfThoughts.get`).
+
+        Raises:
+            NotFoundError: the scope has no template with this id.
+        """
+        return _Call("GET", _item_path("templates", item_id), _json, params={"agent_id": agent_id, "user_id": user_id})
+
+    @staticmethod
+    def delete_template(item_id: int, *, agent_id: str | None = None,
+                        user_id: str | None = None) -> _Call[dict[str, Any]]:
+        """Delete one template of the scope: ``{"id", "deleted": True}``.
+
+        Raises:
+            NotFoundError: the scope has no template with this id (nothing is deleted).
+        """
+        return _Call("DELETE", _item_path("templates", item_id), _json,
+                     params={"agent_id": agent_id, "user_id": user_id})
+
+    @staticmethod
+    def match_templates(description: str, *, agent_id: str | None = None, user_id: str | None = None, k: int = 1,
+                        min_similarity: float | None = None) -> _Call[list[tuple[dict[str, Any], float]]]:
+        """The ``k`` templates nearest an already distilled problem ``description``, best first, with their cosine
+        (:meth:`BufferOfThoughts.match`; no LLM runs on the server).
+
+        Raises:
+            InvalidInputError: an empty description, a bad ``k`` or ``min_similarity``, or a bad scope.
+        """
+        body = _json_body({"agent_id": agent_id, "user_id": user_id, "description": description, "k": k,
+                           "min_similarity": min_similarity})
+        return _Call("POST", "/v1/templates/match", _matches("template", dict), body=body)
+
+    @staticmethod
+    def principles(*, agent_id: str | None = None, user_id: str | None = None) -> _Call[list[Principle]]:
+        """The PRINCIPLES principles of an agent (or of one user), oldest first (:meth:`Principles.list`).
+
+        Raises:
+            InvalidInputError: neither or both of ``agent_id`` and ``user_id``, or a malformed id.
+            ForbiddenError: a ``user_id`` the key may not use.
+        """
+        return _Call("GET", "/v1/principles", lambda r: [_principle(p) for p in _json(r)["principles"]],
+                     params={"agent_id": agent_id, "user_id": user_id})
+
+    @staticmethod
+    def principle(item_id: int, *, agent_id: str | None = None, user_id: str | None = None) -> _Call[Principle]:
+        """One principle of the scope (:meth:`Principles.get`).
+
+        Raises:
+            NotFoundError: the scope has no principle with this id.
+        """
+        return _Call("GET", _item_path("principles", item_id), lambda r: _principle(_json(r)),
+                     params={"agent_id": agent_id, "user_id": user_id})
+
+    @staticmethod
+    def delete_principle(item_id: int, *, agent_id: str | None = None,
+                         user_id: str | None = None) -> _Call[dict[str, Any]]:
+        """Delete one principle of the scope: ``{"id", "deleted": True}``.
+
+        Raises:
+            NotFoundError: the scope has no principle with this id (nothing is deleted).
+        """
+        return _Call("DELETE", _item_path("principles", item_id), _json,
+                     params={"agent_id": agent_id, "user_id": user_id})
+
+    @staticmethod
+    def add_principle(situation: str, action: str, avoid: str, reason: str, *, agent_id: str | None = None,
+                      user_id: str | None = None) -> _Call[tuple[Principle, bool]]:
+        """Store a principle written by hand (:meth:`Principles.add`): ``(principle, added)``, where a near-duplicate
+        is not stored and ``principle`` is the stored one whose ``support`` grew (``added`` false).
+
+        Raises:
+            InvalidInputError: an empty field or a bad scope (nothing is written).
+        """
+        body = _json_body({"agent_id": agent_id, "user_id": user_id, "situation": situation, "action": action,
+                           "avoid": avoid, "reason": reason})
+        return _Call("POST", "/v1/principles", _added_principle, body=body)
+
+    @staticmethod
+    def recall_principles(context: str, *, agent_id: str | None = None, user_id: str | None = None, k: int = 3,
+                          min_similarity: float | None = None) -> _Call[list[tuple[Principle, float]]]:
+        """The ``k`` principles whose situations are nearest ``context``, best first, with their cosine
+        (:meth:`Principles.recall`; no LLM runs on the server).
+
+        Raises:
+            InvalidInputError: an empty context, a bad ``k`` or ``min_similarity``, or a bad scope.
+        """
+        body = _json_body({"agent_id": agent_id, "user_id": user_id, "context": context, "k": k,
+                           "min_similarity": min_similarity})
+        return _Call("POST", "/v1/principles/recall", _matches("principle", _principle), body=body)
 
     @staticmethod
     def list(*, user_id: str | None = None) -> _Call[list[dict[str, Any]]]:
@@ -452,6 +584,15 @@ class Client(_Base):
     stats = _sync(_Requests.stats)
     answer = _sync(_Requests.answer)
     facts = _sync(_Requests.facts)
+    templates = _sync(_Requests.templates)
+    template = _sync(_Requests.template)
+    delete_template = _sync(_Requests.delete_template)
+    match_templates = _sync(_Requests.match_templates)
+    principles = _sync(_Requests.principles)
+    principle = _sync(_Requests.principle)
+    delete_principle = _sync(_Requests.delete_principle)
+    add_principle = _sync(_Requests.add_principle)
+    recall_principles = _sync(_Requests.recall_principles)
     health = _sync(_Requests.health)
     ready = _sync(_Requests.ready)
     list = _sync(_Requests.list)
@@ -507,6 +648,15 @@ class AsyncClient(_Base):
     stats = _async(_Requests.stats)
     answer = _async(_Requests.answer)
     facts = _async(_Requests.facts)
+    templates = _async(_Requests.templates)
+    template = _async(_Requests.template)
+    delete_template = _async(_Requests.delete_template)
+    match_templates = _async(_Requests.match_templates)
+    principles = _async(_Requests.principles)
+    principle = _async(_Requests.principle)
+    delete_principle = _async(_Requests.delete_principle)
+    add_principle = _async(_Requests.add_principle)
+    recall_principles = _async(_Requests.recall_principles)
     health = _async(_Requests.health)
     ready = _async(_Requests.ready)
     list = _async(_Requests.list)

@@ -38,9 +38,10 @@ from .deps import api_key_header, bearer_scheme, principal
 from .errors import status_of
 from .keys import ANONYMOUS, Principal, parse_scope
 from .metrics import Metrics
-from .schemas import (AddResult, AnswerOut, DeleteResult, MessageIn, SearchResponse, SessionId, SessionList,
-                      SessionOut, Timestamp, UserId)
+from .schemas import (AddResult, AgentId, AnswerOut, DeleteResult, MessageIn, MinSimilarity, PrincipleMatches,
+                      SearchResponse, SessionId, SessionList, SessionOut, TemplateMatches, Timestamp, UserId)
 from .scoped import ScopedMemory
+from .scoped_experience import ScopedExperience
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
@@ -55,7 +56,10 @@ _principal: ContextVar[Principal] = ContextVar("memgas_mcp_principal")
 _INSTRUCTIONS = (
     "Long-term memory of conversations, per user. Store each finished conversation (session) with "
     "add_memory; before answering, search_memory for what the user said earlier; get_session shows a "
-    "whole session; delete_memory forgets a session or, explicitly, everything about a user."
+    "whole session; delete_memory forgets a session or, explicitly, everything about a user. "
+    "Experience shared by an agent (agent_id) or kept for one user (user_id): recall_principles finds "
+    "conversation strategy principles for the situation at hand; match_templates finds reasoning templates "
+    "for a kind of problem."
 )
 
 Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description=(
@@ -72,6 +76,10 @@ Metadata = Annotated[dict[str, Any] | None, Field(description=(
 OptionalSession = Annotated[SessionId | None, Field(description=(
     "the session to delete; leave out (with all_sessions=true) to delete all of the user's memory"))]
 AllSessions = Annotated[bool, Field(description="must be true to delete every session of the user (no session_id)")]
+ExperienceAgent = Annotated[AgentId | None, Field(description=(
+    "whose experience: an agent's, shared by its users (give agent_id or user_id, not both)"))]
+ExperienceUser = Annotated[UserId | None, Field(description="or one user's own experience")]
+ItemsK = Annotated[int, Field(ge=1, le=MAX_K, description=f"how many items to return, 1-{MAX_K:,}")]
 
 
 class _Server(MCPServer):
@@ -164,6 +172,30 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
                             f"of user {user_id!r}")
         raise ToolError("pass either session_id or all_sessions=true, not both")
 
+    async def recall_principles(context: Query, agent_id: ExperienceAgent = None, user_id: ExperienceUser = None,
+                                k: ItemsK = 3, min_similarity: MinSimilarity = None) -> PrincipleMatches:
+        """Strategy principles learned from earlier conversations that fit the situation at hand.
+
+        Pass the conversation so far (or a summary of the situation) as `context`. Each principle says
+        in which situation it applies, what to do, what to avoid and why, with its similarity to the
+        context (0-1), best first. Follow the best ones in your next reply.
+        """
+        return PrincipleMatches(matches=await call(lambda mem: ScopedExperience(
+            mem.memory, mem.principal, agent_id=agent_id, user_id=user_id).recall_principles(
+                context, k=k, min_similarity=min_similarity)))
+
+    async def match_templates(description: Query, agent_id: ExperienceAgent = None, user_id: ExperienceUser = None,
+                              k: ItemsK = 1, min_similarity: MinSimilarity = None) -> TemplateMatches:
+        """Reasoning templates (Buffer of Thoughts) for a kind of problem, learned from problems solved before.
+
+        Describe the problem in general terms as `description`: the kind of task and what it asks for,
+        without its particular numbers, words or dates. Each template lists general reasoning steps, with
+        its similarity to the description (0-1), best first; follow its steps with your problem's values.
+        """
+        return TemplateMatches(matches=await call(lambda mem: ScopedExperience(
+            mem.memory, mem.principal, agent_id=agent_id, user_id=user_id).match_templates(
+                description, k=k, min_similarity=min_similarity)))
+
     def add(fn: Callable[..., Any], annotations: ToolAnnotations) -> None:
         server.add_tool(fn, description=inspect.getdoc(fn), annotations=annotations)
 
@@ -175,6 +207,8 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
     add(list_sessions, read_only)
     add(delete_memory, ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
                                        open_world_hint=False))
+    add(recall_principles, read_only)
+    add(match_templates, read_only)
 
     if memory.llm is not None:
         async def answer(user_id: UserId, question: Query, k: K = 5, question_date: QueryTime = None) -> AnswerOut:
