@@ -37,7 +37,20 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
     ("POST", "/v1/answer", {"json": {"user_id": "alice", "question": "what is my cat called?"}}),
     ("GET", "/v1/facts", {"params": {"user_id": "alice"}}),
     ("GET", "/metrics", {}),
+    ("GET", "/v1/templates", {"params": {"agent_id": "solver"}}),
+    ("GET", "/v1/templates/1", {"params": {"agent_id": "solver"}}),
+    ("DELETE", "/v1/templates/1", {"params": {"agent_id": "solver"}}),
+    ("POST", "/v1/templates/match", {"json": {"agent_id": "solver", "description": "a sorting task"}}),
+    ("GET", "/v1/principles", {"params": {"agent_id": "solver"}}),
+    ("POST", "/v1/principles", {"json": {"agent_id": "solver", "situation": "When asked", "action": "answer",
+                                          "avoid": "stalling", "reason": "it helps"}}),
+    ("POST", "/v1/principles/recall", {"json": {"agent_id": "solver", "context": "a question"}}),
+    ("GET", "/v1/principles/1", {"params": {"agent_id": "solver"}}),
+    ("DELETE", "/v1/principles/1", {"params": {"agent_id": "solver"}}),
 ]
+#: Routes that answer a tenant without the data 404 (experience scopes start empty), skipped by the isolation test.
+NO_404 = {"/v1/users", "/metrics", "/v1/sessions", "/v1/sessions/batch", "/v1/answer", "/v1/templates",
+          "/v1/templates/match", "/v1/principles", "/v1/principles/recall"}
 #: Operations anyone may call (besides the schema and its docs pages): liveness and readiness.
 PUBLIC = {("GET", "/healthz"), ("GET", "/readyz")}
 
@@ -73,7 +86,8 @@ def test_the_matrix_covers_every_route_the_app_serves() -> None:
     with Memory(None) as mem:
         app = create_app(mem, mcp=False)
         served = {(m.upper(), path) for path, ops in app.openapi()["paths"].items() for m in ops}
-    named = {(m, p.replace("/s1", "/{session_id}").replace("/alice", "/{user_id}")) for m, p, _ in ROUTES}
+    named = {(m, p.replace("/s1", "/{session_id}").replace("/alice", "/{user_id}").replace("/1", "/{item_id}"))
+             for m, p, _ in ROUTES}
     assert served - PUBLIC == named
 
 
@@ -105,7 +119,7 @@ def test_tenants_share_user_ids_but_never_see_each_other(server: LiveServer) -> 
     # beta deletes its alice: acme's is untouched.
     assert call(server, "DELETE", "/v1/users/alice", beta).json() == {"user_id": "alice", "deleted_sessions": 1}
     for method, path, kwargs in ROUTES:
-        if path in ("/v1/users", "/metrics", "/v1/sessions", "/v1/sessions/batch", "/v1/answer"):
+        if path in NO_404:
             continue
         r = call(server, method, path, beta, **kwargs)
         assert error_of(r) == (404, "not_found"), (method, path, r.text)
