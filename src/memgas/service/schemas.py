@@ -17,7 +17,7 @@ __all__ = [
     "MessageIn", "SessionIn", "AddSessionRequest", "AddManyRequest", "AddResult", "AddManyResponse",
     "SearchRequest", "SearchResponse", "HitOut", "TurnOut", "SessionOut", "SessionHeader", "SessionList",
     "UserRow", "UserList", "DeleteResult", "AnswerRequest", "AnswerOut", "FactOut", "FactList", "ErrorBody",
-    "ErrorResponse", "Health", "ID_PATTERN", "UserId", "SessionId", "AgentId", "ItemId", "TemplateOut", "TemplateList",
+    "ErrorResponse", "Health", "ID_PATTERN", "UserId", "SessionId", "AgentId", "TemplateOut", "TemplateList",
     "TemplateMatchRequest", "TemplateMatch", "TemplateMatches", "PrincipleIn", "PrincipleOut", "PrincipleList",
     "PrincipleAdded", "PrincipleRecallRequest", "PrincipleMatch", "PrincipleMatches", "ItemDeleted", "MinSimilarity",
 ]
@@ -32,8 +32,6 @@ SessionId = Annotated[str, Field(min_length=1, max_length=256, pattern=ID_PATTER
 Timestamp = Annotated[str, Field(max_length=64, description="ISO 8601 (UTC when no zone is given), years 1000-8999")]
 AgentId = Annotated[str, Field(min_length=1, max_length=256, pattern=ID_PATTERN,
                                description="whose experience: an agent's, shared by its users (ids as for users)")]
-#: An experience item's id (a store row id: 64-bit).
-ItemId = Annotated[int, Field(ge=1, le=2**63 - 1, description="the item's id")]
 MinSimilarity = Annotated[float | None, Field(ge=-1.0, le=1.0, description=(
     "leave out items whose cosine similarity is below this; default: the method's measured threshold"))]
 

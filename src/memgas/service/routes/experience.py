@@ -24,6 +24,7 @@ AgentQuery = Annotated[str | None, Query(min_length=1, max_length=256, pattern=I
                                          description="an agent's experience, shared by its users")]
 UserQuery = Annotated[str | None, Query(min_length=1, max_length=256, pattern=ID_PATTERN,
                                         description="or one user's experience (give exactly one)")]
+#: An experience item's id: a store row id, 64-bit.
 ItemPath = Annotated[int, Path(ge=1, le=2**63 - 1, description="the item's id")]
 
 
