@@ -25,7 +25,8 @@ from memgas.service.keys import revoke_key
 from memgas.store import open_store
 from openai_stub import OpenAIStub
 
-TOOLS = {"add_memory", "search_memory", "get_session", "list_sessions", "delete_memory"}
+TOOLS = {"add_memory", "search_memory", "get_session", "list_sessions", "delete_memory", "recall_principles",
+         "match_templates"}
 LISBON = [{"role": "user", "content": "I moved to Lisbon last spring and I love the tiles."},
           {"role": "assistant", "content": "Lisbon is lovely; the azulejos are everywhere."}]
 TEA = [{"role": "user", "content": "My favourite drink is green tea, never coffee."}]
@@ -125,7 +126,9 @@ def test_stdio_lists_and_calls_every_tool(tmp_path: Path) -> None:
             assert set(tools) == TOOLS  # no LLM: no answer tool
             for tool in tools.values():
                 assert len(tool.description or "") > 40 and tool.input_schema["type"] == "object"
-                assert "user_id" in tool.input_schema["required"] and tool.output_schema is not None
+                scoped = "user_id" in tool.input_schema["required"] or {"agent_id", "user_id"} <= set(
+                    tool.input_schema["properties"])  # experience tools: an agent's or a user's
+                assert scoped and tool.output_schema is not None
             search = tools["search_memory"].input_schema["properties"]
             assert search["k"]["maximum"] == MAX_K and search["k"]["minimum"] == 1
             assert search["query"]["maxLength"] == MAX_QUERY_CHARS and search["min_score"]["maximum"] == 1

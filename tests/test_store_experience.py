@@ -94,3 +94,20 @@ def test_a_deleted_item_leaves_no_text_in_the_sqlite_file(tmp_path: Path) -> Non
         store.delete_experiences("agent:s", [i])
     raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("forget.db"))
     assert b"SECRET-KEY-TEXT" not in raw and b"SECRET-PAYLOAD" not in raw
+
+
+def test_deleting_a_user_deletes_their_own_experience_in_the_same_transaction(store: Store) -> None:
+    from memgas.model import make_session
+
+    store.add_session(make_session([{"role": "user", "content": "hi"}], user_id="alice", session_id="s1"), [], [])
+    mine = store.add_experience("user:alice", "principle", "when alice is sad", {}, unit(0))
+    shared = store.add_experience("agent:helper", "template", "an agent's, learned across users", {}, unit(1))
+    other = store.add_experience("user:alice2", "principle", "another user's", {}, unit(2))
+    store.add_experience("user:bob", "principle", "a user with experience and no session", {}, unit(3))
+    assert store.delete_user("alice") == 1
+    assert store.list_experiences("user:alice") == [] and not store.has_user("alice")
+    assert [i.id for i in store.list_experiences("agent:helper")] == [shared]
+    assert [i.id for i in store.list_experiences("user:alice2")] == [other] and mine not in (shared, other)
+    assert store.delete_user("bob") == 0 and store.list_experiences("user:bob") == []  # no session, still a user
+    with pytest.raises(NotFoundError, match="no user 'bob'"):
+        store.delete_user("bob")

@@ -180,11 +180,11 @@ class Store(ABC):
 
     @abstractmethod
     def delete_user(self, user_id: str) -> int:
-        """Delete all of a user's memory; return the number of sessions deleted. Forgets as
-        :meth:`delete_session` does.
+        """Delete all of a user's memory, their experience items (scope ``user:ID``) with it; return the
+        number of sessions deleted. Forgets as :meth:`delete_session` does.
 
         Raises:
-            NotFoundError: no such user.
+            NotFoundError: no such user (no session and no experience item).
         """
 
     # -- reads -------------------------------------------------------------------------------

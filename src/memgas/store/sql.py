@@ -319,15 +319,17 @@ class SQLStore(Store):
             self._deleted()
 
     def delete_user(self, user_id: str) -> int:
-        """Delete all of a user's sessions, messages, units and edges (forgotten as by
-        :meth:`delete_session`); return the number of sessions.
+        """Delete all of a user's sessions, messages, units and edges, and the user's own experience items
+        (scope ``user:ID``), in one transaction (forgotten as by :meth:`delete_session`); return the number
+        of sessions.
 
         Raises:
-            NotFoundError: the user has no stored session.
+            NotFoundError: the user has no stored session and no experience item.
         """
         with self._write(user_id) as conn:
             n = conn.execute(self._q("DELETE FROM sessions WHERE user_id = ?"), (user_id,)).rowcount
-            if not n:
+            items = conn.execute(self._q("DELETE FROM experiences WHERE scope = ?"), (f"user:{user_id}",)).rowcount
+            if not n and not items:
                 raise NotFoundError(f"no user {user_id!r}")
             self._touch(conn, user_id)
             self._deleted()
