@@ -346,3 +346,22 @@ def test_local_model_end_to_end(tmp_path: Path, embedder: Any) -> None:
             assert len(e.templates.list()) == 1
             return
         assert isinstance(result["answer"], str) and result["answer"] and result["learned"] is None
+
+
+def test_close_leaves_an_llm_given_whole_open_and_closes_the_cache_it_opened(stub: OpenAIStub, embedder: Any,
+                                                                              tmp_path: Path) -> None:
+    from memgas.llm import ResponseCache
+    from memgas.model import MemgasError
+
+    shared = ResponseCache(tmp_path / "shared.sqlite")  # e.g. a server's Memory's LLM, serving other requests
+    llm = get_llm(f"openai:tiny@{stub.base_url}?retries=0", cache=shared)
+    with Experience(tmp_path / "m.db", agent_id="a", embedder=embedder, llm=llm) as e:
+        assert e.llm is llm
+    assert shared.get(b"\x00" * 32) is None  # still open
+    with Experience(tmp_path / "m.db", agent_id="a", embedder=embedder, llm=f"openai:tiny@{stub.base_url}",
+                    llm_cache=tmp_path / "own.sqlite") as e:
+        own = e.llm.cache
+        assert own is not None and own.get(b"\x00" * 32) is None
+    with pytest.raises(MemgasError, match="is closed"):
+        own.get(b"\x00" * 32)  # the cache it opened from a path is closed with it
+    shared.close()

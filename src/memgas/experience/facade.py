@@ -47,6 +47,7 @@ class Experience:
         self._embedding_cache = EmbeddingCache(None)
         self.embedder = get_embedder(embedder, cache=self._embedding_cache)
         self.llm = None if llm is None else get_llm(llm, cache=llm_cache or default_llm_cache_path())
+        self._own_llm = self.llm is not None and self.llm is not llm  # an LLM given whole is the caller's to close
         self.bank = ExperienceBank(self.store, self.embedder, scope)
         self._options = {"templates": templates or {}, "principles": principles or {}}
         self._templates: BufferOfThoughts | None = None
@@ -71,11 +72,12 @@ class Experience:
         return self._principles
 
     def close(self) -> None:
-        """Close what this object opened (the store unless it was given open, the caches)."""
+        """Close what this object opened: the store unless it was given open, the caches (an :class:`LLM`
+        given as an instance keeps its cache open: it may serve others, e.g. a server's ``Memory``)."""
         if self._own_store:
             self.store.close()
         self._embedding_cache.close()
-        if self.llm is not None and self.llm.cache is not None:
+        if self._own_llm and self.llm is not None and self.llm.cache is not None:
             self.llm.cache.close()
 
     def __enter__(self) -> "Experience":
