@@ -1,1 +1,2 @@
-"""One router per resource: sessions, users, search (with answer and facts), and operations."""
+"""One router per resource: sessions, users, search (with answer and facts), experience (templates and
+principles), and operations."""
