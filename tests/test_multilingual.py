@@ -40,23 +40,49 @@ def test_e5_identity_window_and_prefix(e5: Embedder) -> None:
     assert max(e5.count_tokens(pieces)) <= e5.max_tokens - e5._special  # type: ignore[attr-defined]
 
 
-def test_the_sample_has_every_language_and_valid_gold() -> None:
+def test_the_sample_is_the_same_thirty_sessions_in_every_language() -> None:
     sample = load_sample()
     assert set(sample) == {"en", "zh", "ja", "es"}
-    for sessions, questions in sample.values():
-        ids = {s.session_id for s in sessions}
-        assert len(questions) == 10 and all(set(gold) <= ids for _, gold in questions)
+    shapes = set()
+    for lang, (sessions, questions) in sample.items():
+        assert [s.session_id for s in sessions] == [f"{lang}-s{i:02d}" for i in range(30)]
+        assert len(questions) == 34 and len({q for q, _ in questions}) == 34
+        by_id = {s.session_id: s for s in sessions}
+        for question, gold in questions:
+            assert len(gold) == 1 and gold[0] in by_id  # exactly one gold session
+            assert all(question not in m.content for m in by_id[gold[0]].messages)  # a paraphrase, not a copy
+        # Translations, not four samples: the same dates, speakers and gold session in every language.
+        shapes.add((tuple((s.timestamp, tuple(m.role for m in s.messages)) for s in sessions),
+                    tuple(gold[0][-3:] for _, gold in questions)))
+    assert len(shapes) == 1
+
+
+def _cut(tmp_path: Path, langs: tuple[str, ...], sessions: int | None = None) -> Path:
+    """The shipped sample reduced to ``langs`` (and to its first ``sessions`` sessions with their questions)."""
+    data = json.loads(resources.files("memgas").joinpath("data/multilingual_sample.json").read_text("utf-8"))
+    data["languages"] = {k: data["languages"][k] for k in langs}
+    for lang in data["languages"].values():
+        kept = lang["sessions"][:sessions]
+        ids = {s["session_id"] for s in kept}
+        lang["sessions"], lang["questions"] = kept, [q for q in lang["questions"] if set(q["gold"]) <= ids]
+    path = tmp_path / "sample.json"
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    return path
 
 
 def test_e5_ranks_chinese_and_japanese_where_minilm_fails(e5: Embedder, tmp_path: Path) -> None:
-    # A two-language cut of the sample keeps the test short; the bench runs all four.
-    data = json.loads(resources.files("memgas").joinpath("data/multilingual_sample.json").read_text("utf-8"))
-    data["languages"] = {k: data["languages"][k] for k in ("zh", "ja")}
-    path = tmp_path / "sample.json"
-    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    rows = run_multilingual([e5, get_embedder()], ["dense-turn"], path)
-    by = {(r.embedder, r.language): r for r in rows}
+    # A two-language cut keeps the test short; the bench runs all four. On the ten original (easy)
+    # sessions e5 is perfect; the hard sessions s10-s29 are meant to be missed sometimes (measured
+    # dense-turn recall@1 on all 30: zh 0.82, ja 0.68), and there e5 must still clearly beat MiniLM.
+    minilm = get_embedder()
+    easy_rows = run_multilingual([e5, minilm], ["dense-turn"], _cut(tmp_path, ("zh", "ja"), 10))
+    easy = {(r.embedder, r.language): r for r in easy_rows}
+    rows = run_multilingual([e5, minilm], ["dense-turn"], _cut(tmp_path, ("zh", "ja")))
+    full = {(r.embedder, r.language): r for r in rows}
     for lang in ("zh", "ja"):
-        assert by[(e5.id, lang)].recall_1 >= 0.9
-        assert by[(e5.id, lang)].mrr > by[("onnx:all-MiniLM-L6-v2-int8", lang)].mrr + 0.2
+        assert easy[(e5.id, lang)].questions == 10 and easy[(e5.id, lang)].recall_1 >= 0.9
+        assert easy[(e5.id, lang)].mrr > easy[(minilm.id, lang)].mrr + 0.2
+        assert full[(e5.id, lang)].questions == 34
+        assert 0.5 <= full[(e5.id, lang)].recall_1 < 0.95  # reads the language, yet no longer saturates
+        assert full[(e5.id, lang)].mrr > full[(minilm.id, lang)].mrr + 0.2
     assert "zh R@1 / R@3 / MRR" in multilingual_markdown(rows)

@@ -1,13 +1,15 @@
 """``memgas bench multilingual``: session retrieval on the shipped multilingual sample.
 
-``memgas/data/multilingual_sample.json`` holds ten short conversations and one question each, written
+``memgas/data/multilingual_sample.json`` holds thirty short conversations and thirty-four questions, written
 for this project in English, Chinese, Japanese and Spanish (the same content in each; each question
-paraphrases its session). Each language is one user: its sessions are ingested (MemGAS's units, so the
+paraphrases one session). Each language is one user: its sessions are ingested (MemGAS's units, so the
 lexical and dense channels are those of a real store) and every method ranks that user's sessions for
 each question. Reported per embedder, method and language: session recall@1, recall@3 and MRR.
 
-Ten sessions per user is a small haystack: the sample separates an embedder that reads a language
-from one that does not, and BM25 with CJK tokens from BM25 without; it does not rank close methods.
+The first ten sessions and questions are easy: they separate an embedder that reads a language from one
+that does not, and BM25 with CJK tokens from BM25 without. Sessions s10-s29 add hard negatives (a session
+sharing a gold session's topic words, not its fact), facts said only by the assistant, numbers and
+questions that share no word with their session, so that close embedders and methods no longer all score 1.00.
 """
 
 from __future__ import annotations
