@@ -41,6 +41,9 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/v1/templates/1", {"params": {"agent_id": "solver"}}),
     ("DELETE", "/v1/templates/1", {"params": {"agent_id": "solver"}}),
     ("POST", "/v1/templates/match", {"json": {"agent_id": "solver", "description": "a sorting task"}}),
+    ("POST", "/v1/templates/solve", {"json": {"agent_id": "solver", "problem": "Sort: pear apple"}}),
+    ("POST", "/v1/templates/learn", {"json": {"agent_id": "solver", "problem": "Sort: pear apple",
+                                              "solution": "apple pear"}}),
     ("GET", "/v1/principles", {"params": {"agent_id": "solver"}}),
     ("POST", "/v1/principles", {"json": {"agent_id": "solver", "situation": "When asked", "action": "answer",
                                           "avoid": "stalling", "reason": "it helps"}}),
@@ -50,7 +53,8 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
 ]
 #: Routes that answer a tenant without the data 404 (experience scopes start empty), skipped by the isolation test.
 NO_404 = {"/v1/users", "/metrics", "/v1/sessions", "/v1/sessions/batch", "/v1/answer", "/v1/templates",
-          "/v1/templates/match", "/v1/principles", "/v1/principles/recall"}
+          "/v1/templates/match", "/v1/templates/solve", "/v1/templates/learn", "/v1/principles",
+          "/v1/principles/recall"}
 #: Operations anyone may call (besides the schema and its docs pages): liveness and readiness.
 PUBLIC = {("GET", "/healthz"), ("GET", "/readyz")}
 

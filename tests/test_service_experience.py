@@ -1,5 +1,6 @@
 """Experience memory over the service: ``/v1/templates`` and ``/v1/principles`` on a real ``memgas serve`` (SQLite
-file, the shipped embedder), through raw HTTP, the Python clients and the MCP tools, with the keys' scoping."""
+file, the shipped embedder), through raw HTTP, the Python clients and the MCP tools, with the keys' scoping;
+solving and learning templates on a server whose LLM is a scripted OpenAI-compatible stub on loopback."""
 
 from __future__ import annotations
 
@@ -18,9 +19,13 @@ from mcp.client.streamable_http import streamable_http_client
 from live_server import LiveServer, make_key, start_server
 from memgas.client import AsyncClient, Client
 from memgas.embed import Embedder
+from memgas.experience.bot import DISTILL_SCHEMA, SOLVE_SCHEMA, TEMPLATE_SCHEMA
 from memgas.experience.facade import Experience
 from memgas.experience.principles import Principle
-from memgas.model import AuthError, ForbiddenError, InvalidInputError, NotFoundError
+from memgas.llm import LLMError
+from memgas.model import AuthError, ForbiddenError, InvalidInputError, NotFoundError, UnavailableError
+
+from openai_stub import OpenAIStub
 
 ARITHMETIC = "arithmetic puzzle: combine the given numbers with + - * / to reach a target number"
 SORTING = "word sorting: put a list of words into alphabetical order"
@@ -191,6 +196,8 @@ ROUTES = [("GET", "/v1/templates", {"params": {"agent_id": "solver"}}),
           ("GET", "/v1/templates/1", {"params": {"agent_id": "solver"}}),
           ("DELETE", "/v1/templates/1", {"params": {"agent_id": "solver"}}),
           ("POST", "/v1/templates/match", {"json": {"agent_id": "solver", "description": "x"}}),
+          ("POST", "/v1/templates/solve", {"json": {"agent_id": "solver", "problem": "x"}}),
+          ("POST", "/v1/templates/learn", {"json": {"agent_id": "solver", "problem": "x", "solution": "y"}}),
           ("GET", "/v1/principles", {"params": {"agent_id": "solver"}}),
           ("GET", "/v1/principles/1", {"params": {"agent_id": "solver"}}),
           ("DELETE", "/v1/principles/1", {"params": {"agent_id": "solver"}}),
@@ -304,3 +311,158 @@ def test_mcp_tools_recall_principles_and_match_templates(server: LiveServer) -> 
                                                               {"agent_id": "a", "context": "x", "k": 0}))
 
     anyio.run(scenario)
+
+
+# ----------------------------------------------------------------------------- solving and learning with an LLM
+
+SORT_KIND = "Sort a list of words into alphabetical order."
+DATE_KIND = "Find the calendar date that is a given number of days after a start date."
+SORT_STEPS = ["Compare the first letters.", "Break ties by the next letters."]
+
+
+def bot_reply(body: dict[str, Any]) -> str:
+    """The scripted model: each Buffer-of-Thoughts step answered by its JSON schema, the kind of problem told by
+    its words (so the distiller and the template writer describe one kind alike, as a real model roughly does)."""
+    schema = json.dumps(body["response_format"]["json_schema"]["schema"], sort_keys=True)
+    text = body["messages"][-1]["content"]
+    kind = SORT_KIND if "Sort" in text else DATE_KIND  # not "date": every prompt says "dates"
+    if schema == json.dumps(DISTILL_SCHEMA, sort_keys=True):
+        return json.dumps({"key_information": ["the words"], "constraints": ["each once"], "task_type": "sorting",
+                           "description": kind})
+    if schema == json.dumps(TEMPLATE_SCHEMA, sort_keys=True):
+        return json.dumps({"task_type": "t", "description": kind, "steps": SORT_STEPS})
+    assert schema == json.dumps(SOLVE_SCHEMA, sort_keys=True), schema
+    return json.dumps({"reasoning": "compared the letters", "answer": "apple pear"})
+
+
+@pytest.fixture(scope="module")
+def llm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A server with ``--llm`` at a scripted stub (``llm_server.stub``); keys admin, acme, beta, acme_alice."""
+    tmp = tmp_path_factory.mktemp("experience-llm")
+    db = tmp / "exp.db"
+    keys = {"admin": make_key(db), "acme": make_key(db, "tenant:acme"), "beta": make_key(db, "tenant:beta"),
+            "acme_alice": make_key(db, "tenant:acme", users=["alice"])}
+    with OpenAIStub(bot_reply) as stub:  # module-scoped, unlike conftest's ``stub``: one server for these tests
+        srv = start_server(db, "--no-mcp", "--llm", f"openai:tiny@{stub.base_url}?retries=0", tmp=tmp)
+        srv.keys = keys
+        srv.stub = stub  # type: ignore[attr-defined]
+        yield srv
+        srv.stop()
+
+
+def stub_of(server: LiveServer) -> OpenAIStub:
+    return server.stub  # type: ignore[attr-defined, no-any-return]
+
+
+def stored(server: LiveServer, embedder: Embedder, kind: str | None, **scope: str) -> list[dict[str, Any]]:
+    """The stored scope's items of ``kind`` (``None``: all), read from the server's store (pending ones are not served)."""
+    with Experience(server.db, embedder=embedder, **scope) as exp:
+        return exp.templates.list(kind)
+
+
+def test_solve_learn_and_solve_again_with_the_template_each_tenant_its_own(llm_server: LiveServer) -> None:
+    acme, beta, scope = llm_server.keys["acme"], llm_server.keys["beta"], {"agent_id": "solver"}
+    problem = {**scope, "problem": "Sort these words: pear apple fig"}
+    first = call(llm_server, "POST", "/v1/templates/solve", acme, json=problem)
+    assert first.status_code == 200, first.text
+    assert first.json() == {"answer": "apple pear", "reasoning": "compared the letters", "template": None,
+                            "distilled": {"key_information": ["the words"], "constraints": ["each once"],
+                                          "task_type": "sorting", "description": SORT_KIND},
+                            "distill_error": None, "learned": None, "llm": first.json()["llm"]}
+    assert first.json()["llm"]["calls"] == 2  # distil, then solve plainly: the scope has no template
+    assert call(llm_server, "GET", "/v1/templates", acme, params=scope).json() == {"templates": []}
+
+    learned = call(llm_server, "POST", "/v1/templates/learn", acme, json={
+        **scope, "problem": "Sort: kiwi banana", "solution": "b before k", "answer": "banana kiwi"})
+    assert learned.status_code == 201, learned.text
+    body = learned.json()
+    assert body["status"] == "added" and body["template"]["description"] == SORT_KIND and body["llm"]["calls"] == 1
+    [template] = call(llm_server, "GET", "/v1/templates", acme, params=scope).json()["templates"]
+    assert template["id"] == body["id"] and template["steps"] == SORT_STEPS
+    assert template["source"] == {"problem": "Sort: kiwi banana", "solution": "b before k", "answer": "banana kiwi"}
+
+    # The same kind again is a duplicate: 200, nothing stored.
+    again = call(llm_server, "POST", "/v1/templates/learn", acme, json={**scope, "problem": "Sort: b a",
+                                                                         "solution": "a b"})
+    assert again.status_code == 200 and again.json()["status"] == "duplicate", again.text
+    assert again.json()["duplicate_of"] == body["id"] and again.json()["score"] >= 0.75
+    assert len(call(llm_server, "GET", "/v1/templates", acme, params=scope).json()["templates"]) == 1
+
+    # Another tenant's "solver" has no template: it solves plainly and sees none.
+    other = call(llm_server, "POST", "/v1/templates/solve", beta, json=problem).json()
+    assert other["template"] is None and other["answer"] == "apple pear"
+    assert call(llm_server, "GET", "/v1/templates", beta, params=scope).json() == {"templates": []}
+    stub = stub_of(llm_server)
+    assert "Thought template" not in stub.requests[-1]["messages"][-1]["content"]
+
+    # The tenant that learned it solves with it, the template's steps in the solving prompt.
+    used = call(llm_server, "POST", "/v1/templates/solve", acme, json=problem).json()
+    assert used["template"]["template"] == template and used["template"]["similarity"] > 0.99
+    assert all(step in stub.requests[-1]["messages"][-1]["content"] for step in SORT_STEPS)
+
+    # With learn, a new kind is learned from the solution.
+    dated = call(llm_server, "POST", "/v1/templates/solve", acme, json={
+        **scope, "problem": "What date is 3 days after 2024-01-01?", "learn": True}).json()
+    assert dated["template"] is None and dated["learned"]["status"] == "added"
+    assert dated["learned"]["template"]["description"] == DATE_KIND and dated["llm"]["calls"] == 3
+    kinds = [t["description"] for t in call(llm_server, "GET", "/v1/templates", acme, params=scope).json()["templates"]]
+    assert kinds == [SORT_KIND, DATE_KIND]
+
+
+def test_a_failing_llm_is_503_on_solve_and_keeps_a_learned_solution_pending(llm_server: LiveServer,
+                                                                            embedder: Embedder) -> None:
+    key, stub, scope = llm_server.keys["admin"], stub_of(llm_server), {"agent_id": "flaky"}
+    stub.script = [{"status": 500}] * 20  # fresh problems below: the response cache cannot answer them
+    try:
+        for learn in (False, True):
+            r = call(llm_server, "POST", "/v1/templates/solve", key, json={
+                **scope, "problem": f"Sort these words ({learn}): yak emu", "learn": learn})
+            assert error_of(r) == (503, "llm_unavailable") and r.headers["retry-after"]
+        assert stored(llm_server, embedder, "pending", agent_id="flaky") == []  # no solution, so nothing to keep
+
+        r = call(llm_server, "POST", "/v1/templates/learn", key, json={
+            **scope, "problem": "Sort: yak emu", "solution": "e before y", "answer": "emu yak"})
+        assert r.status_code == 201 and r.json()["status"] == "pending" and r.json()["error"], r.text
+        [pending] = stored(llm_server, embedder, "pending", agent_id="flaky")
+        assert pending["id"] == r.json()["id"]
+        assert (pending["problem"], pending["solution"], pending["answer"]) == ("Sort: yak emu", "e before y", "emu yak")
+        assert call(llm_server, "GET", "/v1/templates", key, params=scope).json() == {"templates": []}
+        with Client(llm_server.url, key) as mem, pytest.raises(LLMError):
+            mem.solve_template("Sort these words: owl cat", agent_id="flaky")
+    finally:
+        stub.script.clear()
+
+
+def test_the_clients_solve_and_learn_in_a_users_scope(llm_server: LiveServer, embedder: Embedder) -> None:
+    limited = llm_server.keys["acme_alice"]
+    with Client(llm_server.url, limited) as mem:
+        learned = mem.learn_template("Sort: fig date", "d before f", user_id="alice")
+        assert learned["status"] == "added" and learned["template"]["steps"] == SORT_STEPS
+        solved = mem.solve_template("Sort these words: pear apple fig", user_id="alice")
+        assert solved["template"]["template"]["id"] == learned["id"] and solved["template"]["similarity"] > 0.99
+        with pytest.raises(ForbiddenError, match="'bob'"):
+            mem.learn_template("Sort: fig date", "d before f", user_id="bob")
+        with pytest.raises(InvalidInputError, match="problem"):
+            mem.learn_template("   ", "d before f", user_id="alice")
+    assert stored(llm_server, embedder, None, user_id="acme::bob") == []  # the refused call wrote nothing
+    assert stored(llm_server, embedder, None, agent_id="acme::alice") == []  # a user's scope is not an agent's
+
+    async def scenario() -> None:
+        async with AsyncClient(llm_server.url, llm_server.keys["acme"]) as mem:
+            assert (await mem.learn_template("Sort: b a", "a b", user_id="alice"))["status"] == "duplicate"
+            solved = await mem.solve_template("Sort: kiwi fig", user_id="alice", learn=True)
+            assert solved["template"]["template"]["id"] == learned["id"]
+            assert solved["learned"]["status"] == "duplicate"
+
+    asyncio.run(scenario())
+
+
+def test_without_an_llm_solve_and_learn_are_503_and_write_nothing(server: LiveServer, embedder: Embedder) -> None:
+    key, scope = server.keys["acme"], {"agent_id": "nollm"}
+    for path, body in [("/v1/templates/solve", {**scope, "problem": "Sort: b a", "learn": True}),
+                       ("/v1/templates/learn", {**scope, "problem": "Sort: b a", "solution": "a b"})]:
+        r = call(server, "POST", path, key, json=body)
+        assert error_of(r) == (503, "unavailable") and "--llm" in r.json()["error"]["message"], path
+    assert stored(server, embedder, None, agent_id="acme::nollm") == []  # not even a pending item
+    with Client(server.url, key) as mem, pytest.raises(UnavailableError, match="no LLM"):
+        mem.learn_template("Sort: b a", "a b", agent_id="nollm")

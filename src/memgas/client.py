@@ -11,7 +11,7 @@ only send calls, one with :class:`httpx.Client`, the other with :class:`httpx.As
 memgas's exceptions, mapped back from the server's status and error code (:func:`_error_of`).
 
 Experience memory (``/v1/templates``, ``/v1/principles``): ``templates``, ``template``, ``delete_template``,
-``match_templates``, ``principles``, ``principle``, ``delete_principle``, ``add_principle`` and
+``match_templates``, ``solve_template`` and ``learn_template`` (a server with an LLM), ``principles``, ``principle``, ``delete_principle``, ``add_principle`` and
 ``recall_principles``, each for ``agent_id=`` or ``user_id=`` (exactly one), returning what
 :class:`~memgas.experience.bot.BufferOfThoughts` and :class:`~memgas.experience.principles.Principles` return.
 
@@ -351,6 +351,37 @@ class _Requests:
         return _Call("POST", "/v1/templates/match", _matches("template", dict), body=body)
 
     @staticmethod
+    def solve_template(problem: str, *, agent_id: str | None = None, user_id: str | None = None,
+                       learn: bool = False) -> _Call[dict[str, Any]]:
+        """Solve ``problem`` with the scope's best template and the server's LLM (:meth:`BufferOfThoughts.solve`):
+        ``{"answer", "reasoning", "distilled", "template": {"template", "similarity"} | None, "learned", "llm"}``
+        (and ``distill_error`` when the distiller failed); with ``learn``, a template is learned from the solution.
+
+        Raises:
+            InvalidInputError: an empty problem or a bad scope.
+            UnavailableError: the server has no LLM.
+            memgas.llm.LLMError: the server's LLM failed to solve (nothing is stored).
+        """
+        body = _json_body({"agent_id": agent_id, "user_id": user_id, "problem": problem, "learn": learn})
+        return _Call("POST", "/v1/templates/solve", _json, body=body)
+
+    @staticmethod
+    def learn_template(problem: str, solution: str, *, agent_id: str | None = None, user_id: str | None = None,
+                       answer: str | None = None) -> _Call[dict[str, Any]]:
+        """Write a template from a solved problem with the server's LLM (:meth:`BufferOfThoughts.learn`):
+        ``{"status": "added", "id", "template"}``, ``{"status": "duplicate", "duplicate_of", "score", "template"}``
+        (nothing stored) or ``{"status": "pending", "id", "error"}`` (the LLM failed: the raw solution is kept),
+        each with ``llm``.
+
+        Raises:
+            InvalidInputError: an empty problem or solution, or a bad scope (nothing is written).
+            UnavailableError: the server has no LLM (nothing is written).
+        """
+        body = _json_body({"agent_id": agent_id, "user_id": user_id, "problem": problem, "solution": solution,
+                           "answer": answer})
+        return _Call("POST", "/v1/templates/learn", _json, body=body)
+
+    @staticmethod
     def principles(*, agent_id: str | None = None, user_id: str | None = None) -> _Call[list[Principle]]:
         """The PRINCIPLES principles of an agent (or of one user), oldest first (:meth:`Principles.list`).
 
@@ -588,6 +619,8 @@ class Client(_Base):
     template = _sync(_Requests.template)
     delete_template = _sync(_Requests.delete_template)
     match_templates = _sync(_Requests.match_templates)
+    solve_template = _sync(_Requests.solve_template)
+    learn_template = _sync(_Requests.learn_template)
     principles = _sync(_Requests.principles)
     principle = _sync(_Requests.principle)
     delete_principle = _sync(_Requests.delete_principle)
@@ -652,6 +685,8 @@ class AsyncClient(_Base):
     template = _async(_Requests.template)
     delete_template = _async(_Requests.delete_template)
     match_templates = _async(_Requests.match_templates)
+    solve_template = _async(_Requests.solve_template)
+    learn_template = _async(_Requests.learn_template)
     principles = _async(_Requests.principles)
     principle = _async(_Requests.principle)
     delete_principle = _async(_Requests.delete_principle)

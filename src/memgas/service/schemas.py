@@ -20,6 +20,8 @@ __all__ = [
     "ErrorResponse", "Health", "ID_PATTERN", "UserId", "SessionId", "AgentId", "TemplateOut", "TemplateList",
     "TemplateMatchRequest", "TemplateMatch", "TemplateMatches", "PrincipleIn", "PrincipleOut", "PrincipleList",
     "PrincipleAdded", "PrincipleRecallRequest", "PrincipleMatch", "PrincipleMatches", "ItemDeleted", "MinSimilarity",
+    "TemplateSolveRequest", "TemplateSolved", "DistilledProblem", "TemplateLearnRequest", "TemplateLearned",
+    "TemplateDraft",
 ]
 
 #: What a user or session id looks like (:func:`memgas.model.check_id`).
@@ -271,6 +273,70 @@ class TemplateMatches(BaseModel):
     """The best templates first."""
 
     matches: list[TemplateMatch]
+
+
+#: A problem or solution given to Buffer of Thoughts (its prompts hold it whole).
+ProblemText = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
+
+
+class TemplateSolveRequest(_ExperienceScope):
+    """``POST /v1/templates/solve``: solve a problem with the scope's best template (needs the server's LLM)."""
+
+    problem: ProblemText
+    learn: bool = Field(default=False, description="learn a template from the solution afterwards")
+
+
+class DistilledProblem(BaseModel):
+    """What Buffer of Thoughts' problem distiller made of the problem (its description is what is matched)."""
+
+    key_information: list[str]
+    constraints: list[str]
+    task_type: str
+    description: str
+
+
+class TemplateDraft(BaseModel):
+    """A template as the template writer wrote it (stored as is when ``status`` is ``added``)."""
+
+    task_type: str
+    description: str
+    steps: list[str]
+    scrubbed: list[str] | None = Field(default=None, description="source values replaced by placeholders")
+
+
+class TemplateLearned(BaseModel):
+    """What learning did: ``added`` (``id``, ``template``), ``duplicate`` of a stored template (``duplicate_of``,
+    its cosine ``score``; nothing stored) or ``pending`` (``id``, ``error``: the LLM failed, so the raw problem and
+    solution are kept until ``distill_pending`` turns them into a template)."""
+
+    status: Literal["added", "duplicate", "pending"]
+    id: int | None = None
+    template: TemplateDraft | None = None
+    duplicate_of: int | None = None
+    score: float | None = None
+    error: str | None = None
+    llm: dict[str, float] | None = Field(default=None, description="the LLM use (of the learning step alone)")
+
+
+class TemplateLearnRequest(_ExperienceScope):
+    """``POST /v1/templates/learn``: write a template from a solved problem (needs the server's LLM)."""
+
+    problem: ProblemText
+    solution: ProblemText
+    answer: str | None = Field(default=None, min_length=1, max_length=MAX_QUERY_CHARS,
+                               description="the final answer, when apart from the solution")
+
+
+class TemplateSolved(BaseModel):
+    """A solved problem: the answer, the template used (``None``: solved without one) and what learning did."""
+
+    answer: str
+    reasoning: str
+    distilled: DistilledProblem | None = Field(description="None when the distiller failed (see distill_error)")
+    distill_error: str | None = None
+    template: TemplateMatch | None = Field(description="the template used, with its cosine to the distilled problem")
+    learned: TemplateLearned | None = Field(description="with learn: the template learned from this solution")
+    llm: dict[str, float]
 
 
 class PrincipleIn(_ExperienceScope):

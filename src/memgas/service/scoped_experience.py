@@ -9,8 +9,10 @@ the MCP tools alike. A scope is an agent's (shared by its users) or one user's, 
   limited to some users may use every agent of its tenant: an agent's experience is what the agent learned
   across users, not any user's memory.
 
-Only what needs no LLM is here: listing, reading, deleting, matching, recalling, and adding a principle by
-hand. An item of another scope (or of another kind) is reported missing with the caller's ids, never the
+Listing, reading, deleting, matching, recalling and adding a principle by hand need no LLM. Solving with
+templates and learning one (:meth:`ScopedExperience.solve_template`, :meth:`ScopedExperience.learn_template`)
+run Buffer of Thoughts with the server's own LLM (``memory.llm``), and are refused before anything is written
+when the server has none. An item of another scope (or of another kind) is reported missing with the caller's ids, never the
 stored ones, so nothing tells that it exists. Nothing here knows HTTP; errors are memgas's exceptions.
 """
 
@@ -20,6 +22,7 @@ from typing import Any
 
 from ..experience.bank import scope_of
 from ..experience.facade import Experience
+from ..llm import track_usage
 from ..memory import Memory
 from ..model import NotFoundError, UnavailableError, check_id
 from .keys import TENANT_SEPARATOR, Principal
@@ -57,6 +60,18 @@ class ScopedExperience:
     def _open(self, **options: Any) -> Experience:
         """The facade over the server's store and embedder, in this scope, without an LLM."""
         return Experience(self.memory.store, embedder=self.memory.embedder, **self._scope, **options)
+
+    def _open_with_llm(self, what: str) -> Experience:
+        """The facade with the server's LLM, lent (closing the facade leaves it open for the server).
+
+        Raises:
+            UnavailableError: the server has no LLM, checked before anything is written (Buffer of
+                Thoughts itself would keep a solution pending without one: a server without an LLM
+                never turns it into a template, so the caller is told instead).
+        """
+        if self.memory.llm is None:
+            raise UnavailableError(f"this server has no LLM: start it with --llm to {what}")
+        return Experience(self.memory.store, embedder=self.memory.embedder, llm=self.memory.llm, **self._scope)
 
     def _missing(self, what: str, item_id: int) -> NotFoundError:
         return NotFoundError(f"no {what} {item_id} for {self._shown}")
@@ -103,6 +118,40 @@ class ScopedExperience:
         with self._open() as exp:
             return [{"template": view, "similarity": score}
                     for view, score in exp.templates.match(description, k, min_similarity)]
+
+    def solve_template(self, problem: str, *, learn: bool = False) -> dict[str, Any]:
+        """Solve ``problem`` with the scope's best matching template, or without one
+        (:meth:`BufferOfThoughts.solve`: distil, match, instantiate; with ``learn``, learn from the solution).
+
+        Returns:
+            BoT's result with the template used split as ``{"template", "similarity"}`` (``None`` without one).
+
+        Raises:
+            InvalidInputError: an empty problem.
+            UnavailableError: the server has no LLM.
+            LLMError: the solving call failed (nothing is stored).
+        """
+        with self._open_with_llm("solve problems with templates") as exp:
+            out = exp.templates.solve(problem, learn=learn)
+        used = out["template"]
+        if used is not None:  # as a match is served: the template, and apart its similarity
+            out["template"] = {"template": {k: v for k, v in used.items() if k != "score"}, "similarity": used["score"]}
+        return out
+
+    def learn_template(self, problem: str, solution: str, *, answer: str | None = None) -> dict[str, Any]:
+        """Write a template from a solved problem (:meth:`BufferOfThoughts.learn`), with the LLM use.
+
+        Returns:
+            ``{"status": "added" | "duplicate" | "pending", ...}`` as BoT gives it, plus ``llm``; ``pending``
+            when the LLM failed: the raw problem and solution are kept for ``distill_pending``.
+
+        Raises:
+            InvalidInputError: an empty problem or solution (nothing is written).
+            UnavailableError: the server has no LLM (nothing is written).
+        """
+        with self._open_with_llm("learn templates") as exp, track_usage() as usage:
+            out = exp.templates.learn(problem, solution, answer=answer)
+        return {**out, "llm": usage.to_dict()}
 
     # -- PRINCIPLES ----------------------------------------------------------------------------------
 

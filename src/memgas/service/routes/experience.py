@@ -1,21 +1,23 @@
 """``/v1/templates`` and ``/v1/principles``: experience memory shared by an agent's users (or kept by one user).
 
 Whose experience is given as ``agent_id`` or ``user_id``, exactly one (400 otherwise), scoped as
-:class:`~memgas.service.scoped_experience.ScopedExperience` says. Only what needs no LLM is served:
-learning templates and principles, and solving with templates, stay in Python and the CLI.
+:class:`~memgas.service.scoped_experience.ScopedExperience` says. Reading, matching and recalling need no
+LLM; solving with templates and learning one (``/v1/templates/solve``, ``/v1/templates/learn``) use the
+server's LLM and answer 503 ``unavailable`` on a server without one, as ``/v1/answer`` does. Learning
+principles stays in Python and the CLI.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request, status
+from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 
 from ..deps import principal
 from ..keys import Principal
 from ..schemas import (ID_PATTERN, ItemDeleted, PrincipleAdded, PrincipleIn, PrincipleList, PrincipleMatches,
-                       PrincipleOut, PrincipleRecallRequest, TemplateList, TemplateMatches, TemplateMatchRequest,
-                       TemplateOut)
+                       PrincipleOut, PrincipleRecallRequest, TemplateLearned, TemplateLearnRequest, TemplateList,
+                       TemplateMatches, TemplateMatchRequest, TemplateOut, TemplateSolved, TemplateSolveRequest)
 from ..scoped_experience import ScopedExperience
 
 router = APIRouter(tags=["experience"])
@@ -34,8 +36,9 @@ def _query_scope(request: Request, agent_id: AgentQuery = None, user_id: UserQue
     return ScopedExperience(request.app.state.memgas.memory, who, agent_id=agent_id, user_id=user_id)
 
 
-def _body_scope(request: Request, who: Principal, body: PrincipleIn | PrincipleRecallRequest | TemplateMatchRequest
-                ) -> ScopedExperience:
+def _body_scope(request: Request, who: Principal,
+                body: PrincipleIn | PrincipleRecallRequest | TemplateMatchRequest | TemplateSolveRequest
+                | TemplateLearnRequest) -> ScopedExperience:
     """The caller's experience in the scope a request body names."""
     return ScopedExperience(request.app.state.memgas.memory, who, agent_id=body.agent_id, user_id=body.user_id)
 
@@ -55,12 +58,41 @@ def match_templates(body: TemplateMatchRequest, request: Request,
     """The ``k`` templates whose descriptions are nearest ``description``, best first, with their cosine similarity.
 
     No LLM runs: ``description`` must already be distilled (the general kind of problem, without its
-    particular values), as Buffer of Thoughts' distiller writes it; ``memgas templates solve`` (or
-    :meth:`BufferOfThoughts.solve`) distils and solves where an LLM is at hand.
+    particular values), as Buffer of Thoughts' distiller writes it; ``/v1/templates/solve`` distils and
+    solves on a server with an LLM.
     """
     matches = _body_scope(request, who, body).match_templates(body.description, k=body.k,
                                                                min_similarity=body.min_similarity)
     return TemplateMatches(matches=matches)
+
+
+@router.post("/v1/templates/solve", response_model=TemplateSolved)
+def solve_with_template(body: TemplateSolveRequest, request: Request,
+                        who: Principal = Depends(principal)) -> TemplateSolved:
+    """Solve ``problem`` with Buffer of Thoughts and the server's LLM: the problem is distilled, its description
+    matched against the scope's templates, and the best one (cosine at least 0.5) instantiated; without one the
+    problem is solved plainly. With ``learn``, a template is then learned from the solution (``learned``).
+
+    503 ``unavailable`` on a server without an LLM, 503 ``llm_unavailable`` when the solving call fails
+    (nothing is stored); a failed distiller only means no template (``distill_error``).
+    """
+    solved = _body_scope(request, who, body).solve_template(body.problem, learn=body.learn)
+    return TemplateSolved(**solved)
+
+
+@router.post("/v1/templates/learn", status_code=status.HTTP_201_CREATED, response_model=TemplateLearned,
+             responses={status.HTTP_200_OK: {"model": TemplateLearned,
+                                             "description": "a duplicate of a stored template: nothing stored"}})
+def learn_template(body: TemplateLearnRequest, request: Request, response: Response,
+                   who: Principal = Depends(principal)) -> TemplateLearned:
+    """Write a thought template from a solved problem with the server's LLM: 201 with ``added`` (stored), or
+    ``pending`` when the LLM failed (the raw problem and solution are kept for ``distill_pending``); 200 with
+    ``duplicate`` when a stored template's description has cosine at least 0.75 with the new one (nothing
+    stored). 503 ``unavailable`` on a server without an LLM (nothing stored)."""
+    learned = _body_scope(request, who, body).learn_template(body.problem, body.solution, answer=body.answer)
+    if learned["status"] == "duplicate":
+        response.status_code = status.HTTP_200_OK
+    return TemplateLearned(**learned)
 
 
 @router.get("/v1/templates/{item_id}", response_model=TemplateOut)
