@@ -12,8 +12,8 @@ the MCP tools alike. A scope is an agent's (shared by its users) or one user's, 
 Listing, reading, deleting, matching, recalling and adding a principle by hand need no LLM. Solving with
 templates and learning one (:meth:`ScopedExperience.solve_template`, :meth:`ScopedExperience.learn_template`)
 run Buffer of Thoughts with the server's own LLM (``memory.llm``), and are refused before anything is written
-when the server has none. An item of another scope (or of another kind) is reported missing with the caller's ids, never the
-stored ones, so nothing tells that it exists. Nothing here knows HTTP; errors are memgas's exceptions.
+when the server has none. An item of another scope (or of another kind) is reported missing with the caller's
+ids, never the stored ones, so nothing tells that it exists. Nothing here knows HTTP; errors are memgas's exceptions.
 """
 
 from __future__ import annotations
