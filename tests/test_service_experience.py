@@ -355,7 +355,8 @@ def stub_of(server: LiveServer) -> OpenAIStub:
 
 
 def stored(server: LiveServer, embedder: Embedder, kind: str | None, **scope: str) -> list[dict[str, Any]]:
-    """The stored scope's items of ``kind`` (``None``: all), read from the server's store (pending ones are not served)."""
+    """The stored scope's items of ``kind`` (``None``: all), read from the server's store (pending ones are not
+    served)."""
     with Experience(server.db, embedder=embedder, **scope) as exp:
         return exp.templates.list(kind)
 
@@ -425,7 +426,8 @@ def test_a_failing_llm_is_503_on_solve_and_keeps_a_learned_solution_pending(llm_
         assert r.status_code == 201 and r.json()["status"] == "pending" and r.json()["error"], r.text
         [pending] = stored(llm_server, embedder, "pending", agent_id="flaky")
         assert pending["id"] == r.json()["id"]
-        assert (pending["problem"], pending["solution"], pending["answer"]) == ("Sort: yak emu", "e before y", "emu yak")
+        assert (pending["problem"], pending["solution"], pending["answer"]) == (
+            "Sort: yak emu", "e before y", "emu yak")
         assert call(llm_server, "GET", "/v1/templates", key, params=scope).json() == {"templates": []}
         with Client(llm_server.url, key) as mem, pytest.raises(LLMError):
             mem.solve_template("Sort these words: owl cat", agent_id="flaky")
