@@ -13,7 +13,8 @@ memgas's exceptions, mapped back from the server's status and error code (:func:
 Experience memory (``/v1/templates``, ``/v1/principles``): ``templates``, ``template``, ``delete_template``,
 ``match_templates``, ``solve_template`` and ``learn_template`` (a server with an LLM), ``principles``,
 ``principle``, ``delete_principle``, ``add_principle`` and ``recall_principles``, each for ``agent_id=`` or
-``user_id=`` (exactly one), returning what :class:`~memgas.experience.bot.BufferOfThoughts` and :class:`~memgas.experience.principles.Principles` return.
+``user_id=`` (exactly one), returning what :class:`~memgas.experience.bot.BufferOfThoughts` and
+:class:`~memgas.experience.principles.Principles` return.
 
 Retries: a ``GET`` (the idempotent reads ``get``, ``list``, ``stats``, ``facts``, ``health``, ``ready`` and the
 experience reads)
