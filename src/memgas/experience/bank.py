@@ -13,20 +13,9 @@ import numpy as np
 
 from ..embed import Embedder
 from ..model import InvalidInputError
-from ..store import ExperienceRecord, Store
+from ..store import ExperienceRecord, Store, scope_of
 
 __all__ = ["ExperienceBank", "scope_of"]
-
-
-def scope_of(agent_id: str | None = None, user_id: str | None = None) -> str:
-    """The store scope of an agent's experience (``agent:ID``) or one user's (``user:ID``); exactly one is given.
-
-    Raises:
-        InvalidInputError: neither or both given.
-    """
-    if (agent_id is None) == (user_id is None):
-        raise InvalidInputError("experience belongs to an agent or to a user: give exactly one of agent_id, user_id")
-    return f"agent:{agent_id}" if agent_id is not None else f"user:{user_id}"
 
 
 class ExperienceBank:

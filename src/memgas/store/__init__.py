@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..model import InvalidInputError
-from .base import ApiKeyRecord, EdgeTable, ExperienceRecord, SessionInfo, Store, UnitTable
+from .base import ApiKeyRecord, EdgeTable, ExperienceRecord, SessionInfo, Store, UnitTable, scope_of
 from .sqlite import SQLiteStore
 
-__all__ = ["Store", "UnitTable", "EdgeTable", "SessionInfo", "ApiKeyRecord", "ExperienceRecord", "SQLiteStore", "open_store", "migrate"]
+__all__ = ["Store", "UnitTable", "EdgeTable", "SessionInfo", "ApiKeyRecord", "ExperienceRecord", "scope_of", "SQLiteStore", "open_store", "migrate"]
 
 
 def open_store(target: str | Path | Store | None = None) -> Store:

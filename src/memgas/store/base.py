@@ -17,7 +17,7 @@ import numpy as np
 
 from ..model import GRANULARITIES, Edge, InvalidInputError, Session, Unit
 
-__all__ = ["Store", "UnitTable", "EdgeTable", "SessionInfo", "ApiKeyRecord", "ExperienceRecord"]
+__all__ = ["Store", "UnitTable", "EdgeTable", "SessionInfo", "ApiKeyRecord", "ExperienceRecord", "scope_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +47,17 @@ class ApiKeyRecord:
     name: str
     created_at: datetime
     revoked_at: datetime | None = None
+
+
+def scope_of(agent_id: str | None = None, user_id: str | None = None) -> str:
+    """The store scope of an agent's experience (``agent:ID``) or one user's (``user:ID``); exactly one is given.
+
+    Raises:
+        InvalidInputError: neither or both given.
+    """
+    if (agent_id is None) == (user_id is None):
+        raise InvalidInputError("experience belongs to an agent or to a user: give exactly one of agent_id, user_id")
+    return f"agent:{agent_id}" if agent_id is not None else f"user:{user_id}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from ..model import (
     check_unicode,
     parse_timestamp,
 )
-from .base import ApiKeyRecord, EdgeTable, ExperienceRecord, SessionInfo, Store, UnitTable
+from .base import ApiKeyRecord, EdgeTable, ExperienceRecord, SessionInfo, Store, UnitTable, scope_of
 
 __all__ = ["SQLStore"]
 
@@ -328,7 +328,8 @@ class SQLStore(Store):
         """
         with self._write(user_id) as conn:
             n = conn.execute(self._q("DELETE FROM sessions WHERE user_id = ?"), (user_id,)).rowcount
-            items = conn.execute(self._q("DELETE FROM experiences WHERE scope = ?"), (f"user:{user_id}",)).rowcount
+            items = conn.execute(self._q("DELETE FROM experiences WHERE scope = ?"),
+                                 (scope_of(user_id=user_id),)).rowcount
             if not n and not items:
                 raise NotFoundError(f"no user {user_id!r}")
             self._touch(conn, user_id)
