@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from memgas.embed import get_embedder
+from memgas.embed.factory import get_embedder
 
 WORDS = (
     "i you we they it my your our the a an and but or so because if when then also just really very "

@@ -14,10 +14,23 @@ from typing import Iterator
 
 import pytest
 
-from memgas.embed import Embedder, get_embedder
+from memgas.embed.base import Embedder
+from memgas.embed.factory import get_embedder
+from support.openai_stub import OpenAIStub
+from support.pg import Cluster, unavailable
 
-from openai_stub import OpenAIStub
-from pg import Cluster, unavailable
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark what needs a server: ``pg`` where a test uses PostgreSQL (its fixtures, or the postgres case of a
+    backend parameter), ``server`` for the service tests (each runs a live ``memgas serve`` or MCP server)."""
+    service = Path(__file__).parent / "service"
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if fixtures & {"pg_url", "pg_cluster"} or any("postgres" in str(v) for v in params.values()):
+            item.add_marker(pytest.mark.pg)
+        if service in Path(item.path).parents:
+            item.add_marker(pytest.mark.server)
 
 
 @pytest.fixture(scope="session")
@@ -28,7 +41,7 @@ def embedder() -> Embedder:
 
 @pytest.fixture
 def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIStub]:
-    """An OpenAI-compatible server on loopback with scripted answers (``tests/openai_stub.py``)."""
+    """An OpenAI-compatible server on loopback with scripted answers (``tests/support/openai_stub.py``)."""
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     with OpenAIStub() as server:
         yield server

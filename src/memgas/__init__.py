@@ -2,8 +2,11 @@
 
 >>> from memgas import Memory
 >>> mem = Memory("memory.db")
->>> mem.add([{"role": "user", "content": "I hiked Mount Hood"}], user_id="alice", session_id="s1")
->>> mem.search("where did I hike?", user_id="alice", k=5)
+>>> mem.add([{"role": "user", "content": "I hiked Mount Hood"}], user_id="alice", session_id="s1")["units"]
+4
+>>> [hit.session_id for hit in mem.search("where did I hike?", user_id="alice", k=5)]
+['s1']
+>>> mem.close()
 
 The public names are imported on first use (PEP 562), so ``import memgas.cli`` for ``memgas --help``
 does not pay for numpy, scipy, the embedder or the methods.
@@ -17,28 +20,27 @@ from typing import TYPE_CHECKING
 # onnxruntime/OpenMP worker threads must not busy-wait on small machines (set before runtimes load).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from .lazy import lazy_exports
+from memgas.core.lazy import lazy_exports
+from memgas.core.version import __version__
 
 if TYPE_CHECKING:
-    from .client import AsyncClient, Client
-    from .experience.facade import Experience
-    from .memory import Memory
-    from .model import (
+    from memgas.client import AsyncClient, Client
+    from memgas.core.errors import (
         AuthError,
         ConvergenceError,
         DuplicateSessionError,
         EmbedderMismatchError,
         ForbiddenError,
-        Hit,
         InvalidInputError,
         MemgasError,
         NotFoundError,
         RateLimitedError,
-        TurnHit,
         UnavailableError,
     )
+    from memgas.core.types import Hit, TurnHit
+    from memgas.experience.facade import Experience
+    from memgas.memory import Memory
 
-__version__ = "0.1.0"
 
 #: Each public name and the submodule that defines it.
 _LAZY: dict[str, str] = {
@@ -46,9 +48,11 @@ _LAZY: dict[str, str] = {
     "Client": "client",
     "AsyncClient": "client",
     "Experience": "experience.facade",
-    **{name: "model" for name in ("Hit", "TurnHit", "MemgasError", "InvalidInputError", "DuplicateSessionError",
-                                  "NotFoundError", "EmbedderMismatchError", "ConvergenceError", "AuthError",
-                                  "ForbiddenError", "RateLimitedError", "UnavailableError")},
+    "Hit": "core.types",
+    "TurnHit": "core.types",
+    **{name: "core.errors" for name in ("MemgasError", "InvalidInputError", "DuplicateSessionError", "NotFoundError",
+                                        "EmbedderMismatchError", "ConvergenceError", "AuthError", "ForbiddenError",
+                                        "RateLimitedError", "UnavailableError")},
 }
 
 __all__ = [*_LAZY, "__version__"]

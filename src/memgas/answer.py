@@ -2,7 +2,7 @@
 
 Prompt building and output parsing are pure functions (``*_prompt``, ``parse_*``); the functions
 that call a model (:func:`filter_memories`, :func:`answer_question`, :func:`judge_answer`) only
-glue them to :meth:`memgas.llm.LLM.complete_json`.
+glue them to :meth:`memgas.llm.wrapper.LLM.complete_json`.
 
 The filter can only remove: the model marks each numbered memory true (keep) or false, anything
 else is ignored, and when the call fails or keeps nothing the unfiltered list is used.
@@ -13,51 +13,25 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from .llm import LLM, LLMError, Usage, strip_think, track_usage
-from .llm_units import fit_texts
-from .model import Hit, Session, naive_utc
+from memgas.core.errors import LLMError
+from memgas.core.types import MemoryItem
+from memgas.core.validate import naive_utc
+from memgas.kernels.text import fit_texts
+from memgas.llm.base import Usage, track_usage
+from memgas.llm.structured import strip_think
+from memgas.llm.wrapper import LLM
 
 __all__ = [
-    "MemoryItem",
-    "Answer",
-    "items_from_hits",
-    "items_from_sessions",
-    "fit_items",
-    "render_items",
-    "filter_prompt",
-    "filter_schema",
-    "parse_filter",
-    "answer_prompt",
-    "answer_schema",
-    "parse_answer",
-    "judge_prompt",
-    "parse_judgement",
-    "filter_memories",
-    "answer_question",
-    "judge_answer",
+    "Answer", "fit_items", "render_items", "filter_prompt", "filter_schema", "parse_filter", "answer_prompt",
+    "answer_schema", "parse_answer", "filter_memories", "answer_question",
 ]
 
 log = logging.getLogger("memgas.llm")
 
 Messages = list[dict[str, str]]
 CountFn = Callable[[str], int]
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryItem:
-    """One memory shown to the model: a session's text (or its best turns) with its date."""
-
-    session_id: str
-    text: str
-    timestamp: datetime | None = None
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MemoryItem:
-        """The item of an :meth:`Answer.to_dict` view's ``memories``."""
-        stamp = data.get("timestamp")
-        return cls(str(data["session_id"]), str(data["text"]), datetime.fromisoformat(stamp) if stamp else None)
 
 
 @dataclass(slots=True)
@@ -103,20 +77,9 @@ class Answer:
 # ----------------------------------------------------------------------------- items
 
 
-
 def _instant(t: datetime | None) -> datetime:
     """A sort key for a memory's time: naive UTC (stored times may be aware or naive); none sorts first."""
     return datetime.min if t is None else naive_utc(t)
-
-def items_from_hits(hits: Iterable[Hit]) -> list[MemoryItem]:
-    """One item per retrieved session: its best turns in conversation order (relevance order kept)."""
-    return [MemoryItem(h.session_id, "\n".join(t.text for t in sorted(h.turns, key=lambda t: t.index)), h.timestamp)
-            for h in hits]
-
-
-def items_from_sessions(sessions: Iterable[Session]) -> list[MemoryItem]:
-    """One item per session, with its whole text."""
-    return [MemoryItem(s.session_id, s.text, s.timestamp) for s in sessions]
 
 
 def _date(ts: datetime | None) -> str:
@@ -143,7 +106,7 @@ def fit_items(items: Sequence[MemoryItem], budget_tokens: int, count_tokens: Cou
               keep_newest: bool = False) -> list[MemoryItem]:
     """Cut items to fit ``budget_tokens`` of rendered text.
 
-    Default: every item keeps a fair share, its head (:func:`memgas.llm_units.fit_texts`), for
+    Default: every item keeps a fair share, its head (:func:`memgas.kernels.text.fit_texts`), for
     retrieved lists where each item was chosen for a reason. ``keep_newest``: items are dropped from
     the oldest end and the oldest item kept may lose its beginning, for a whole history
     (the ``full-history`` baseline).
@@ -303,59 +266,3 @@ def answer_question(
     kept_ids = {m.session_id for m in kept}
     removed = [m.session_id for m in shown if m.session_id not in kept_ids]
     return Answer(text, cited, kept, removed, usage)
-
-
-# ----------------------------------------------------------------------------- judge
-
-# The answer-check prompts of LongMemEval (Wu et al., ICLR 2025; github.com/xiaowu0162/LongMemEval,
-# src/evaluation/evaluate_qa.py, MIT licence), which MemGAS also uses; other types use the default.
-_JUDGE_HEAD = ("I will give you a question, a correct answer, and a response from a model. Please answer yes if the "
-               "response contains the correct answer. Otherwise, answer no.")
-_JUDGE_STEPS = (" If the response is equivalent to the correct answer or contains all the intermediate steps to get "
-                "the correct answer, you should also answer yes. If the response only contains a subset of the "
-                "information required by the answer, answer no.")
-_JUDGE_TAIL = ("\n\nQuestion: {}\n\nCorrect Answer: {}\n\nModel Response: {}\n\n"
-               "Is the model response correct? Answer yes or no only.")
-_JUDGE: dict[str, str] = {
-    "default": _JUDGE_HEAD + _JUDGE_STEPS + " " + _JUDGE_TAIL,
-    "temporal-reasoning": _JUDGE_HEAD + _JUDGE_STEPS + " In addition, do not penalize off-by-one errors for the "
-    "number of days. If the question asks for the number of days/weeks/months, etc., and the model makes off-by-one "
-    "errors (e.g., predicting 19 days when the answer is 18), the model's response is still correct. " + _JUDGE_TAIL,
-    "knowledge-update": _JUDGE_HEAD + " If the response contains some previous information along with an updated "
-    "answer, the response should be considered as correct as long as the updated answer is the required answer."
-    + _JUDGE_TAIL,
-    "single-session-preference": "I will give you a question, a rubric for desired personalized response, and a "
-    "response from a model. Please answer yes if the response satisfies the desired response. Otherwise, answer no. "
-    "The model does not need to reflect all the points in the rubric. The response is correct as long as it recalls "
-    "and utilizes the user's personal information correctly.\n\nQuestion: {}\n\nRubric: {}\n\nModel Response: {}\n\n"
-    "Is the model response correct? Answer yes or no only.",
-    "abstention": "I will give you an unanswerable question, an explanation, and a response from a model. Please "
-    "answer yes if the model correctly identifies the question as unanswerable. The model could say that the "
-    "information is incomplete, or some other information is given but the asked information is not.\n\n"
-    "Question: {}\n\nExplanation: {}\n\nModel Response: {}\n\nDoes the model correctly identify the question as "
-    "unanswerable? Answer yes or no only.",
-}
-
-
-def judge_prompt(question: str, gold: str, response: str, qtype: str | None = None,
-                 abstention: bool = False) -> Messages:
-    """The LongMemEval yes/no answer-check prompt for the question type (the default for other types)."""
-    template = _JUDGE["abstention"] if abstention else _JUDGE.get(qtype or "default", _JUDGE["default"])
-    return [{"role": "user", "content": template.format(question, gold, response)}]
-
-
-def parse_judgement(text: str) -> bool:
-    """True when the judge said yes (as LongMemEval scores it: ``"yes"`` in the lower-cased reply),
-    reasoning blocks removed first."""
-    return "yes" in strip_think(text).lower()
-
-
-def judge_answer(llm: LLM, question: str, gold: str, response: str, *, qtype: str | None = None,
-                 abstention: bool = False, max_tokens: int = 10) -> bool:
-    """Whether the judge model accepts ``response`` for ``question`` with the correct answer ``gold``.
-
-    Raises:
-        LLMError: the judge could not be called.
-    """
-    return parse_judgement(llm.complete(judge_prompt(question, gold, response, qtype, abstention),
-                                        max_tokens=max_tokens).text)

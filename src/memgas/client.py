@@ -1,7 +1,9 @@
 """A client of ``memgas serve``: :class:`Client` and :class:`AsyncClient`, with the methods of :class:`~memgas.Memory`.
 
+With a server running (``memgas serve``):
+
 >>> from memgas import Client
->>> with Client("http://127.0.0.1:8000", api_key="mgs_...") as mem:
+>>> with Client("http://127.0.0.1:8000", api_key="mgs_...") as mem:  # doctest: +SKIP
 ...     mem.add([{"role": "user", "content": "I hiked Mount Hood"}], user_id="alice", session_id="s1")
 ...     hits = mem.search("where did I hike?", user_id="alice")
 
@@ -13,7 +15,7 @@ memgas's exceptions, mapped back from the server's status and error code (:func:
 Experience memory (``/v1/templates``, ``/v1/principles``): ``templates``, ``template``, ``delete_template``,
 ``match_templates``, ``solve_template`` and ``learn_template`` (a server with an LLM), ``principles``,
 ``principle``, ``delete_principle``, ``add_principle`` and ``recall_principles``, each for ``agent_id=`` or
-``user_id=`` (exactly one), returning what :class:`~memgas.experience.bot.BufferOfThoughts` and
+``user_id=`` (exactly one), returning what :class:`~memgas.experience.thoughts.BufferOfThoughts` and
 :class:`~memgas.experience.principles.Principles` return.
 
 Retries: a ``GET`` (the idempotent reads ``get``, ``list``, ``stats``, ``facts``, ``health``, ``ready`` and the
@@ -38,14 +40,24 @@ from urllib.parse import quote
 
 import httpx
 
-from . import __version__
-from .model import (AuthError, DuplicateSessionError, ForbiddenError, Hit, InvalidInputError, MemgasError,
-                    NotFoundError, RateLimitedError, UnavailableError, check_id)
+from memgas.core.errors import (
+    AuthError,
+    DuplicateSessionError,
+    ForbiddenError,
+    InvalidInputError,
+    MemgasError,
+    NotFoundError,
+    RateLimitedError,
+    UnavailableError,
+)
+from memgas.core.types import Hit
+from memgas.core.validate import check_id
+from memgas.core.version import __version__
 
 if TYPE_CHECKING:
-    from .answer import Answer
-    from .experience.principles import Principle
-    from .kg import Fact
+    from memgas.answer import Answer
+    from memgas.experience.principles import Principle
+    from memgas.kernels.temporal_graph import Fact
 
 __all__ = ["Client", "AsyncClient", "DEFAULT_RETRIES", "MAX_RETRY_WAIT", "API_KEY_ENV"]
 
@@ -84,12 +96,13 @@ class _Call(Generic[T]):
 
 # -- request building ---------------------------------------------------------------------------------------
 
+
 def _segment(what: str, value: str) -> str:
     """An id as one path segment: every character but letters, digits, ``_`` and ``-`` percent-encoded.
 
     ``/`` would split the segment, and a bare ``.`` or ``..`` would be removed as a dot segment by
     httpx's URL normalisation (RFC 3986), so both are encoded; the server decodes them back. Checked
-    first (:func:`~memgas.model.check_id`), so an empty id cannot turn into another route.
+    first (:func:`~memgas.core.validate.check_id`), so an empty id cannot turn into another route.
     """
     return quote(check_id(what, value), safe="").replace(".", "%2E")
 
@@ -144,13 +157,13 @@ def _session(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _answer(response: httpx.Response) -> Answer:
-    from .answer import Answer  # imports the LLM layer: only when an answer arrives
+    from memgas.answer import Answer  # imports the LLM layer: only when an answer arrives
 
     return Answer.from_dict(_json(response))
 
 
 def _facts(response: httpx.Response) -> list[Fact]:
-    from .kg import Fact
+    from memgas.kernels.temporal_graph import Fact
 
     return [Fact.from_dict(f) for f in _json(response)["facts"]]
 
@@ -163,7 +176,7 @@ def _item_path(kind: str, item_id: int) -> str:
 
 
 def _principle(row: Mapping[str, Any]) -> Principle:
-    from .experience.principles import Principle  # the experience layer: only when a principle arrives
+    from memgas.experience.principles import Principle  # the experience layer: only when a principle arrives
 
     return Principle(**row)
 
@@ -275,7 +288,7 @@ class _Requests:
             InvalidInputError: an empty question, a bad k or date.
             NotFoundError: the user has no memory.
             UnavailableError: the server has no LLM.
-            memgas.llm.LLMError: the server's LLM could not be called.
+            memgas.core.errors.LLMError: the server's LLM could not be called.
         """
         body = _json_body({"user_id": user_id, "question": question, "question_date": _iso(question_date), "k": k,
                            "use_filter": use_filter})
@@ -361,7 +374,7 @@ class _Requests:
         Raises:
             InvalidInputError: an empty problem or a bad scope.
             UnavailableError: the server has no LLM.
-            memgas.llm.LLMError: the server's LLM failed to solve (nothing is stored).
+            memgas.core.errors.LLMError: the server's LLM failed to solve (nothing is stored).
         """
         body = _json_body({"agent_id": agent_id, "user_id": user_id, "problem": problem, "learn": learn})
         return _Call("POST", "/v1/templates/solve", _json, body=body)
@@ -472,7 +485,7 @@ def _error_of(response: httpx.Response) -> MemgasError:
     if response.status_code == 429:
         return RateLimitedError(message, retry_after=_retry_after(response) or 1.0)
     if response.status_code == 503 and code == "llm_unavailable":
-        from .llm import LLMError  # loads the LLM layer: only for this error
+        from memgas.core.errors import LLMError  # loads the LLM layer: only for this error
 
         return LLMError(message)
     return _ERRORS.get(response.status_code, MemgasError)(message)
@@ -493,6 +506,7 @@ def _decode(call: _Call[T], response: httpx.Response) -> T:
 
 
 # -- sending --------------------------------------------------------------------------------------------------
+
 
 class _Base:
     """What both clients share: the server's URL, the key, the retry policy, and when to retry."""
@@ -632,7 +646,7 @@ class Client(_Base):
     list = _sync(_Requests.list)
 
     def close(self) -> None:
-        """Close the connections (idempotent); a later call raises :class:`~memgas.model.MemgasError`."""
+        """Close the connections (idempotent); a later call raises :class:`~memgas.core.errors.MemgasError`."""
         self._http.close()
 
     def __enter__(self) -> Client:
@@ -698,7 +712,7 @@ class AsyncClient(_Base):
     list = _async(_Requests.list)
 
     async def close(self) -> None:
-        """Close the connections (idempotent); a later call raises :class:`~memgas.model.MemgasError`."""
+        """Close the connections (idempotent); a later call raises :class:`~memgas.core.errors.MemgasError`."""
         await self._http.aclose()
 
     async def __aenter__(self) -> AsyncClient:

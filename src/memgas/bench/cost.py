@@ -15,11 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from ..embed import Embedder, get_embedder
-from ..memory import Memory
-from ..model import Session, make_session
-from ..units import ExtractiveSummarizer, YakeKeyworder, embed_texts, embedding_view
-from .datasets import load_longmemeval
+from memgas.bench.datasets import load_longmemeval
+from memgas.core.types import Session
+from memgas.core.validate import make_session
+from memgas.embed.base import Embedder
+from memgas.embed.factory import get_embedder
+from memgas.memory import Memory
+from memgas.methods.units import ExtractiveSummarizer, YakeKeyworder, embed_texts, embedding_view
 
 __all__ = ["run_cost", "cost_markdown", "distinct_sessions", "embed_once_seconds"]
 

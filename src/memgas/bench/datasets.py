@@ -1,8 +1,8 @@
 """Loaders for the two retrieval benchmarks: LongMemEval (S/oracle) and LoCoMo.
 
-Both turn the upstream JSON into memgas :class:`~memgas.model.Session` objects plus
+Both turn the upstream JSON into memgas :class:`~memgas.core.types.Session` objects plus
 :class:`BenchQuestion` records that carry the gold evidence at three levels:
-session ids, memgas turns ``(session_id, turn index)`` (see :func:`memgas.model.group_turns`)
+session ids, memgas turns ``(session_id, turn index)`` (see :func:`memgas.core.types.group_turns`)
 and the dataset's own turn ids (for reports). Gold labels never enter message content.
 
 References:
@@ -23,7 +23,9 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from ..model import InvalidInputError, Message, Session, check_id, group_turns, make_session, parse_timestamp
+from memgas.core.errors import InvalidInputError
+from memgas.core.types import Message, Session, group_turns
+from memgas.core.validate import check_id, make_session, parse_timestamp
 
 __all__ = [
     "LOCOMO_CATEGORIES",
@@ -403,7 +405,7 @@ def load_locomo(path: Path, limit: int | None = None) -> tuple[list[BenchConvers
     Sessions get the official ids ``S<n>``, ``user_id`` = the sample id, and the timestamp of
     ``session_<n>_date_time``. LoCoMo gives questions no date; they are asked after the conversation,
     so each question's ``question_date`` is its latest session's time (a question that names a date
-    or month, "on 7 July, 2023", "in May 2023", then gets a time window; see :mod:`memgas.temporal`).
+    or month, "on 7 July, 2023", "in May 2023", then gets a time window; see :mod:`memgas.kernels.temporal`).
     ``speaker_a`` speaks as ``user`` and ``speaker_b`` as ``assistant``, each with ``name`` set; so a
     memgas turn is a ``speaker_a`` message with the reply after it (a session that ``speaker_b`` opens
     starts with a turn of its own). An image shared in a message

@@ -30,16 +30,17 @@ from typing import Any, Sequence
 
 from tqdm import tqdm
 
-from ..embed import Embedder
-from ..kg import fact_tokens
-from ..lexical import tokenize
-from ..llm import LLM, track_usage
-from ..methods.zep import Zep
-from ..model import InvalidInputError
-from ..store import open_store
-from .datasets import BenchQuestion, load_longmemeval
-from .metrics import recall_all_at_k
-from .report import llm_usage_lines
+from memgas.bench.datasets import BenchQuestion, load_longmemeval
+from memgas.bench.metrics import recall_all_at_k
+from memgas.bench.report import llm_usage_lines
+from memgas.core.errors import InvalidInputError
+from memgas.embed.base import Embedder
+from memgas.kernels.lexical import tokenize
+from memgas.kernels.temporal_graph import fact_tokens
+from memgas.llm.base import track_usage
+from memgas.llm.wrapper import LLM
+from memgas.methods.zep import Zep
+from memgas.store import open_store
 
 __all__ = ["KG_TYPES", "DEFAULT_ORACLE", "KGResult", "run_kg", "kg_markdown", "answer_token_recall"]
 

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..model import InvalidInputError
+from memgas.core.errors import InvalidInputError
 
 __all__ = ["DEFAULT_CHECKPOINTS", "LIVE_USER", "checkpoint_plan", "run_live", "live_markdown"]
 
@@ -120,9 +120,9 @@ def run_live(
     """
     from tqdm import tqdm
 
-    from ..embed import get_embedder
-    from ..memory import Memory
-    from .cost import distinct_sessions, embed_once_seconds
+    from memgas.bench.cost import distinct_sessions, embed_once_seconds
+    from memgas.embed.factory import get_embedder
+    from memgas.memory import Memory
 
     if window < 1:
         raise InvalidInputError("--window must be a positive integer")

@@ -18,7 +18,7 @@ from typing import Any, Collection, Hashable, Mapping, Sequence
 
 import numpy as np
 
-from ..model import InvalidInputError
+from memgas.core.errors import InvalidInputError
 
 __all__ = [
     "LME_KS",

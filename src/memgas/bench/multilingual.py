@@ -21,11 +21,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..embed import Embedder
-from ..methods import MemGAS, get_method
-from ..model import Message, Session
-from ..store import open_store
-from .metrics import recall_any_at_k
+from memgas.bench.metrics import recall_any_at_k
+from memgas.core.types import Message, Session
+from memgas.embed.base import Embedder
+from memgas.methods import MemGAS, get_method
+from memgas.store import open_store
 
 __all__ = ["MultilingualRow", "load_sample", "run_multilingual", "multilingual_markdown"]
 

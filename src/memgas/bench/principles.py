@@ -24,12 +24,14 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..embed import Embedder
-from ..llm import LLM, LLMError, track_usage
-from ..store import open_store
-from ..experience.bank import ExperienceBank
-from ..experience.principles import Principle, Principles, Scenario
-from ..experience.scenarios import ScenarioSet, load_scenarios
+from memgas.core.errors import LLMError
+from memgas.embed.base import Embedder
+from memgas.experience.bank import ExperienceBank
+from memgas.experience.principles import Principle, Principles, Scenario
+from memgas.experience.scenarios import ScenarioSet, load_scenarios
+from memgas.llm.base import track_usage
+from memgas.llm.wrapper import LLM
+from memgas.store import open_store
 
 __all__ = ["run_principles", "principles_markdown", "OFF_TOPIC"]
 

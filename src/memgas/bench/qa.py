@@ -8,7 +8,7 @@ Metrics (pure functions, hand-checkable):
   Chen & Cherry's (2014) smoothing 1 (an n-gram order with no match counts ``epsilon`` matches), as
   ``nltk.translate.bleu_score.sentence_bleu(..., smoothing_function=SmoothingFunction().method1)``;
 * :func:`rouge_l`: the F1 of the longest common token subsequence (Lin, 2004), as ``rouge-score``;
-* judge accuracy: the LongMemEval yes/no judge (:func:`memgas.answer.judge_answer`);
+* judge accuracy: the LongMemEval yes/no judge (:func:`memgas.bench.judge.judge_answer`);
 * optional BERTScore F1 (Zhang et al., 2020) through the ``bert-score`` package, if installed.
 
 BLEU and ROUGE-L read lower-cased tokens without punctuation (articles kept).
@@ -40,17 +40,20 @@ from typing import Any, Sequence
 
 from tqdm import tqdm
 
-from ..answer import Answer, answer_question, items_from_hits, items_from_sessions, judge_answer
-from ..embed import Embedder, MissingDependencyError
-from ..llm import LLM, LLMError, Usage, track_usage
-from ..llm_units import LLMUnitWriter
-from ..methods import METHODS, NEEDS_LLM, MemGAS, MemoryMethod, get_method
-from ..methods.qa_memory import MemoryFromMethod
-from ..model import InvalidInputError
-from ..store import open_store
-from .datasets import BenchQuestion, load_locomo, load_longmemeval
-from .metrics import aggregate
-from .runner import BenchResult, summarize, versions
+from memgas.answer import Answer, answer_question
+from memgas.bench.datasets import BenchQuestion, load_locomo, load_longmemeval
+from memgas.bench.judge import judge_answer
+from memgas.bench.metrics import aggregate
+from memgas.bench.runner import BenchResult, summarize, versions
+from memgas.core.errors import InvalidInputError, LLMError, MissingDependencyError
+from memgas.core.types import items_from_hits, items_from_sessions
+from memgas.embed.base import Embedder
+from memgas.llm.base import Usage, track_usage
+from memgas.llm.wrapper import LLM
+from memgas.methods import METHODS, NEEDS_LLM, MemGAS, MemoryMethod, get_method
+from memgas.methods.llm_units import LLMUnitWriter
+from memgas.methods.qa_memory import MemoryFromMethod
+from memgas.store import open_store
 
 __all__ = [
     "QA_SYSTEMS",
@@ -227,7 +230,7 @@ def run_qa(
         k: sessions retrieved by ``memgas`` and ``topk-sessions``.
         limit: first questions (LongMemEval) or conversations (LoCoMo) of the file.
         max_questions: most questions in all.
-        llm_units: ingest with :class:`memgas.llm_units.LLMUnitWriter`.
+        llm_units: ingest with :class:`memgas.methods.llm_units.LLMUnitWriter`.
         bertscore: add BERTScore F1 (needs ``bert-score``).
         progress: show a progress bar.
 
@@ -421,7 +424,9 @@ def write_qa_outputs(result: BenchResult, out_dir: Path, command: str) -> dict[s
 
 def llm_from_args(args: argparse.Namespace, spec: str | None = None) -> LLM:
     """The model of ``--llm`` (or ``spec``), with the response cache of ``--llm-cache`` unless ``--no-llm-cache``."""
-    from ..llm import ResponseCache, default_llm_cache_path, get_llm
+    from memgas.core.paths import default_llm_cache_path
+    from memgas.llm.cache import ResponseCache
+    from memgas.llm.factory import get_llm
 
     cache = None if args.no_llm_cache else ResponseCache(args.llm_cache or default_llm_cache_path())
     return get_llm(spec or args.llm, cache=cache)
@@ -429,7 +434,7 @@ def llm_from_args(args: argparse.Namespace, spec: str | None = None) -> LLM:
 
 def cmd_qa(args: argparse.Namespace, path: Path, embedder: Embedder) -> int:
     """Run ``bench --qa`` with the parsed arguments; write the outputs and print the table."""
-    from .report import command_line
+    from memgas.bench.report import command_line
 
     if args.max_questions is not None and args.max_questions < 1:
         raise InvalidInputError("--max-questions must be a positive integer")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from .runner import BenchResult, summarize, timing_summary, versions
+from memgas.bench.runner import BenchResult, summarize, timing_summary, versions
 
 __all__ = ["markdown_table", "write_outputs", "HEADLINE", "llm_usage_lines", "command_line"]
 
@@ -40,7 +40,7 @@ def command_line(fallback: str = "memgas bench") -> str:
 
 def llm_usage_lines(label: str, rows: Mapping[str, Mapping[str, float]]) -> list[str]:
     """A Markdown table of LLM use per message: ``rows`` maps a row name to summed
-    :class:`memgas.llm.Usage` counters plus ``messages``."""
+    :class:`memgas.llm.base.Usage` counters plus ``messages``."""
     lines = [f"| {label} | messages | LLM calls | from cache | failures | prompt tokens | completion tokens "
              "| seconds |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, u in rows.items():

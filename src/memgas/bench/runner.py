@@ -22,13 +22,14 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from ..embed import Embedder
-from ..llm import track_usage
-from ..methods import METHODS, NEEDS_LLM, MemGAS, MemoryMethod, get_method
-from ..model import InvalidInputError, Session, Unit
-from ..store import Store, open_store
-from .datasets import BenchQuestion, load_locomo, load_longmemeval, locomo_dia_ids
-from .metrics import locomo_recall, ndcg_any_at_k, recall_all_at_k, recall_any_at_k
+from memgas.bench.datasets import BenchQuestion, load_locomo, load_longmemeval, locomo_dia_ids
+from memgas.bench.metrics import locomo_recall, ndcg_any_at_k, recall_all_at_k, recall_any_at_k
+from memgas.core.errors import InvalidInputError
+from memgas.core.types import Session, Unit
+from memgas.embed.base import Embedder
+from memgas.llm.base import track_usage
+from memgas.methods import METHODS, NEEDS_LLM, MemGAS, MemoryMethod, get_method
+from memgas.store import Store, open_store
 
 __all__ = ["BenchResult", "run_longmemeval", "run_locomo", "DEFAULT_DATA", "versions"]
 
@@ -153,7 +154,7 @@ def _run(
     def options(m: str) -> dict[str, Any]:
         if m.startswith("memgas"):
             return dict(overrides or {})
-        if METHODS.get(m, ("",))[0] == "BM25Method":  # a baseline measured with the same BM25 parameters
+        if m in METHODS and METHODS[m].cls == "BM25Method":  # a baseline measured with the same BM25 parameters
             return {k: v for k, v in (overrides or {}).items() if k in ("bm25_k1", "bm25_b")}
         return {"llm": llm} if m in NEEDS_LLM and llm is not None else {}
 

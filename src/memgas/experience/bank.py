@@ -11,9 +11,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..embed import Embedder
-from ..model import InvalidInputError
-from ..store import ExperienceRecord, Store, scope_of
+from memgas.core.errors import InvalidInputError
+from memgas.embed.base import Embedder
+from memgas.store import ExperienceRecord, Store, scope_of
 
 __all__ = ["ExperienceBank", "scope_of"]
 

@@ -5,14 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..embed import Embedder, EmbeddingCache, get_embedder
-from ..llm import LLM, ChatModel, default_llm_cache_path, get_llm
-from ..store import Store, open_store
-from .bank import ExperienceBank, scope_of
+from memgas.core.paths import default_llm_cache_path
+from memgas.embed.base import Embedder
+from memgas.embed.cache import EmbeddingCache
+from memgas.embed.factory import get_embedder
+from memgas.experience.bank import ExperienceBank, scope_of
+from memgas.llm.base import ChatModel
+from memgas.llm.factory import get_llm
+from memgas.llm.wrapper import LLM
+from memgas.store import Store, open_store
 
 if TYPE_CHECKING:
-    from .bot import BufferOfThoughts
-    from .principles import Principles
+    from memgas.experience.principles import Principles
+    from memgas.experience.thoughts import BufferOfThoughts
 
 __all__ = ["Experience"]
 
@@ -20,9 +25,13 @@ __all__ = ["Experience"]
 class Experience:
     """Experience memory of one agent (shared by its users) or one user.
 
-    >>> exp = Experience("memory.db", agent_id="solver", llm="local")
-    >>> exp.templates.solve("Use 4 7 8 8 to make 24")          # Buffer of Thoughts
-    >>> exp.principles.recall("the user feels ignored at work")  # PRINCIPLES
+    >>> exp = Experience("memory.db", agent_id="solver")
+    >>> exp.principles.recall("the user feels ignored at work")  # PRINCIPLES: nothing learned yet
+    []
+    >>> exp.close()
+
+    With an LLM (``llm="local"``), ``exp.templates.solve("Use 4 7 8 8 to make 24")`` solves with Buffer of
+    Thoughts and learns a template from the solution.
 
     Args:
         path: a store (SQLite file, ``postgresql://`` URL, or an open :class:`~memgas.store.Store`); the
@@ -33,7 +42,7 @@ class Experience:
         llm: an LLM spec or instance: every learning step needs one, and so do Buffer of Thoughts'
             ``recall``/``solve`` (its problem distiller runs first); PRINCIPLES' ``recall`` does not.
         llm_cache: the response cache for an LLM given by spec (default: ``llm.sqlite`` in the cache folder).
-        templates: options of :class:`~memgas.experience.bot.BufferOfThoughts`, e.g. ``{"dedup_threshold": 0.9}``.
+        templates: options of :class:`~memgas.experience.thoughts.BufferOfThoughts`, e.g. ``{"dedup_threshold": 0.9}``.
         principles: options of :class:`~memgas.experience.principles.Principles`, e.g. ``{"min_similarity": 0.3}``.
     """
 
@@ -55,9 +64,9 @@ class Experience:
 
     @property
     def templates(self) -> "BufferOfThoughts":
-        """Buffer of Thoughts over this scope (see :mod:`memgas.experience.bot`)."""
+        """Buffer of Thoughts over this scope (see :mod:`memgas.experience.thoughts`)."""
         if self._templates is None:
-            from .bot import BufferOfThoughts
+            from memgas.experience.thoughts import BufferOfThoughts
 
             self._templates = BufferOfThoughts(self.bank, self.llm, **self._options["templates"])
         return self._templates
@@ -66,7 +75,7 @@ class Experience:
     def principles(self) -> "Principles":
         """PRINCIPLES over this scope (see :mod:`memgas.experience.principles`)."""
         if self._principles is None:
-            from .principles import Principles
+            from memgas.experience.principles import Principles
 
             self._principles = Principles(self.bank, self.llm, **self._options["principles"])
         return self._principles

@@ -33,10 +33,10 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ..llm import LLM, LLMError
-from ..model import InvalidInputError, NotFoundError
-from ..store import ExperienceRecord
-from .bank import ExperienceBank
+from memgas.core.errors import InvalidInputError, LLMError, NotFoundError
+from memgas.experience.bank import ExperienceBank
+from memgas.llm.wrapper import LLM
+from memgas.store import ExperienceRecord
 
 __all__ = ["Principles", "Principle", "Guidance", "Judgement", "Dialogue", "LearnResult", "Scenario",
            "PRINCIPLE", "PENDING", "DOMAINS"]

@@ -15,8 +15,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..model import InvalidInputError
-from .principles import Scenario
+from memgas.core.errors import InvalidInputError
+from memgas.experience.principles import Scenario
 
 __all__ = ["ReferencePrinciple", "ScenarioSet", "load_scenarios"]
 

@@ -7,30 +7,32 @@ this package, so ``import memgas.memory`` pays for no method and a ``Memory`` on
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..lazy import lazy_exports
-from ..model import InvalidInputError
-from .base import IngestStats, MemoryMethod
+from memgas.core.errors import InvalidInputError
+from memgas.core.lazy import lazy_exports
+from memgas.methods.base import IngestStats, MemoryMethod
 
 if TYPE_CHECKING:
-    from ..embed import Embedder
-    from .baselines import BM25Method, DenseMethod
-    from .episodic import Episodic
-    from .memgas import MemGAS, MemGASConfig
-    from .memtree import MemTree
-    from .raptor import Raptor
-    from .secom import SeCom
-    from .sgmem import SGMem
-    from .zep import Zep
-    from .amem import AMem
-    from .hipporag import HippoRAG
-    from .hmem import HMem
-    from .mpc import MPC
-    from .comedy import Comedy
-    from .fullhistory import FullHistory
-    from .mpnet import MPNetMethod
-    from .recursum import RecurSum
+    from memgas.embed.base import Embedder
+    from memgas.llm.wrapper import LLM
+    from memgas.methods.amem import AMem
+    from memgas.methods.baselines import BM25Method, DenseMethod
+    from memgas.methods.comedy import Comedy
+    from memgas.methods.episodic import Episodic
+    from memgas.methods.fullhistory import FullHistory
+    from memgas.methods.hipporag import HippoRAG
+    from memgas.methods.hmem import HMem
+    from memgas.methods.memgas import MemGAS, MemGASConfig
+    from memgas.methods.memtree import MemTree
+    from memgas.methods.mpc import MPC
+    from memgas.methods.mpnet import MPNetMethod
+    from memgas.methods.raptor import Raptor
+    from memgas.methods.recursum import RecurSum
+    from memgas.methods.secom import SeCom
+    from memgas.methods.sgmem import SGMem
+    from memgas.methods.zep import Zep
 
 #: Each class (or config) exported here and the submodule that defines it.
 _LAZY: dict[str, str] = {
@@ -41,60 +43,83 @@ _LAZY: dict[str, str] = {
     "FullHistory": "fullhistory", "MPNetMethod": "mpnet", "RecurSum": "recursum", "Comedy": "comedy",
 }
 
-__all__ = ["METHODS", "get_method", "MemoryMethod", "IngestStats", *_LAZY, "NEEDS_LLM", "QA_ONLY", "LLM_DESCRIBED"]
+__all__ = ["METHODS", "MethodSpec", "get_method", "MemoryMethod", "IngestStats", *_LAZY, "NEEDS_LLM", "QA_ONLY",
+           "LLM_DESCRIBED"]
 
-#: Every method by name: its class (a name in :data:`_LAZY`) and the options the name fixes, which win over
-#: the caller's (an ablation stays ablated whatever else is set). The ``memgas-no-*`` ablations switch one
-#: part of MemGAS off.
-METHODS: dict[str, tuple[str, dict[str, Any]]] = {
-    "memgas": ("MemGAS", {}),
-    "memgas-no-assoc": ("MemGAS", {"use_association": False}),
-    "memgas-no-router": ("MemGAS", {"use_router": False}),
-    "memgas-no-ppr": ("MemGAS", {"use_ppr": False}),
-    "memgas-no-lexical": ("MemGAS", {"use_lexical": False}),
-    "memgas-no-session": ("MemGAS", {"session_weight": 0.0}),
-    "bm25": ("BM25Method", {"side": "user"}),
-    "bm25-all": ("BM25Method", {"side": "all"}),
-    "dense-session": ("DenseMethod", {"granularity": "session"}),
-    "dense-turn": ("DenseMethod", {"granularity": "turn"}),
-    "dense-summary": ("DenseMethod", {"granularity": "summary"}),
-    "dense-keyword": ("DenseMethod", {"granularity": "keyword"}),
-    "sgmem": ("SGMem", {}),
-    "memtree": ("MemTree", {}),
-    "raptor": ("Raptor", {}),
-    "episodic": ("Episodic", {}),
-    "secom": ("SeCom", {}),
-    "zep": ("Zep", {}),
-    "mpc": ("MPC", {}),
-    "amem": ("AMem", {}),
-    "amem-extractive": ("AMem", {"use_llm": False}),
-    "hipporag": ("HippoRAG", {}),
-    "hipporag-rules": ("HippoRAG", {"use_llm": False}),
-    "hmem": ("HMem", {}),
-    "hmem-clusters": ("HMem", {"use_llm": False}),
-    "full-history": ("FullHistory", {}),
-    "mpnet": ("MPNetMethod", {}),
-    "recursum": ("RecurSum", {"extractive": False}),
-    "recursum-extractive": ("RecurSum", {"extractive": True}),
-    "comedy": ("Comedy", {}),
+
+@dataclass(frozen=True, slots=True)
+class MethodSpec:
+    """A method as the registry knows it: what it is and what it needs, so no caller has to know.
+
+    Attributes:
+        cls: its class (a name in :data:`_LAZY`).
+        fixed: the options the name fixes, which win over the caller's (an ablation stays ablated whatever
+            else is set).
+        needs_llm: it cannot work without an LLM; :func:`get_method` hands it ``llm``.
+        qa_only: it answers questions only (``bench --qa``): its memory ranks no session, so retrieval is refused.
+        describes_groups: its tree nodes get LLM-written descriptions when an LLM is given
+            (:func:`get_method` hands it a :class:`~memgas.methods.trees.LLMGroupSummarizer`).
+    """
+
+    cls: str
+    fixed: dict[str, Any] = field(default_factory=dict)
+    needs_llm: bool = False
+    qa_only: bool = False
+    describes_groups: bool = False
+
+
+#: Every method by name. The ``memgas-no-*`` ablations switch one part of MemGAS off.
+METHODS: dict[str, MethodSpec] = {
+    "memgas": MethodSpec("MemGAS", {}),
+    "memgas-no-assoc": MethodSpec("MemGAS", {"use_association": False}),
+    "memgas-no-router": MethodSpec("MemGAS", {"use_router": False}),
+    "memgas-no-ppr": MethodSpec("MemGAS", {"use_ppr": False}),
+    "memgas-no-lexical": MethodSpec("MemGAS", {"use_lexical": False}),
+    "memgas-no-session": MethodSpec("MemGAS", {"session_weight": 0.0}),
+    "bm25": MethodSpec("BM25Method", {"side": "user"}),
+    "bm25-all": MethodSpec("BM25Method", {"side": "all"}),
+    "dense-session": MethodSpec("DenseMethod", {"granularity": "session"}),
+    "dense-turn": MethodSpec("DenseMethod", {"granularity": "turn"}),
+    "dense-summary": MethodSpec("DenseMethod", {"granularity": "summary"}),
+    "dense-keyword": MethodSpec("DenseMethod", {"granularity": "keyword"}),
+    "sgmem": MethodSpec("SGMem", {}),
+    "memtree": MethodSpec("MemTree", {}, describes_groups=True),
+    "raptor": MethodSpec("Raptor", {}, describes_groups=True),
+    "episodic": MethodSpec("Episodic", {}),
+    "secom": MethodSpec("SeCom", {}),
+    "zep": MethodSpec("Zep", {}, needs_llm=True),
+    "mpc": MethodSpec("MPC", {}, needs_llm=True),
+    "amem": MethodSpec("AMem", {}, needs_llm=True),
+    "amem-extractive": MethodSpec("AMem", {"use_llm": False}),
+    "hipporag": MethodSpec("HippoRAG", {}, needs_llm=True),
+    "hipporag-rules": MethodSpec("HippoRAG", {"use_llm": False}),
+    "hmem": MethodSpec("HMem", {}, needs_llm=True),
+    "hmem-clusters": MethodSpec("HMem", {"use_llm": False}),
+    "full-history": MethodSpec("FullHistory", {}, qa_only=True),
+    "mpnet": MethodSpec("MPNetMethod", {}),
+    "recursum": MethodSpec("RecurSum", {"extractive": False}, needs_llm=True),
+    "recursum-extractive": MethodSpec("RecurSum", {"extractive": True}),
+    "comedy": MethodSpec("Comedy", {}, needs_llm=True, qa_only=True),
 }
 #: Methods that cannot work without an LLM: they take ``llm=`` (a spec or an instance).
-NEEDS_LLM: frozenset[str] = frozenset({"zep", "mpc", "amem", "hipporag", "hmem", "recursum", "comedy"})
+NEEDS_LLM: frozenset[str] = frozenset(name for name, spec in METHODS.items() if spec.needs_llm)
 #: Methods that answer questions only (``bench --qa``): their memory ranks no session, so retrieval is refused.
-QA_ONLY: frozenset[str] = frozenset({"full-history", "comedy"})
+QA_ONLY: frozenset[str] = frozenset(name for name, spec in METHODS.items() if spec.qa_only)
 #: Methods whose tree nodes get LLM-written descriptions when an LLM is configured (``group_summarizer=``).
-LLM_DESCRIBED: frozenset[str] = frozenset({"memtree", "raptor"})
+LLM_DESCRIBED: frozenset[str] = frozenset(name for name, spec in METHODS.items() if spec.describes_groups)
 
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
-def get_method(name: str, embedder: Embedder, **kwargs: Any) -> MemoryMethod:
+def get_method(name: str, embedder: Embedder, *, llm: LLM | None = None, **kwargs: Any) -> MemoryMethod:
     """Instantiate the method called ``name`` (importing its module on first use).
 
     Args:
         name: a key of :data:`METHODS`.
         embedder: the embedder the method embeds units and queries with.
+        llm: the language model, if any: handed to a method that needs one (``llm=``) and, as a group
+            summarizer, to a method whose tree nodes it describes (:class:`MethodSpec`); others ignore it.
         **kwargs: the method's parameters; those the name fixes (an ablation's switch, a baseline's side or
             granularity) override them.
 
@@ -105,9 +130,15 @@ def get_method(name: str, embedder: Embedder, **kwargs: Any) -> MemoryMethod:
         InvalidInputError: unknown name (the message lists the known ones).
     """
     try:
-        cls_name, fixed = METHODS[name]
+        spec = METHODS[name]
     except KeyError:
         raise InvalidInputError(f"unknown method {name!r}; choose from {', '.join(METHODS)}") from None
-    method: MemoryMethod = __getattr__(cls_name)(embedder, **{**kwargs, **fixed})
+    if llm is not None and spec.needs_llm:
+        kwargs.setdefault("llm", llm)
+    if llm is not None and spec.describes_groups:
+        from memgas.methods.trees import LLMGroupSummarizer
+
+        kwargs.setdefault("group_summarizer", LLMGroupSummarizer(llm))
+    method: MemoryMethod = __getattr__(spec.cls)(embedder, **{**kwargs, **spec.fixed})
     method.name = name
     return method

@@ -28,10 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from ..model import InvalidInputError, Session, Turn
-from ..units import embed_texts
-from .base import Scored
-from .derived import DerivedMethod, TurnCorpus
+from memgas.core.errors import InvalidInputError
+from memgas.core.types import Session, Turn
+from memgas.methods.derived import DerivedMethod, TurnCorpus
+from memgas.methods.ranking import Scored
+from memgas.methods.units import embed_texts
 
 __all__ = ["AMem", "Note", "NOTE_SCHEMA", "LINK_SCHEMA", "note_messages", "link_messages"]
 

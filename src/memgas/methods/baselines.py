@@ -2,7 +2,7 @@
 
 ``dense-<g>`` ranks sessions by their best unit of granularity ``g`` (same embedder and units as
 MemGAS). ``bm25`` ranks sessions by their best turn under BM25 over the user's words (the corpus
-of the LongMemEval reference code); ``bm25-all`` indexes every speaker (see :mod:`memgas.lexical`).
+of the LongMemEval reference code); ``bm25-all`` indexes every speaker (see :mod:`memgas.kernels.lexical`).
 """
 
 from __future__ import annotations
@@ -12,13 +12,17 @@ from typing import Any
 
 import numpy as np
 
-from ..embed import Embedder
-from ..lexical import LexicalIndex
-from ..model import Granularity, InvalidInputError
-from ..store import Store, UnitTable
-from .base import IndexCache, MemoryMethod, Scored, UserIndex, build_user_index, update_user_index
+from memgas.core.errors import InvalidInputError
+from memgas.core.types import Granularity
+from memgas.embed.base import Embedder
+from memgas.kernels.lexical import LexicalIndex
+from memgas.methods.base import MemoryMethod
+from memgas.methods.index import IndexCache, UserIndex, build_user_index, turn_docs, update_user_index
+from memgas.methods.ranking import Scored
+from memgas.store import Store
 
 __all__ = ["DenseMethod", "BM25Method"]
+
 
 class DenseMethod(MemoryMethod):
     """Dense retrieval over one granularity's units; a session scores as its best unit."""
@@ -41,36 +45,13 @@ class DenseMethod(MemoryMethod):
         return {**super().config(), "granularity": self.granularity}
 
 
-def _turn_docs(store: Store, user_id: str, side: str) -> UserIndex:
-    """One row per stored turn, its text the turn's user side (``side="user"``) or the whole turn."""
-    session_ids: list[str] = []
-    starts: list[int] = []
-    texts: list[str] = []
-    timestamps = {}
-    for info in store.list_sessions(user_id):
-        timestamps[info.session_id] = info.timestamp
-        for turn in store.get_session(user_id, info.session_id).turns:
-            session_ids.append(info.session_id)
-            starts.append(turn.index)
-            texts.append((turn.user_text if side == "user" else "") or turn.text)
-    n = len(texts)
-    i32 = np.asarray(starts, dtype=np.int32)
-    table = UnitTable(
-        np.arange(n, dtype=np.int64), tuple(session_ids), np.ones(n, dtype=np.int8), i32, i32 + 1,
-        np.zeros(n, dtype=np.int32), tuple(texts), np.zeros((n, 0), dtype=np.float32),
-    )
-    pos: dict[str, int] = {}
-    session_of = np.fromiter((pos.setdefault(s, len(pos)) for s in session_ids), np.int64, n)
-    return UserIndex(table, session_of, tuple(pos), timestamps, {"turn": np.arange(n)})
-
-
 class BM25Method(MemoryMethod):
     """BM25 over every turn; a session scores as its best turn.
 
     ``side="user"`` indexes only what the user said in each turn (the LongMemEval reference corpus);
     ``side="all"`` indexes every speaker (LoCoMo's conversations are between two people). Having no
     vectors, a hit's relevance is lexical: the largest share of the query's distinct tokens found in
-    one of the session's turns (:meth:`memgas.lexical.LexicalIndex.coverage`). ``bm25_k1`` and
+    one of the session's turns (:meth:`memgas.kernels.lexical.LexicalIndex.coverage`). ``bm25_k1`` and
     ``bm25_b`` are BM25's parameters (bm25s's defaults, as the LongMemEval reference's BM25 uses).
     """
 
@@ -85,7 +66,7 @@ class BM25Method(MemoryMethod):
         self._indexes: IndexCache[tuple[UserIndex, LexicalIndex]] = IndexCache(self._build)
 
     def _build(self, store: Store, user_id: str) -> tuple[UserIndex, LexicalIndex]:
-        docs = _turn_docs(store, user_id, self.side)
+        docs = turn_docs(store, user_id, self.side)
         return docs, LexicalIndex(docs.table.texts, k1=self.k1, b=self.b)
 
     def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Scored:

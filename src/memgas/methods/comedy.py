@@ -25,16 +25,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .. import provenance
-from ..answer import MemoryItem
-from ..embed import Embedder
-from ..llm import LLM, ChatModel, LLMError, ResponseCache, get_llm
-from ..llm_units import fit_texts
-from ..model import InvalidInputError, Session
-from ..store import Store
-from ..units import ExtractiveSummarizer, embed_texts, embedding_view
-from .base import IndexCache, MemoryMethod, Scored
-from .qa_memory import qa_only_error
+from memgas.core import provenance
+from memgas.core.errors import InvalidInputError, LLMError
+from memgas.core.types import MemoryItem, Session
+from memgas.embed.base import Embedder
+from memgas.kernels.text import fit_texts
+from memgas.llm.base import ChatModel
+from memgas.llm.cache import ResponseCache
+from memgas.llm.factory import get_llm
+from memgas.llm.wrapper import LLM
+from memgas.methods.base import MemoryMethod
+from memgas.methods.index import IndexCache
+from memgas.methods.qa_memory import qa_only_error
+from memgas.methods.ranking import Scored
+from memgas.methods.units import ExtractiveSummarizer, embed_texts, embedding_view
+from memgas.store import Store
 
 __all__ = ["Comedy", "CompressedMemory", "SESSION_SCHEMA", "COMPRESS_SCHEMA", "session_prompt", "compress_prompt"]
 

@@ -6,9 +6,9 @@ derive their structure (memory entries, notes, a phrase graph, a hierarchy) from
 when the user's index is built. The derivation is redone whole when the store changes (no incremental
 update): every LLM answer goes through the response cache of :mod:`memgas.llm`, so a rebuild replays
 its calls from the cache (counted as ``cached``, costing no tokens) and only a new session's calls
-reach the model. Each call runs inside :func:`memgas.provenance.source` of the sessions its prompt
+reach the model. Each call runs inside :func:`memgas.core.provenance.source` of the sessions its prompt
 shows, so deleting a session forgets the answers it fed. Every structure maps back to turns: a
-method scores turn rows, and :func:`memgas.methods.base.rank_units` ranks sessions by their best turn.
+method scores turn rows, and :func:`memgas.methods.ranking.rank_units` ranks sessions by their best turn.
 """
 
 from __future__ import annotations
@@ -22,12 +22,18 @@ from typing import Any, Generic, Mapping, Sequence, TypeVar
 
 import numpy as np
 
-from .. import provenance
-from ..embed import Embedder
-from ..llm import LLM, ChatModel, LLMError, ResponseCache, get_llm
-from ..model import InvalidInputError, Session
-from ..store import Store
-from .base import IndexCache, MemoryMethod, Scored, UserIndex, build_user_index
+from memgas.core import provenance
+from memgas.core.errors import InvalidInputError, LLMError
+from memgas.core.types import Session
+from memgas.embed.base import Embedder
+from memgas.llm.base import ChatModel
+from memgas.llm.cache import ResponseCache
+from memgas.llm.factory import get_llm
+from memgas.llm.wrapper import LLM
+from memgas.methods.base import MemoryMethod
+from memgas.methods.index import IndexCache, UserIndex, build_user_index
+from memgas.methods.ranking import Scored
+from memgas.store import Store
 
 __all__ = ["TurnCorpus", "load_corpus", "DerivedMethod", "best_match", "best_turn", "valid_turns", "numbered_turns", "unit_rows",
            "as_matrix", "normalised"]
@@ -114,7 +120,7 @@ class DerivedMethod(MemoryMethod, Generic[V]):
 
     Args:
         embedder: embeds what the method derives, and queries.
-        llm: an :func:`memgas.llm.get_llm` spec or instance; ``None`` for the method's no-LLM variant.
+        llm: an :func:`memgas.llm.factory.get_llm` spec or instance; ``None`` for the method's no-LLM variant.
         llm_cache: the response cache for a spec (a :class:`ResponseCache` or a path); default in memory.
         use_llm: whether the method's LLM steps run (the no-LLM variants set ``False``); when true the
             LLM is required at first use.

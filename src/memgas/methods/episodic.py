@@ -9,7 +9,7 @@ chronological stream (sessions oldest first); the stream is cut into *events*:
    surprise** (:class:`EmbeddingDriftSurprise`), ``1 − cos(v_t, mean of the previous turns' vectors)``
    within the session: how far the conversation moved away from what was just being discussed.
    EM-LLM's own surprise, each turn's mean token NLL given the preceding turns under a local GGUF
-   model, is :class:`memgas.llm_local.TokenNLLSurprise` (needs llama-cpp-python and a bundled
+   model, is :class:`memgas.llm.local.TokenNLLSurprise` (needs llama-cpp-python and a bundled
    model; seconds per turn on 2 CPU cores): ``Episodic(embedder, surprise=TokenNLLSurprise())``.
 2. **Boundaries.** A turn starts a new event when its surprise exceeds ``μ + γ·σ`` of the surprises
    of the ``window`` turns before it (EM-LLM's threshold); every session start is a boundary too.
@@ -25,7 +25,7 @@ Retrieval: events are ranked by the similarity of their representative turn to t
 ``k_similar`` best are retrieved with their ``contiguity`` neighbouring events on each side in the
 stream (EM-LLM's similarity and contiguity buffers). Every turn of a retrieved event ranks above
 every other turn; within that set and outside it, turns rank by their event's similarity, ties
-broken by the turn's own similarity (see :func:`memgas.segment.structure_scores`).
+broken by the turn's own similarity (see :func:`memgas.kernels.segment.structure_scores`).
 
 The events are rebuilt from the store whenever the user's memory changes (cached per store
 version); nothing is embedded beyond the turn vectors already stored.
@@ -33,18 +33,19 @@ version); nothing is embedded beyond the turn vectors already stored.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from ..embed import Embedder
-from ..model import InvalidInputError
-from ..segment import chronological_rows, labels_from_starts, run_starts, structure_scores
-from ..store import Store
-from ..units import Keyworder, Summarizer
-from .base import IndexCache, MemoryMethod, Scored, UserIndex, build_user_index
+from memgas.core.errors import InvalidInputError
+from memgas.embed.base import Embedder
+from memgas.kernels.segment import chronological_rows, labels_from_starts, run_starts, structure_scores
+from memgas.methods.base import ConfiguredMethod
+from memgas.methods.index import IndexCache, UserIndex, build_user_index
+from memgas.methods.ranking import Scored
+from memgas.store import Store
 
 __all__ = [
     "Surprise",
@@ -128,6 +129,10 @@ class EpisodicConfig:
     refine: bool = True
     k_similar: int = 5
     contiguity: int = 1
+
+    def __post_init__(self) -> None:
+        if self.k_similar < 1 or self.contiguity < 0:
+            raise InvalidInputError("Episodic needs k_similar >= 1 and contiguity >= 0")
 
 
 def surprise_boundaries(surprise: np.ndarray, forced: np.ndarray, *, window: int, gamma: float) -> np.ndarray:
@@ -264,7 +269,7 @@ class _Index:
     rep_vectors: np.ndarray  # per event, its representative turn's vector
 
 
-class Episodic(MemoryMethod):
+class Episodic(ConfiguredMethod[EpisodicConfig]):
     """EM-LLM-style episodic memory over the user's turns (see the module docstring).
 
     Args:
@@ -274,26 +279,16 @@ class Episodic(MemoryMethod):
     """
 
     name = "episodic"
+    config_class = EpisodicConfig
 
-    def __init__(
-        self,
-        embedder: Embedder,
-        config: EpisodicConfig | None = None,
-        *,
-        surprise: Surprise | None = None,
-        summarizer: Summarizer | None = None,
-        keyworder: Keyworder | None = None,
-        **overrides: Any,
-    ) -> None:
-        super().__init__(embedder, summarizer=summarizer, keyworder=keyworder)
-        self.cfg = replace(config or EpisodicConfig(), **overrides)
-        if self.cfg.k_similar < 1 or self.cfg.contiguity < 0:
-            raise InvalidInputError("Episodic needs k_similar >= 1 and contiguity >= 0")
+    def __init__(self, embedder: Embedder, config: EpisodicConfig | None = None, *,
+                 surprise: Surprise | None = None, **kwargs: Any) -> None:
+        super().__init__(embedder, config, **kwargs)
         self.surprise = surprise or EmbeddingDriftSurprise(self.cfg.context)
         self._indexes: IndexCache[_Index] = IndexCache(self._build)
 
     def config(self) -> dict[str, Any]:
-        return {**super().config(), **asdict(self.cfg), "surprise": type(self.surprise).__name__}
+        return {**super().config(), "surprise": type(self.surprise).__name__}
 
     def _build(self, store: Store, user_id: str) -> _Index:
         units = build_user_index(store, user_id)

@@ -13,10 +13,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ..answer import MemoryItem, items_from_sessions
-from ..store import Store
-from .base import MemoryMethod, Scored
-from .qa_memory import qa_only_error
+from memgas.core.types import MemoryItem, items_from_sessions
+from memgas.methods.base import MemoryMethod
+from memgas.methods.qa_memory import qa_only_error
+from memgas.methods.ranking import Scored
+from memgas.store import Store
 
 __all__ = ["FullHistory"]
 

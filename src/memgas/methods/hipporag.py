@@ -35,13 +35,14 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from ..kg import Triple, normalise_name
-from ..model import InvalidInputError, Session, Turn
-from ..ppr import personalized_pagerank
-from ..units import embed_texts, embedding_view
-from .base import Scored
-from .derived import DerivedMethod, TurnCorpus, as_matrix
-from .sgmem import knn_graph
+from memgas.core.errors import InvalidInputError
+from memgas.core.types import Session, Turn
+from memgas.kernels.knn import knn_graph
+from memgas.kernels.ppr import personalized_pagerank
+from memgas.kernels.temporal_graph import Triple, normalise_name
+from memgas.methods.derived import DerivedMethod, TurnCorpus, as_matrix
+from memgas.methods.ranking import Scored
+from memgas.methods.units import embed_texts, embedding_view
 
 __all__ = ["HippoRAG", "OPENIE_SCHEMA", "FILTER_SCHEMA", "openie_messages", "filter_messages", "rule_triples"]
 

@@ -33,10 +33,19 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..model import InvalidInputError, Session
-from ..units import embed_texts
-from .base import Scored
-from .derived import DerivedMethod, TurnCorpus, as_matrix, best_match, normalised, numbered_turns, valid_turns
+from memgas.core.errors import InvalidInputError
+from memgas.core.types import Session
+from memgas.methods.derived import (
+    DerivedMethod,
+    TurnCorpus,
+    as_matrix,
+    best_match,
+    normalised,
+    numbered_turns,
+    valid_turns,
+)
+from memgas.methods.ranking import Scored
+from memgas.methods.units import embed_texts
 
 __all__ = ["HMem", "Level", "Hierarchy", "FILE_SCHEMA", "file_messages", "spherical_kmeans", "descend"]
 

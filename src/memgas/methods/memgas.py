@@ -1,17 +1,17 @@
 """MemGAS: multi-granularity memory association and selection.
 
-Ingest: a session becomes units at four granularities (:mod:`memgas.units`). Each new unit is
+Ingest: a session becomes units at four granularities (:mod:`memgas.methods.units`). Each new unit is
 compared with the user's stored units of the same granularity; the top ``candidates``
-similarities are clustered by a two-component Gaussian mixture (:mod:`memgas.gmm`) and the
+similarities are clustered by a two-component Gaussian mixture (:mod:`memgas.kernels.gmm`) and the
 high component becomes weighted association edges. Units of one session are linked to each
 other (session chunk ↔ its turns, summary and keywords ↔ chunks).
 
 Search: five channels score the units — the four granularities (cosine similarity) and BM25 over
-the turns (:mod:`memgas.lexical`). Each channel's scores are standardised (z-scores) and the
-entropy router (:mod:`memgas.router`) weights each channel by the inverse entropy of
+the turns (:mod:`memgas.kernels.lexical`). Each channel's scores are standardised (z-scores) and the
+entropy router (:mod:`memgas.kernels.router`) weights each channel by the inverse entropy of
 softmax(z / λ); a unit's seed is the weighted sum of its positive z-scores, times a time prior
-when the query names a time window (:mod:`memgas.temporal`). The top ``seeds`` units seed
-Personalized PageRank (:mod:`memgas.ppr`) over the association graph; node scores are mapped
+when the query names a time window (:mod:`memgas.kernels.temporal`). The top ``seeds`` units seed
+Personalized PageRank (:mod:`memgas.kernels.ppr`) over the association graph; node scores are mapped
 back to sessions (a session scores as its best unit plus its evidence across channels) and turns
 (a turn scores as its own seed plus its session's evidence, never above its session).
 
@@ -22,24 +22,25 @@ Long-Term Conversational Agents" (MemGAS), 2025.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..embed import Embedder
-from ..gmm import accept_masks
-from ..model import GRANULARITIES, Edge, Session, Unit
-from ..ppr import personalized_pagerank
-from ..router import granularity_weights
-from ..store import EdgeTable, Store, UnitTable
-from ..temporal import parse_time_window
-from ..turnscore import own_turn_scores
-from ..lexical import LexicalIndex
-from ..units import Keyworder, Summarizer, embedding_view
-from .base import IndexCache, IngestStats, MemoryMethod, Scored, UserIndex, build_user_index, extend_user_index
+from memgas.core.types import GRANULARITIES, Edge, Session, Unit
+from memgas.kernels.gmm import accept_masks
+from memgas.kernels.lexical import LexicalIndex
+from memgas.kernels.ppr import personalized_pagerank
+from memgas.kernels.router import granularity_weights
+from memgas.kernels.temporal import parse_time_window
+from memgas.kernels.turnscore import own_turn_scores
+from memgas.methods.base import ConfiguredMethod, IngestStats
+from memgas.methods.index import IndexCache, UserIndex, build_user_index, extend_user_index
+from memgas.methods.ranking import Scored
+from memgas.methods.units import embedding_view
+from memgas.store import EdgeTable, Store, UnitTable
 
 __all__ = ["MemGASConfig", "MemGAS", "session_edges", "association_edges"]
 
@@ -69,12 +70,12 @@ class MemGASConfig:
         bm25_k1, bm25_b: BM25's term-frequency saturation and length normalisation over the turns.
             Turns are short, and one mention of a rare word is the evidence a question looks for, so
             a term's weight saturates sooner (k1 0.9) and length matters less (b 0.4) than
-            :class:`memgas.lexical.LexicalIndex`'s defaults (1.5, 0.75, those of bm25s); 0.9 / 0.4 are
+            :class:`memgas.kernels.lexical.LexicalIndex`'s defaults (1.5, 0.75, those of bm25s); 0.9 / 0.4 are
             Anserini's defaults, and measured better on both datasets (BENCHMARKS.md).
         turn_seed: with session evidence, a turn scores by its own seed (scaled to a maximum of 1)
             plus β times its session's evidence, capped at its session's score, instead of by its
             PageRank score (which every turn of a strong session shares through the session's chunk);
-            sessions rank as before (:func:`memgas.turnscore.own_turn_scores`). Off = every unit alike.
+            sessions rank as before (:func:`memgas.kernels.turnscore.own_turn_scores`). Off = every unit alike.
     """
 
     candidates: int = 50
@@ -187,7 +188,7 @@ def association_edges(
 
     For each new unit, the ``candidates`` most similar stored units of the same granularity are
     pre-selected (so insert cost grows with history size only through one matrix product), and a
-    two-component GMM over their similarities picks the accept set (:func:`memgas.gmm.accept_masks`,
+    two-component GMM over their similarities picks the accept set (:func:`memgas.kernels.gmm.accept_masks`,
     which fits the mixtures of all new units of one granularity in one vectorised EM).
 
     Returns:
@@ -227,28 +228,17 @@ def _refresh_table(store: Store, user_id: str, table: UnitTable) -> UnitTable | 
     return table.extended(added) if kept == len(table) else None
 
 
-class MemGAS(MemoryMethod):
+class MemGAS(ConfiguredMethod[MemGASConfig]):
     """The MemGAS memory method (see the module docstring). Variants switch parts off for ablations."""
 
     name = "memgas"
+    config_class = MemGASConfig
 
-    def __init__(
-        self,
-        embedder: Embedder,
-        config: MemGASConfig | None = None,
-        *,
-        summarizer: Summarizer | None = None,
-        keyworder: Keyworder | None = None,
-        **overrides: Any,
-    ) -> None:
-        super().__init__(embedder, summarizer=summarizer, keyworder=keyworder)
-        self.cfg = replace(config or MemGASConfig(), **overrides)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._indexes: IndexCache[_Index] = IndexCache(self._build_index, update=self._update_index)
         self._tables: IndexCache[UnitTable] = IndexCache(lambda store, user_id: store.load_units(user_id),
                                                          update=_refresh_table)
-
-    def config(self) -> dict[str, Any]:
-        return {**super().config(), **asdict(self.cfg)}
 
     # -- ingest ------------------------------------------------------------------------------
     def ingest(self, store: Store, session: Session) -> IngestStats:

@@ -11,10 +11,10 @@ depth-dependent threshold ``θ(d) = θ₀ · exp(λ · d)`` (deeper levels deman
 child qualifies, the memory becomes a new leaf of the current node. If the chosen child is a leaf,
 a new inner node takes its place, holding the old and the new memory. Then each ancestor of the new
 leaf (the root excepted) gets its description rewritten from its children by the
-:class:`~memgas.methods.raptor.GroupSummarizer` and its vector updated. An insert touches only the
+:class:`~memgas.methods.trees.GroupSummarizer` and its vector updated. An insert touches only the
 nodes on its path and their children: O(depth · branching).
 
-Without an LLM, descriptions are extractive (:class:`~memgas.methods.raptor.ExtractiveGroupSummarizer`)
+Without an LLM, descriptions are extractive (:class:`~memgas.methods.trees.ExtractiveGroupSummarizer`)
 and a node's vector is the normalised mean of the memory vectors below it (kept as a running sum,
 so the update is O(1) per ancestor); with an LLM summarizer, the description is embedded, as in the
 paper (one embedding call per ancestor per insert).
@@ -31,19 +31,21 @@ online insertions would have built.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
 
 import numpy as np
 
-from ..embed import Embedder
-from ..model import InvalidInputError
-from ..segment import chronological_rows, structure_scores
-from ..store import Store
-from ..units import Keyworder, Summarizer, embed_texts
-from .base import IndexCache, MemoryMethod, Scored, UserIndex, build_user_index
-from .raptor import ExtractiveGroupSummarizer, GroupSummarizer, TreeHit, tree_hits
+from memgas.core.errors import InvalidInputError
+from memgas.embed.base import Embedder
+from memgas.kernels.segment import chronological_rows, structure_scores
+from memgas.methods.base import ConfiguredMethod
+from memgas.methods.index import IndexCache, UserIndex, build_user_index
+from memgas.methods.ranking import Scored
+from memgas.methods.trees import ExtractiveGroupSummarizer, GroupSummarizer, TreeHit, tree_hits
+from memgas.methods.units import embed_texts
+from memgas.store import Store
 
 __all__ = ["MemTreeConfig", "InsertStats", "MemoryTree", "MemTree"]
 
@@ -222,37 +224,29 @@ class _Index:
     cover_rows: list[np.ndarray]  # per node, the memories below it (for retrieve)
 
 
-class MemTree(MemoryMethod):
+class MemTree(ConfiguredMethod[MemTreeConfig]):
     """MemTree over the user's turns (see the module docstring).
 
     Args:
         embedder: the embedder.
         config: parameters (:class:`MemTreeConfig`); keyword overrides are applied on top.
         group_summarizer: writes the descriptions (default
-            :class:`~memgas.methods.raptor.ExtractiveGroupSummarizer`).
+            :class:`~memgas.methods.trees.ExtractiveGroupSummarizer`).
     """
 
     name = "memtree"
+    config_class = MemTreeConfig
 
-    def __init__(
-        self,
-        embedder: Embedder,
-        config: MemTreeConfig | None = None,
-        *,
-        group_summarizer: GroupSummarizer | None = None,
-        summarizer: Summarizer | None = None,
-        keyworder: Keyworder | None = None,
-        **overrides: Any,
-    ) -> None:
-        super().__init__(embedder, summarizer=summarizer, keyworder=keyworder)
-        self.cfg = replace(config or MemTreeConfig(), **overrides)
+    def __init__(self, embedder: Embedder, config: MemTreeConfig | None = None, *,
+                 group_summarizer: GroupSummarizer | None = None, **kwargs: Any) -> None:
+        super().__init__(embedder, config, **kwargs)
         self.group_summarizer = group_summarizer or ExtractiveGroupSummarizer()
         embed = self.cfg.embed_descriptions
         self._embed_descriptions = embed if embed is not None else group_summarizer is not None
         self._indexes: IndexCache[_Index] = IndexCache(self._build)
 
     def config(self) -> dict[str, Any]:
-        return {**super().config(), **asdict(self.cfg), "embed_descriptions": self._embed_descriptions,
+        return {**super().config(), "embed_descriptions": self._embed_descriptions,
                 "group_summarizer": type(self.group_summarizer).__name__}
 
     def new_tree(self) -> MemoryTree:

@@ -25,10 +25,19 @@ from typing import Any
 
 import numpy as np
 
-from ..model import InvalidInputError, Session
-from ..units import embed_texts
-from .base import Scored
-from .derived import DerivedMethod, TurnCorpus, as_matrix, best_turn, numbered_turns, unit_rows, valid_turns
+from memgas.core.errors import InvalidInputError
+from memgas.core.types import Session
+from memgas.methods.derived import (
+    DerivedMethod,
+    TurnCorpus,
+    as_matrix,
+    best_turn,
+    numbered_turns,
+    unit_rows,
+    valid_turns,
+)
+from memgas.methods.ranking import Scored
+from memgas.methods.units import embed_texts
 
 __all__ = ["MPC", "MemoryEntry", "MEMORY_SCHEMA", "memory_messages", "parse_entries"]
 

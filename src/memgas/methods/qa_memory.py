@@ -2,7 +2,7 @@
 
 Some baselines of the MemGAS paper keep a memory that is not a ranking of the stored sessions: a running
 summary (RecurSum), a compressed profile (COMEDY), or the raw history itself (full history). For question
-answering they hand the reader that memory as :class:`memgas.answer.MemoryItem` s through
+answering they hand the reader that memory as :class:`memgas.core.types.MemoryItem` s through
 :meth:`MemoryFromMethod.memory_items`; ``bench --qa`` then answers with the same reader and judge prompts
 as for every other system. Methods whose memory maps to no session ranking are *QA only*: their
 ``score`` raises :func:`qa_only_error`, so a retrieval benchmark never reports numbers for them.
@@ -13,9 +13,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from ..answer import MemoryItem
-from ..model import InvalidInputError
-from ..store import Store
+from memgas.core.errors import InvalidInputError
+from memgas.core.types import MemoryItem
+from memgas.store import Store
 
 __all__ = ["MemoryFromMethod", "qa_only_error"]
 

@@ -22,7 +22,7 @@ time order. Every turn of a session scores as its session (the memory holds no t
 only reflect the session ranking. For ``bench --qa`` the reader sees the whole memory.
 
 ``recursum-extractive`` is the no-LLM approximation: each update keeps every entry and adds the session's
-extractive summary sentences (:class:`memgas.units.ExtractiveSummarizer`), then prunes by redundancy as
+extractive summary sentences (:class:`memgas.methods.units.ExtractiveSummarizer`), then prunes by redundancy as
 above. A failed LLM update falls back to the extractive one for that session (counted in ``fallbacks``).
 
 The memory of a user is built from the store on first use and extended session by session afterwards
@@ -40,16 +40,20 @@ from typing import Any
 import numpy as np
 from segtok.segmenter import split_multi
 
-from .. import provenance
-from ..answer import MemoryItem
-from ..embed import Embedder
-from ..llm import LLM, ChatModel, LLMError, ResponseCache, get_llm
-from ..llm_units import fit_texts
-from ..model import InvalidInputError, Session
-from ..store import Store
-from ..units import ExtractiveSummarizer, embed_texts, embedding_view
-from .base import IndexCache, MemoryMethod, Scored, UserIndex
-from .baselines import _turn_docs
+from memgas.core import provenance
+from memgas.core.errors import InvalidInputError, LLMError
+from memgas.core.types import MemoryItem, Session
+from memgas.embed.base import Embedder
+from memgas.kernels.text import fit_texts
+from memgas.llm.base import ChatModel
+from memgas.llm.cache import ResponseCache
+from memgas.llm.factory import get_llm
+from memgas.llm.wrapper import LLM
+from memgas.methods.base import MemoryMethod
+from memgas.methods.index import IndexCache, UserIndex, turn_docs
+from memgas.methods.ranking import Scored
+from memgas.methods.units import ExtractiveSummarizer, embed_texts, embedding_view
+from memgas.store import Store
 
 __all__ = ["RecurSum", "MemoryEntry", "update_schema", "update_prompt", "prune_redundant"]
 
@@ -225,7 +229,7 @@ class RecurSum(MemoryMethod):
     # ------------------------------------------------------------------ using it
 
     def _build(self, store: Store, user_id: str) -> tuple[UserIndex, _State]:
-        return _turn_docs(store, user_id, "all"), self._states.get(store, user_id)
+        return turn_docs(store, user_id, "all"), self._states.get(store, user_id)
 
     def score(self, store: Store, user_id: str, query: str, *, query_time: Any = None) -> Scored:
         """Each turn scores as its session: the best cosine of the query with an entry credited to it."""

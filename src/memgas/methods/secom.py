@@ -13,7 +13,7 @@ segments. Here the segmentation is embedding-based, TextTiling (Hearst, 1997) ov
 
 Each segment's vector is the mean of its turns' stored vectors (nothing is re-embedded); a segment
 scores as its cosine with the query, and each turn as its segment, ties broken by its own
-similarity (see :func:`memgas.segment.structure_scores`); :meth:`SeCom.segments` lists a user's
+similarity (see :func:`memgas.kernels.segment.structure_scores`); :meth:`SeCom.segments` lists a user's
 segments. SeCom's compression-based denoising (LLMLingua-2) before retrieval is not done: it needs a
 model. The segments are rebuilt from the store whenever the user's memory changes (cached per store
 version).
@@ -21,18 +21,18 @@ version).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
-from ..embed import Embedder
-from ..model import InvalidInputError
-from ..segment import chronological_rows, labels_from_starts, pooled, run_starts, structure_scores
-from ..store import Store
-from ..units import Keyworder, Summarizer
-from .base import IndexCache, MemoryMethod, Scored, UserIndex, build_user_index
+from memgas.core.errors import InvalidInputError
+from memgas.kernels.segment import chronological_rows, labels_from_starts, pooled, run_starts, structure_scores
+from memgas.methods.base import ConfiguredMethod
+from memgas.methods.index import IndexCache, UserIndex, build_user_index
+from memgas.methods.ranking import Scored
+from memgas.store import Store
 
 __all__ = ["SeComConfig", "gap_similarities", "depth_scores", "texttiling_starts", "SeCom"]
 
@@ -131,7 +131,7 @@ class _Index:
     segment_vectors: np.ndarray
 
 
-class SeCom(MemoryMethod):
+class SeCom(ConfiguredMethod[SeComConfig]):
     """SeCom-style segment memory over the user's turns (see the module docstring).
 
     Args:
@@ -140,22 +140,11 @@ class SeCom(MemoryMethod):
     """
 
     name = "secom"
+    config_class = SeComConfig
 
-    def __init__(
-        self,
-        embedder: Embedder,
-        config: SeComConfig | None = None,
-        *,
-        summarizer: Summarizer | None = None,
-        keyworder: Keyworder | None = None,
-        **overrides: Any,
-    ) -> None:
-        super().__init__(embedder, summarizer=summarizer, keyworder=keyworder)
-        self.cfg = replace(config or SeComConfig(), **overrides)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._indexes: IndexCache[_Index] = IndexCache(self._build)
-
-    def config(self) -> dict[str, Any]:
-        return {**super().config(), **asdict(self.cfg)}
 
     def _build(self, store: Store, user_id: str) -> _Index:
         units = build_user_index(store, user_id)

@@ -11,10 +11,10 @@ their 1-hop sentence neighbours are added; the chunks of all these sentences are
 ranked by the chunk's similarity to the whole query; the ``top_chunks`` best are the retrieved
 set. Every turn of a retrieved chunk ranks above every other turn; the rest follow by their
 chunk's similarity (a complete ranking for the benchmarks); ties inside a chunk are broken by the
-turn's own similarity (see :func:`memgas.segment.structure_scores`).
+turn's own similarity (see :func:`memgas.kernels.segment.structure_scores`).
 
 Cost and what is embedded: sentences come from each turn's *embedding view*
-(:func:`memgas.units.embedding_view`: the user's words whole, each reply's first 300 characters),
+(:func:`memgas.methods.units.embedding_view`: the user's words whole, each reply's first 300 characters),
 so the graph covers every user sentence but only the opening sentences of long assistant replies;
 embedding every sentence of the whole turns would embed 3.3x more text (484k vs 145k characters on a
 LongMemEval-S haystack, most of it assistant replies), on 2 CPU cores about 3x the build time.
@@ -27,7 +27,7 @@ they have been seen before.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -35,14 +35,17 @@ import numpy as np
 import scipy.sparse as sp
 from segtok.segmenter import split_single
 
-from ..embed import Embedder
-from ..model import InvalidInputError, Turn
-from ..segment import chronological_rows, fixed_chunks, pooled, structure_scores
-from ..store import Store
-from ..units import Keyworder, Summarizer, embed_texts, embedding_view
-from .base import IndexCache, MemoryMethod, Scored, UserIndex, build_user_index
+from memgas.core.errors import InvalidInputError
+from memgas.core.types import Turn
+from memgas.kernels.knn import knn_graph
+from memgas.kernels.segment import chronological_rows, fixed_chunks, pooled, structure_scores
+from memgas.methods.base import ConfiguredMethod
+from memgas.methods.index import IndexCache, UserIndex, build_user_index
+from memgas.methods.ranking import Scored
+from memgas.methods.units import embed_texts, embedding_view
+from memgas.store import Store
 
-__all__ = ["SGMemConfig", "split_sentences", "turn_sentences", "knn_graph", "SentenceGraph", "SGMem"]
+__all__ = ["SGMemConfig", "split_sentences", "turn_sentences", "SentenceGraph", "SGMem"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +68,10 @@ class SGMemConfig:
     top_chunks: int = 10
     reply_chars: int = 300
 
+    def __post_init__(self) -> None:
+        if min(self.chunk_turns, self.edge_k, self.seed_k, self.top_chunks) < 1:
+            raise InvalidInputError("SGMem needs chunk_turns, edge_k, seed_k and top_chunks >= 1")
+
 
 def split_sentences(text: str) -> list[str]:
     """The sentences of ``text`` (segtok; every line break also ends a sentence), stripped, none empty."""
@@ -80,40 +87,6 @@ def turn_sentences(turn: Turn, reply_chars: int = 300) -> list[str]:
         body = view[len(speaker):]
         out += [speaker + s for s in split_sentences(body)]
     return out
-
-
-def knn_graph(vectors: np.ndarray, k: int, threshold: float, block: int = 1024) -> sp.csr_matrix:
-    """Symmetric graph linking each row to its ``k`` most similar other rows with cosine >= ``threshold``.
-
-    Computed a block of rows at a time (memory ``block × n``); an edge found from either end is kept,
-    weighted by the cosine.
-
-    Args:
-        vectors: ``(n, dim)`` L2-normalised rows.
-        k: neighbours per row (>= 1).
-        threshold: least cosine of an edge.
-        block: rows per similarity block.
-
-    Returns:
-        ``(n, n)`` CSR matrix with no self-loops.
-    """
-    n = vectors.shape[0]
-    kk = min(k, n - 1)
-    if kk < 1:
-        return sp.csr_matrix((n, n))
-    src, dst, weight = [], [], []
-    for start in range(0, n, block):
-        sims = vectors[start:start + block] @ vectors.T
-        local = np.arange(sims.shape[0])
-        sims[local, start + local] = -np.inf
-        top = np.argpartition(-sims, kk - 1, axis=1)[:, :kk]
-        top_sims = np.take_along_axis(sims, top, axis=1)
-        keep = top_sims >= threshold
-        src.append(np.repeat(start + local, kk)[keep.ravel()])
-        dst.append(top[keep])
-        weight.append(top_sims[keep])
-    a = sp.coo_matrix((np.concatenate(weight), (np.concatenate(src), np.concatenate(dst))), shape=(n, n)).tocsr()
-    return a.maximum(a.T).tocsr()
 
 
 @dataclass(slots=True)
@@ -146,7 +119,7 @@ class SentenceGraph:
         return self.chunk_of_turn[self.sentence_turn]
 
 
-class SGMem(MemoryMethod):
+class SGMem(ConfiguredMethod[SGMemConfig]):
     """SGMem over the user's turns (see the module docstring).
 
     Args:
@@ -158,24 +131,11 @@ class SGMem(MemoryMethod):
     """
 
     name = "sgmem"
+    config_class = SGMemConfig
 
-    def __init__(
-        self,
-        embedder: Embedder,
-        config: SGMemConfig | None = None,
-        *,
-        summarizer: Summarizer | None = None,
-        keyworder: Keyworder | None = None,
-        **overrides: Any,
-    ) -> None:
-        super().__init__(embedder, summarizer=summarizer, keyworder=keyworder)
-        self.cfg = replace(config or SGMemConfig(), **overrides)
-        if min(self.cfg.chunk_turns, self.cfg.edge_k, self.cfg.seed_k, self.cfg.top_chunks) < 1:
-            raise InvalidInputError("SGMem needs chunk_turns, edge_k, seed_k and top_chunks >= 1")
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._indexes: IndexCache[SentenceGraph] = IndexCache(self.build_graph)
-
-    def config(self) -> dict[str, Any]:
-        return {**super().config(), **asdict(self.cfg)}
 
     def build_graph(self, store: Store, user_id: str) -> SentenceGraph:
         """Build the user's sentence graph from the stored sessions (what :meth:`prepare` caches)."""

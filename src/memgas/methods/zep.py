@@ -4,12 +4,12 @@ Every stored message is an episode (event time = its session's timestamp). An LL
 (subject, relation, object) facts from each message in the context of the few before it; each fact is
 checked against the facts of its entities and the most similar facts: exact and near-exact duplicates
 without an LLM call, the rest by an LLM judge (duplicate / contradiction / new). Contradicted facts are
-closed (``invalid_at``), never deleted (see :mod:`memgas.kg`).
+closed (``invalid_at``), never deleted (see :mod:`memgas.kernels.temporal_graph`).
 
 Communities: the entities are clustered by Louvain in batches (every ``refresh_every`` new facts, see
-:class:`memgas.kg.TemporalGraph`); after a batch, each community of at least ``min_community`` entities
-whose membership changed gets a summary written by the LLM from its facts (an extractive description
-when the call fails), embedded for retrieval. Unchanged communities keep theirs: no call per add.
+:class:`memgas.kernels.temporal_graph.TemporalGraph`); after a batch, each community of at least
+``min_community`` entities whose membership changed gets a summary written by the LLM from its facts (an
+extractive description when the call fails), embedded for retrieval. Unchanged communities keep theirs: no call per add.
 
 Retrieval fuses (RRF) dense and BM25 rankings of the facts with a breadth-first expansion from the
 entities that best match the query (by embedding and BM25 over entity names) and with the facts of the
@@ -21,7 +21,7 @@ and turns as for every other method. Facts not valid at the query time still cou
 The graph of a user is built from the store on first use and extended incrementally with new sessions
 (rebuilt when a session was deleted); LLM answers go through the response cache of :mod:`memgas.llm`,
 so a rebuild repeats no call. Every call made for a session runs inside
-:func:`memgas.provenance.source` of that session, and a community summary's call inside that of every
+:func:`memgas.core.provenance.source` of that session, and a community summary's call inside that of every
 session behind the community's facts, so deleting a session forgets the cached answers it fed.
 
 Failures: ``add`` never raises once the session is committed. A failed LLM call never loses an
@@ -46,8 +46,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..embed import Embedder
-from ..kg import (
+from memgas.core import provenance
+from memgas.core.errors import InvalidInputError, LLMError, MemgasError
+from memgas.core.types import Session
+from memgas.core.validate import naive_utc
+from memgas.embed.base import Embedder
+from memgas.kernels.fusion import reciprocal_rank_fusion
+from memgas.kernels.lexical import LexicalIndex
+from memgas.kernels.temporal_graph import (
     COMMUNITY_SCHEMA,
     EXTRACT_SCHEMA,
     JUDGE_SCHEMA,
@@ -66,15 +72,15 @@ from ..kg import (
     parse_community_summary,
     parse_triples,
     parse_verdict,
-    reciprocal_rank_fusion,
 )
-from .. import provenance
-from ..lexical import LexicalIndex
-from ..llm import LLM, ChatModel, LLMError, ResponseCache, get_llm
-from ..model import InvalidInputError, MemgasError, Session, naive_utc
-from ..store import Store
-from .base import IndexCache, IngestStats, MemoryMethod, Scored, UserIndex
-from .baselines import _turn_docs
+from memgas.llm.base import ChatModel
+from memgas.llm.cache import ResponseCache
+from memgas.llm.factory import get_llm
+from memgas.llm.wrapper import LLM
+from memgas.methods.base import IngestStats, MemoryMethod
+from memgas.methods.index import IndexCache, UserIndex, turn_docs
+from memgas.methods.ranking import Scored
+from memgas.store import Store
 
 __all__ = ["Zep", "FactHit", "CommunitySummary"]
 
@@ -167,7 +173,7 @@ class Zep(MemoryMethod):
 
     Args:
         embedder: embeds facts, entity names and queries.
-        llm: an :func:`memgas.llm.get_llm` spec or instance; required at first use (ingest or search).
+        llm: an :func:`memgas.llm.factory.get_llm` spec or instance; required at first use (ingest or search).
         llm_cache: the response cache for a spec (a :class:`ResponseCache` or a path); default in memory.
         context_messages: previous messages of the session shown with each message to extract from.
         roles: the roles whose messages are extracted from (all are kept as episodes).
@@ -352,7 +358,7 @@ class Zep(MemoryMethod):
 
         Membership changes only at a refresh (a batch of ``refresh_every`` facts), so this calls the LLM
         once per new or changed community per batch, never per add. Each call (and the summary's
-        embedding) runs inside :func:`memgas.provenance.source` of the sessions whose facts touch the
+        embedding) runs inside :func:`memgas.core.provenance.source` of the sessions whose facts touch the
         community's members, valid or not: they hold the facts shown and the members' names, so deleting
         any of them forgets the cached summary, whether it was made during an add or a search.
         """
@@ -378,7 +384,7 @@ class Zep(MemoryMethod):
             state.summaries[key] = CommunitySummary(tuple(members), text, by_llm, np.asarray(vector, dtype=np.float32))
 
     def _view(self, store: Store, user_id: str, state: _UserGraph) -> _Index:
-        docs = _turn_docs(store, user_id, "all")
+        docs = turn_docs(store, user_id, "all")
         row_of = {(s, int(t)): r for r, (s, t) in enumerate(zip(docs.table.session_ids, docs.table.turn_start))}
         facts = state.graph.facts
         dim = self.embedder.dim
@@ -472,11 +478,11 @@ class Zep(MemoryMethod):
 
     def facts(self, store: Store, user_id: str, *, entity: str | None = None, as_of: datetime | None = None,
               include_invalid: bool = False) -> list[Fact]:
-        """The user's facts (see :meth:`memgas.kg.TemporalGraph.facts_of`)."""
+        """The user's facts (see :meth:`memgas.kernels.temporal_graph.TemporalGraph.facts_of`)."""
         return self.graph(store, user_id).facts_of(entity, as_of=as_of, include_invalid=include_invalid)
 
     def history(self, store: Store, user_id: str, fact_id: int) -> list[Fact]:
-        """How a fact changed, oldest version first (see :meth:`memgas.kg.TemporalGraph.history`)."""
+        """How a fact changed, oldest version first (see :meth:`memgas.kernels.temporal_graph.TemporalGraph.history`)."""
         return self.graph(store, user_id).history(fact_id)
 
     def communities(self, store: Store, user_id: str) -> list[CommunitySummary]:

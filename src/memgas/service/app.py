@@ -14,9 +14,8 @@ import os
 import re
 import time
 import uuid
-from datetime import datetime, timezone
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, AsyncIterator, Callable
 from urllib.parse import urlsplit
 
@@ -26,40 +25,19 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .. import __version__
-from ..memory import Memory
-from ..model import MemgasError
-from .serve import is_loopback
-from .errors import STATUS_CODES, status_of
-from .metrics import Metrics
-from .ratelimit import RateLimiter
-from .schemas import ErrorResponse
+from memgas.core.errors import MemgasError
+from memgas.core.version import __version__
+from memgas.memory import Memory
+from memgas.service.deps import DEFAULT_MAX_BODY, ServiceState
+from memgas.service.errors import STATUS_CODES, error_response, status_of
+from memgas.service.keys import is_loopback
+from memgas.service.ratelimit import RateLimiter
+from memgas.service.schemas import ErrorResponse
 
-__all__ = ["create_app", "ServiceState", "DEFAULT_MAX_BODY", "error_response"]
+__all__ = ["create_app"]
 
 log = logging.getLogger("memgas.service")
-
-#: Largest accepted request body, in bytes (a batch of sessions is the largest body there is).
-DEFAULT_MAX_BODY = 8 * 1024 * 1024
 _REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
-
-
-@dataclass
-class ServiceState:
-    """What the routes share: the memory, the auth switch, the rate limiter and the metrics."""
-
-    memory: Memory
-    auth: bool = True
-    limiter: RateLimiter | None = None
-    max_body: int = DEFAULT_MAX_BODY
-    metrics: Metrics = field(default_factory=Metrics)
-
-
-def error_response(status: int, code: str, message: str, request_id: str,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
-    """The JSON error reply every failure gets: ``{"error": {"code", "message"}, "request_id"}``."""
-    body = {"error": {"code": code, "message": message}, "request_id": request_id}
-    return JSONResponse(body, status_code=status, headers={**(headers or {}), "X-Request-ID": request_id})
 
 
 def _loopback_host(netloc: str) -> bool:
@@ -185,7 +163,7 @@ def create_app(memory: Memory, *, auth: bool = True, rate_limit: float | None = 
                   description="Long-term memory for LLM agents: store conversations, search what matters.")
     app.state.memgas = state
 
-    from .routes import experience, ops, search, sessions, users
+    from memgas.service.routes import experience, ops, search, sessions, users
 
     for module in (sessions, users, search, experience, ops):
         app.include_router(module.router)
@@ -224,7 +202,7 @@ def create_app(memory: Memory, *, auth: bool = True, rate_limit: float | None = 
         return error_response(500, "internal", "internal error; see the server log", request_id(request))
 
     if mcp:
-        from .mcp import mount_mcp
+        from memgas.service.mcp import mount_mcp
 
         lifespans.append(mount_mcp(app, state))
 

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Path, Query, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from ..model import RateLimitedError
-from .keys import ANONYMOUS, Principal, verify_key
-from .schemas import ID_PATTERN
-from .scoped import ScopedMemory
+from memgas.core.errors import RateLimitedError
+from memgas.memory import Memory
+from memgas.service.keys import ANONYMOUS, Principal, verify_key
+from memgas.service.metrics import Metrics
+from memgas.service.ratelimit import RateLimiter
+from memgas.service.schemas import ID_PATTERN
+from memgas.service.scoped import ScopedMemory
 
-__all__ = ["principal", "scoped", "UserQuery", "UserPath", "SessionPath", "bearer_scheme", "api_key_header"]
+__all__ = [
+    "principal", "scoped", "UserQuery", "UserPath", "SessionPath", "bearer_scheme", "api_key_header",
+    "ServiceState", "DEFAULT_MAX_BODY",
+]
 
 #: ``?user_id=`` (ids may hold ``/``, so they travel in the query or as the last path segment).
 UserQuery = Annotated[str, Query(min_length=1, max_length=256, pattern=ID_PATTERN, description="whose memory")]
@@ -48,3 +55,18 @@ def principal(request: Request, bearer: HTTPAuthorizationCredentials | None = De
 def scoped(request: Request, who: Principal = Depends(principal)) -> ScopedMemory:
     """The memory as the caller may see it."""
     return ScopedMemory(request.app.state.memgas.memory, who)
+
+
+#: Largest accepted request body, in bytes (a batch of sessions is the largest body there is).
+DEFAULT_MAX_BODY = 8 * 1024 * 1024
+
+
+@dataclass
+class ServiceState:
+    """What the routes share: the memory, the auth switch, the rate limiter and the metrics."""
+
+    memory: Memory
+    auth: bool = True
+    limiter: RateLimiter | None = None
+    max_body: int = DEFAULT_MAX_BODY
+    metrics: Metrics = field(default_factory=Metrics)

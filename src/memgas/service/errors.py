@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..llm import LLMError
-from ..model import (AuthError, DuplicateSessionError, ForbiddenError, InvalidInputError, MemgasError, NotFoundError,
-                     RateLimitedError, UnavailableError)
+from fastapi.responses import JSONResponse
 
-__all__ = ["status_of", "STATUS_CODES"]
+from memgas.core.errors import (
+    AuthError,
+    DuplicateSessionError,
+    ForbiddenError,
+    InvalidInputError,
+    LLMError,
+    MemgasError,
+    NotFoundError,
+    RateLimitedError,
+    UnavailableError,
+)
+
+__all__ = ["status_of", "STATUS_CODES", "error_response"]
 
 #: The ``code`` of each status this API returns.
 STATUS_CODES: dict[int, str] = {
@@ -44,3 +54,10 @@ def status_of(exc: BaseException) -> tuple[int, str, dict[str, Any]]:
     if isinstance(exc, MemgasError):
         return 503, "unavailable", {"Retry-After": "1"}
     return 500, "internal", {}
+
+
+def error_response(status: int, code: str, message: str, request_id: str,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    """The JSON error reply every failure gets: ``{"error": {"code", "message"}, "request_id"}``."""
+    body = {"error": {"code": code, "message": message}, "request_id": request_id}
+    return JSONResponse(body, status_code=status, headers={**(headers or {}), "X-Request-ID": request_id})

@@ -17,17 +17,21 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Sequence
 
-from ..model import AuthError, ForbiddenError, InvalidInputError, NotFoundError, check_id
-from ..store import ApiKeyRecord, Store
+from memgas.core.errors import AuthError, ForbiddenError, InvalidInputError, NotFoundError
+from memgas.core.validate import check_id
+from memgas.store import ApiKeyRecord, Store
 
-__all__ = ["Principal", "ANONYMOUS", "AuthError", "ForbiddenError", "create_key", "verify_key", "revoke_key", "parse_scope",
-           "TENANT_SEPARATOR"]
+__all__ = [
+    "Principal", "ANONYMOUS", "AuthError", "ForbiddenError", "create_key", "verify_key", "revoke_key",
+    "parse_scope", "TENANT_SEPARATOR", "is_loopback",
+]
 
 #: Between a tenant's name and its user's id in the stored user id (tenant names cannot hold it).
 TENANT_SEPARATOR = "::"
@@ -165,3 +169,13 @@ def revoke_key(store: Store, key_id: str) -> ApiKeyRecord:
     if not re.fullmatch(r"[0-9a-f]{16}", key_id or ""):
         raise NotFoundError(f"no API key with id {key_id!r}")
     return store.revoke_api_key(key_id)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

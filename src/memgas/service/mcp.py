@@ -30,18 +30,32 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
 
-from .. import __version__
-from ..memory import Memory
-from ..model import MAX_K, MAX_QUERY_CHARS, MemgasError
-from .app import ServiceState, error_response
-from .deps import api_key_header, bearer_scheme, principal
-from .errors import status_of
-from .keys import ANONYMOUS, Principal, parse_scope
-from .metrics import Metrics
-from .schemas import (AddResult, AgentId, AnswerOut, DeleteResult, MessageIn, MinSimilarity, PrincipleMatches,
-                      SearchResponse, SessionId, SessionList, SessionOut, TemplateMatches, Timestamp, UserId)
-from .scoped import ScopedMemory
-from .scoped_experience import ScopedExperience
+from memgas.core.errors import MemgasError
+from memgas.core.validate import MAX_K, MAX_QUERY_CHARS
+from memgas.core.version import __version__
+from memgas.memory import Memory
+from memgas.service.deps import ServiceState, api_key_header, bearer_scheme, principal
+from memgas.service.errors import error_response, status_of
+from memgas.service.keys import ANONYMOUS, Principal, parse_scope
+from memgas.service.metrics import Metrics
+from memgas.service.schemas import (
+    AddResult,
+    AgentId,
+    AnswerOut,
+    DeleteResult,
+    MessageIn,
+    MinSimilarity,
+    PrincipleMatches,
+    SearchResponse,
+    SessionId,
+    SessionList,
+    SessionOut,
+    TemplateMatches,
+    Timestamp,
+    UserId,
+)
+from memgas.service.scoped import ScopedMemory
+from memgas.service.scoped_experience import ScopedExperience
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send

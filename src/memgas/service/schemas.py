@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..model import ID_CHAR, MAX_K, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
+from memgas.core.validate import ID_CHAR, MAX_K, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
 
 __all__ = [
     "MessageIn", "SessionIn", "AddSessionRequest", "AddManyRequest", "AddResult", "AddManyResponse",
@@ -24,7 +24,7 @@ __all__ = [
     "TemplateDraft",
 ]
 
-#: What a user or session id looks like (:func:`memgas.model.check_id`).
+#: What a user or session id looks like (:func:`memgas.core.validate.check_id`).
 # The length goes in max_length: a {1,256} repeat of \w is too large for pydantic's regex engine.
 ID_PATTERN = f"^{ID_CHAR}+$"
 UserId = Annotated[str, Field(min_length=1, max_length=256, pattern=ID_PATTERN,
@@ -108,7 +108,7 @@ class TurnOut(BaseModel):
 
 
 class HitOut(BaseModel):
-    """A retrieved session (see :class:`memgas.model.Hit`)."""
+    """A retrieved session (see :class:`memgas.core.types.Hit`)."""
 
     session_id: str
     score: float
@@ -236,7 +236,7 @@ class _ExperienceScope(_Request):
 
 
 class TemplateOut(BaseModel):
-    """A Buffer-of-Thoughts thought template (see :mod:`memgas.experience.bot`)."""
+    """A Buffer-of-Thoughts thought template (see :mod:`memgas.experience.thoughts`)."""
 
     id: int
     task_type: str

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..memory import Memory
-from .keys import Principal
+from memgas.memory import Memory
+from memgas.service.keys import Principal
 
 __all__ = ["ScopedMemory"]
 

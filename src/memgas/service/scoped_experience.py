@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..experience.bank import scope_of
-from ..experience.facade import Experience
-from ..llm import track_usage
-from ..memory import Memory
-from ..model import NotFoundError, UnavailableError, check_id
-from .keys import TENANT_SEPARATOR, Principal
+from memgas.core.errors import NotFoundError, UnavailableError
+from memgas.core.validate import check_id
+from memgas.experience.bank import scope_of
+from memgas.experience.facade import Experience
+from memgas.llm.base import track_usage
+from memgas.memory import Memory
+from memgas.service.keys import TENANT_SEPARATOR, Principal
 
 __all__ = ["ScopedExperience"]
 

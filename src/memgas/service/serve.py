@@ -7,7 +7,6 @@ Workers are separate processes, so the configuration travels to them in the envi
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import os
@@ -15,9 +14,10 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..model import InvalidInputError
+from memgas.core.errors import InvalidInputError
+from memgas.service.keys import is_loopback
 
-__all__ = ["ServeConfig", "build_app", "app_from_env", "serve", "CONFIG_ENV", "is_loopback"]
+__all__ = ["ServeConfig", "build_app", "app_from_env", "serve", "CONFIG_ENV"]
 
 #: The environment variable that hands a :class:`ServeConfig` to worker processes.
 CONFIG_ENV = "MEMGAS_SERVE_CONFIG"
@@ -36,20 +36,11 @@ class ServeConfig:
     mcp: bool = True
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names only this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def build_app(config: ServeConfig) -> Any:
     """The FastAPI app of ``config``, owning (and closing on shutdown) the memory it opens."""
-    from ..memory import Memory
-    from .app import DEFAULT_MAX_BODY, create_app
+    from memgas.memory import Memory
+    from memgas.service.app import create_app
+    from memgas.service.deps import DEFAULT_MAX_BODY
 
     memory = Memory(config.db, method=config.method, llm=config.llm)  # embeddings cached in memory only
     return create_app(memory, auth=config.auth, rate_limit=config.rate_limit,
@@ -83,7 +74,7 @@ def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, wor
     """
     import uvicorn
 
-    from ..store import open_store
+    from memgas.store import open_store
 
     if not config.auth and not is_loopback(host):
         raise InvalidInputError(f"--no-auth serves anyone who can connect: it binds only to loopback, not {host!r}")

@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Mapping
 
-__all__ = ["free_port", "spawn_server", "stop_server"]
+from memgas.core.ports import free_port
 
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (the server that is handed it binds it a moment later)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["spawn_server", "stop_server"]
 
 
 def stop_server(proc: subprocess.Popen[bytes], grace: float = 15.0) -> None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..model import InvalidInputError
-from .base import ApiKeyRecord, EdgeTable, ExperienceRecord, SessionInfo, Store, UnitTable, scope_of
-from .sqlite import SQLiteStore
+from memgas.core.errors import InvalidInputError
+from memgas.store.base import ApiKeyRecord, EdgeTable, ExperienceRecord, SessionInfo, Store, UnitTable, scope_of
+from memgas.store.sqlite import SQLiteStore
 
-__all__ = ["Store", "UnitTable", "EdgeTable", "SessionInfo", "ApiKeyRecord", "ExperienceRecord", "scope_of", "SQLiteStore", "open_store", "migrate"]
+__all__ = [
+    "Store", "UnitTable", "EdgeTable", "SessionInfo", "ApiKeyRecord", "ExperienceRecord", "scope_of",
+    "SQLiteStore", "open_store", "migrate",
+]
 
 
 def open_store(target: str | Path | Store | None = None) -> Store:
@@ -41,7 +44,7 @@ def open_store(target: str | Path | Store | None = None) -> Store:
     if not sep:
         return SQLiteStore(target)
     if scheme in ("postgresql", "postgres"):
-        from .postgres import PostgresStore
+        from memgas.store.postgres import PostgresStore
 
         return PostgresStore(target)
     if scheme != "sqlite":

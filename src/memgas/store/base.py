@@ -15,7 +15,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..model import GRANULARITIES, Edge, InvalidInputError, Session, Unit
+from memgas.core.errors import InvalidInputError
+from memgas.core.types import GRANULARITIES, Edge, Session, Unit
 
 __all__ = ["Store", "UnitTable", "EdgeTable", "SessionInfo", "ApiKeyRecord", "ExperienceRecord", "scope_of"]
 
@@ -84,7 +85,7 @@ class ExperienceRecord:
 class UnitTable:
     """Every unit of one user, column-wise, in a stable order (ascending ``ids``).
 
-    ``granularity`` holds indexes into :data:`memgas.model.GRANULARITIES`; ``vectors`` is an
+    ``granularity`` holds indexes into :data:`memgas.core.types.GRANULARITIES`; ``vectors`` is an
     ``(n, dim)`` float32 matrix of L2-normalised rows.
     """
 
@@ -315,7 +316,7 @@ class Store(ABC):
         read transaction, so an index built from several reads never mixes two states of the store.
         Reentrant; inside :meth:`writing` it joins the write transaction (and sees its uncommitted
         writes). A write started inside ``reading()`` but outside ``writing()`` is refused with
-        :class:`~memgas.model.MemgasError`: it could not be seen by the snapshot it runs in. A
+        :class:`~memgas.core.errors.MemgasError`: it could not be seen by the snapshot it runs in. A
         PostgreSQL backend maps this to a ``REPEATABLE READ`` transaction.
         """
         return nullcontext()

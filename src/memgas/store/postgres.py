@@ -40,17 +40,10 @@ from datetime import datetime, timezone
 from typing import Any, Iterator, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-from ..model import (
-    GRANULARITIES,
-    DuplicateSessionError,
-    Edge,
-    InvalidInputError,
-    MemgasError,
-    Session,
-    Unit,
-    check_id,
-)
-from .sql import API_KEYS_TABLE, SQLStore, _unit_rows
+from memgas.core.errors import DuplicateSessionError, InvalidInputError, MemgasError
+from memgas.core.types import GRANULARITIES, Edge, Session, Unit
+from memgas.core.validate import check_id
+from memgas.store.sql import API_KEYS_TABLE, SQLStore, session_unit_rows
 
 __all__ = ["PostgresStore", "SCHEMA_VERSION", "MIGRATIONS", "CROSS_USER_STATEMENTS"]
 
@@ -405,7 +398,7 @@ class PostgresStore(SQLStore):
         """
         user_id, session_id, timestamp, metadata, edge_rows = self._session_row(session, units, edges)
         with self._write(user_id) as conn:
-            unit_rows = _unit_rows(session, units, self._dim(conn))
+            unit_rows = session_unit_rows(session, units, self._dim(conn))
             _no_nul(session, units)
             if conn.execute("SELECT 1 FROM sessions WHERE user_id = %s AND session_id = %s",
                             (user_id, session_id)).fetchone():

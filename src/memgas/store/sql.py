@@ -19,21 +19,10 @@ from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
-from ..model import (
-    GRANULARITIES,
-    ID_CHAR,
-    Edge,
-    EmbedderMismatchError,
-    InvalidInputError,
-    Message,
-    NotFoundError,
-    Session,
-    Unit,
-    check_id,
-    check_unicode,
-    parse_timestamp,
-)
-from .base import ApiKeyRecord, EdgeTable, ExperienceRecord, SessionInfo, Store, UnitTable, scope_of
+from memgas.core.errors import EmbedderMismatchError, InvalidInputError, NotFoundError
+from memgas.core.types import GRANULARITIES, Edge, Message, Session, Unit
+from memgas.core.validate import ID_CHAR, check_id, check_unicode, parse_timestamp
+from memgas.store.base import ApiKeyRecord, EdgeTable, ExperienceRecord, SessionInfo, Store, UnitTable, scope_of
 
 __all__ = ["SQLStore"]
 
@@ -61,7 +50,7 @@ def _datetime(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
 
 
-def _unit_rows(session: Session, units: Sequence[Unit], dim: int | None) -> list[tuple[Any, ...]]:
+def session_unit_rows(session: Session, units: Sequence[Unit], dim: int | None) -> list[tuple[Any, ...]]:
     """Validate a call's units; return ``(granularity, turn_start, turn_end, chunk, text, vector bytes)`` rows.
 
     Raises:

@@ -10,7 +10,7 @@ Schema (version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_version``):
   ``metadata`` is JSON.
 * ``messages(session_pk, position, role, name, content)``.
 * ``units(id, session_pk, user_id, granularity, turn_start, turn_end, chunk, text, vector)``:
-  ``granularity`` indexes :data:`memgas.model.GRANULARITIES`, ``vector`` is little-endian float32
+  ``granularity`` indexes :data:`memgas.core.types.GRANULARITIES`, ``vector`` is little-endian float32
   bytes. ``id`` is ``AUTOINCREMENT`` so a deleted unit's id is never handed out again.
 * ``edges(src, dst, weight, user_id)``: each undirected edge stored once, with ``src < dst``.
 * ``api_keys(key_id, secret_hash, scope, tenant, users, name, created_at, revoked_at)``: the service's
@@ -38,17 +38,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ..model import (
-    GRANULARITIES,
-    DuplicateSessionError,
-    Edge,
-    InvalidInputError,
-    MemgasError,
-    Session,
-    Unit,
-    check_id,
-)
-from .sql import API_KEYS_TABLE, SQLStore, _unit_rows
+from memgas.core.errors import DuplicateSessionError, InvalidInputError, MemgasError
+from memgas.core.types import GRANULARITIES, Edge, Session, Unit
+from memgas.core.validate import check_id
+from memgas.store.sql import API_KEYS_TABLE, SQLStore, session_unit_rows
 
 __all__ = ["SQLiteStore", "SCHEMA_VERSION", "MIGRATIONS"]
 
@@ -439,7 +432,7 @@ class SQLiteStore(SQLStore):
         """Write a session, its units and edges in one transaction; return the new unit ids in order.
 
         Args:
-            session: the validated session (see :func:`memgas.model.make_session`).
+            session: the validated session (see :func:`memgas.core.validate.make_session`).
             units: its units, each with a vector of the bound embedder's dimension.
             edges: undirected edges; an endpoint is a stored unit id of the same user, or
                 ``-(i + 1)`` for the ``i``-th unit of ``units``. A pair given twice (either way
@@ -452,7 +445,7 @@ class SQLiteStore(SQLStore):
         """
         user_id, session_id, timestamp, metadata, edge_rows = self._session_row(session, units, edges)
         with self._write() as conn:
-            unit_rows = _unit_rows(session, units, self._dim(conn))
+            unit_rows = session_unit_rows(session, units, self._dim(conn))
             if conn.execute(
                 "SELECT 1 FROM sessions WHERE user_id = ? AND session_id = ?", (user_id, session_id)
             ).fetchone():

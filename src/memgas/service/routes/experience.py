@@ -13,12 +13,27 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 
-from ..deps import principal
-from ..keys import Principal
-from ..schemas import (ID_PATTERN, ItemDeleted, PrincipleAdded, PrincipleIn, PrincipleList, PrincipleMatches,
-                       PrincipleOut, PrincipleRecallRequest, TemplateLearned, TemplateLearnRequest, TemplateList,
-                       TemplateMatches, TemplateMatchRequest, TemplateOut, TemplateSolved, TemplateSolveRequest)
-from ..scoped_experience import ScopedExperience
+from memgas.service.deps import principal
+from memgas.service.keys import Principal
+from memgas.service.schemas import (
+    ID_PATTERN,
+    ItemDeleted,
+    PrincipleAdded,
+    PrincipleIn,
+    PrincipleList,
+    PrincipleMatches,
+    PrincipleOut,
+    PrincipleRecallRequest,
+    TemplateLearned,
+    TemplateLearnRequest,
+    TemplateList,
+    TemplateMatches,
+    TemplateMatchRequest,
+    TemplateOut,
+    TemplateSolved,
+    TemplateSolveRequest,
+)
+from memgas.service.scoped_experience import ScopedExperience
 
 router = APIRouter(tags=["experience"])
 
@@ -83,6 +98,8 @@ def solve_with_template(body: TemplateSolveRequest, request: Request,
 @router.post("/v1/templates/learn", status_code=status.HTTP_201_CREATED, response_model=TemplateLearned,
              responses={status.HTTP_200_OK: {"model": TemplateLearned,
                                              "description": "a duplicate of a stored template: nothing stored"}})
+
+
 def learn_template(body: TemplateLearnRequest, request: Request, response: Response,
                    who: Principal = Depends(principal)) -> TemplateLearned:
     """Write a thought template from a solved problem with the server's LLM: 201 with ``added`` (stored), or

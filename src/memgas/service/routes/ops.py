@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from ..deps import principal
-from ..keys import Principal
-from ..schemas import Health
+from memgas.service.deps import principal
+from memgas.service.keys import Principal
+from memgas.service.schemas import Health
 
 router = APIRouter(tags=["operations"])
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from ..deps import UserQuery, scoped
-from ...model import UnavailableError
-from ..schemas import AnswerOut, AnswerRequest, FactList, SearchRequest, SearchResponse
-from ..scoped import ScopedMemory
+from memgas.core.errors import UnavailableError
+from memgas.service.deps import UserQuery, scoped
+from memgas.service.schemas import AnswerOut, AnswerRequest, FactList, SearchRequest, SearchResponse
+from memgas.service.scoped import ScopedMemory
 
 router = APIRouter(tags=["search"])
 

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request, status
 
-from ..deps import SessionPath, UserQuery, scoped
-from ..schemas import AddManyRequest, AddManyResponse, AddResult, AddSessionRequest, DeleteResult, SessionList, SessionOut
-from ..scoped import ScopedMemory
+from memgas.service.deps import SessionPath, UserQuery, scoped
+from memgas.service.schemas import (
+    AddManyRequest,
+    AddManyResponse,
+    AddResult,
+    AddSessionRequest,
+    DeleteResult,
+    SessionList,
+    SessionOut,
+)
+from memgas.service.scoped import ScopedMemory
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query
 
-from ..deps import UserPath, scoped
-from ..schemas import ID_PATTERN, DeleteResult, UserList
-from ..scoped import ScopedMemory
+from memgas.service.deps import UserPath, scoped
+from memgas.service.schemas import ID_PATTERN, DeleteResult, UserList
+from memgas.service.scoped import ScopedMemory
 
 router = APIRouter(tags=["users"])
 

@@ -1,0 +1,464 @@
+"""``memgas bench {locomo,longmemeval}``: the benchmark command."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from memgas.core.errors import InvalidInputError
+
+__all__ = ["add_bench_parser", "cmd_bench"]
+
+DEFAULT_METHODS = (
+    "memgas,memgas-no-assoc,memgas-no-router,memgas-no-ppr,memgas-no-lexical,memgas-no-session,"
+    "bm25,bm25-all,dense-session,dense-turn,dense-summary,dense-keyword"
+)
+
+
+def _ks(text: str) -> list[int]:
+    """``"1,5,10"`` → sorted distinct positive integers (argparse names the option in its error)."""
+    try:
+        ks = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not ks or ks[0] < 1:
+        raise argparse.ArgumentTypeError("values must be positive")
+    return ks
+
+
+def _overrides(pairs: list[str]) -> dict[str, Any]:
+    """``["temperature=0.2", "use_ppr=false"]`` → typed MemGASConfig overrides."""
+    from dataclasses import fields
+
+    from memgas.methods import MemGASConfig
+
+    types = {f.name: f.type for f in fields(MemGASConfig)}
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or key not in types:
+            raise InvalidInputError(f"--set {pair!r}: expected KEY=VALUE with KEY one of {', '.join(types)}")
+        kind = str(types[key])
+        try:
+            if "bool" in kind:
+                if raw.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError(raw)
+                out[key] = raw.lower() in ("true", "1")
+            elif "str" in kind:
+                out[key] = raw
+            else:
+                out[key] = int(raw) if "int" in kind else float(raw)
+        except ValueError:
+            raise InvalidInputError(f"--set {pair!r}: {raw!r} is not a valid {kind}") from None
+    return out
+
+
+def add_bench_parser(sub: Any) -> None:
+    """Register the ``bench`` subcommand on the main parser's subparsers."""
+    sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
+    sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost", "live", "kg", "store", "scale", "http", "bot",
+                                            "principles", "multilingual"),
+                    help="a retrieval benchmark; 'cost': add/search cost on LongMemEval-S sessions; 'live': add then "
+                         "search, session after session, as an agent does; 'kg': the temporal knowledge graph's "
+                         "update behaviour on the LongMemEval oracle (needs --llm); 'store': adds/s and searches/s "
+                         "of --clients processes on one store; 'scale': store size, cold/warm search and memory per "
+                         "cached user at --users users; 'http': search and add over a `memgas serve` subprocess "
+                         "beside the same calls in-process, at --clients concurrent clients; 'bot': Buffer of "
+                         "Thoughts accuracy without and with a learned template buffer on generated task families "
+                         "checked by code (--llm); 'principles': PRINCIPLES learned from simulated dialogues on the "
+                         "shipped scenario set: principles per dialogue, retrieval precision on held-out situations, "
+                         "critic-judged success with vs without principles (--llm); 'multilingual': session recall on the "
+                         "shipped English/Chinese/Japanese/Spanish sample, per embedder in a comma-separated "
+                         "--embedder (default default,e5) and --method (default memgas,bm25,dense-turn)")
+    sp.add_argument("--sessions", type=int, default=None,
+                    help="cost, live: sessions to add to one user (default 500; live: the last checkpoint); "
+                         "store: sessions each client adds (default 10); scale: sessions per user (default 20); "
+                         "http: sessions of the searched user (default 50)")
+    sp.add_argument("--clients", type=_ks, default=None,
+                    help="store: client-process counts to run (default 1,4,8); http: concurrent client threads "
+                         "(default 1,8,32)")
+    sp.add_argument("--requests", type=int, default=None,
+                    help="http: searches per client (default 20); each client adds a quarter as many sessions "
+                         "(at least 1)")
+    sp.add_argument("--json", action="store_true", help="http: print the results as JSON instead of the table")
+    sp.add_argument("--searches", type=int, default=20, help="store: searches per client (default 20)")
+    sp.add_argument("--users", type=_ks, default=None, help="scale: user counts to measure at (default 100,1000,10000)")
+    sp.add_argument("--checkpoints", type=_ks, default=None,
+                    help="live: stored-session counts to report at (default 50,500,2000,5000)")
+    sp.add_argument("--window", type=int, default=50,
+                    help="live: adds before each checkpoint whose timings it reports (default 50)")
+    sp.add_argument("--method", default=DEFAULT_METHODS, help=f"comma-separated methods (default: {DEFAULT_METHODS})")
+    sp.add_argument("--data", type=Path, help="dataset file (default: ../shared/data/...)")
+    sp.add_argument("--limit", type=int, help="only the first N questions (LongMemEval) or conversations (LoCoMo)")
+    sp.add_argument("--out", type=Path, default=None, help="output folder (default bench-out/<dataset>)")
+    sp.add_argument("--k", type=_ks, default=None, help="cut-offs, e.g. 1,3,5,10")
+    sp.add_argument("--embedder", default=None, help="embedder spec (default: the shipped MiniLM int8 ONNX)")
+    sp.add_argument("--cache", type=Path, default=None,
+                    help="embedding cache file (default $MEMGAS_CACHE_DIR or ~/.cache/memgas/embeddings.sqlite)")
+    sp.add_argument("--stores", type=Path, default=None,
+                    help="keep each haystack's ingested store under this folder and reuse it on the next run "
+                         "(keyed by embedder and ingest settings); default: ingest in memory every time")
+    sp.add_argument("--backend", default=None, metavar="URL",
+                    help="locomo, longmemeval: ingest every haystack into this store (e.g. postgresql://user@host/db), "
+                         "each as its own user, afresh each run; store, http: the store measured (default: a SQLite "
+                         "file in --out)")
+    sp.add_argument("--pg-temp", action="store_true",
+                    help="run on a throwaway PostgreSQL cluster (initdb/pg_ctl on a free loopback port, removed "
+                         "afterwards) instead of --backend")
+    sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a MemGAS search parameter for the memgas* methods, e.g. --set temperature=0.2 "
+                         "(repeatable; see MemGASConfig); bm25_k1 and bm25_b also set the bm25 baselines'")
+    sp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sp.add_argument("--rerank", metavar="SPEC", default=None,
+                    help="rerank every method's top turns: 'llm:<LLM spec>', e.g. llm:local (off by default)")
+    sp.add_argument("--types", default="knowledge-update,temporal-reasoning",
+                    help="kg: LongMemEval question types to run (default knowledge-update,temporal-reasoning); "
+                         "--limit is then per type")
+    sp.add_argument("--max-sessions", type=int, default=None,
+                    help="locomo: keep each conversation's first N sessions and the questions whose evidence lies "
+                         "in them (for costly methods such as zep with a local model)")
+    sp.add_argument("--roles", default="user", help="kg: roles whose messages facts are extracted from (default user)")
+    _add_bot_arguments(sp)
+    _add_principles_arguments(sp)
+    _add_qa_arguments(sp)
+    sp.set_defaults(func=cmd_bench)
+
+
+def _add_principles_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``bench principles``."""
+    g = parser.add_argument_group("principles")
+    g.add_argument("--dialogues", type=int, default=6, help="principles: training dialogues simulated (default 6)")
+    g.add_argument("--heldout", type=int, default=6,
+                   help="principles: held-out seeds judged without and with principles (default 6)")
+
+
+def _add_bot_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``bench bot``."""
+    g = parser.add_argument_group("bot")
+    g.add_argument("--families", default=None,
+                   help="bot: comma-separated task families (default game24,word_sort,arithmetic,date)")
+    g.add_argument("--train-per-family", type=int, default=5, help="bot: training problems per family (default 5)")
+    g.add_argument("--test-per-family", type=int, default=8, help="bot: test problems per family (default 8)")
+    g.add_argument("--bot-seed", type=int, default=0, help="bot: seed of the generated problems (default 0)")
+
+
+def _add_qa_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``--qa`` options (kept here, not in ``qa``, so that building the parser imports no method)."""
+    g = parser.add_argument_group("question answering (--qa)")
+    g.add_argument("--qa", action="store_true", help="answer the questions with an LLM and score the answers")
+    g.add_argument("--llm", default="local", help="answer model: 'local' (default), 'local:<path.gguf>', "
+                   "'openai:<model>' or 'openai:<model>@<base_url>'")
+    g.add_argument("--judge-llm", default=None, help="judge model spec (default: the --llm model)")
+    g.add_argument("--llm-cache", type=Path, default=None,
+                   help="LLM response cache (default ~/.cache/memgas/llm.sqlite or $MEMGAS_CACHE_DIR/llm.sqlite)")
+    g.add_argument("--no-llm-cache", action="store_true", help="call the model even for prompts it has answered")
+    g.add_argument("--qa-systems", default=None,
+                   help="comma-separated: memgas, memgas-nofilter, topk-sessions, or any method name (full-history, "
+                        "recursum, comedy answer from their own memory; default: memgas, memgas-nofilter, topk-sessions, "
+                        "full-history)")
+    g.add_argument("--qa-k", type=int, default=5, help="sessions retrieved for memgas and topk-sessions (default 5)")
+    g.add_argument("--max-questions", type=int, default=None, help="answer at most N questions in all")
+    g.add_argument("--llm-units", action="store_true", help="write summary/keyword units with the LLM (1 call/session)")
+    g.add_argument("--bertscore", action="store_true", help="add BERTScore F1 (needs the bert-score package)")
+
+
+def _cmd_cost(args: argparse.Namespace) -> int:
+    import json
+
+    from memgas.bench.cost import cost_markdown, run_cost
+
+    path = _longmemeval_data(args)
+    sessions = 500 if args.sessions is None else args.sessions
+    if sessions < 2:
+        raise InvalidInputError("--sessions must be at least 2")
+    result = run_cost(Path(path), n_sessions=sessions, window=min(50, sessions // 2))
+    out = args.out or Path("bench-out") / "cost"
+    out.mkdir(parents=True, exist_ok=True)
+    table = cost_markdown(result)
+    (out / "cost.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    (out / "cost.md").write_text(table, encoding="utf-8")
+    print(table)
+    return 0
+
+
+def _longmemeval_data(args: argparse.Namespace) -> Path:
+    """The LongMemEval file of ``--data`` (default: the shared dev half), which must exist."""
+    from memgas.bench.runner import DEFAULT_DATA
+
+    path = Path(args.data or DEFAULT_DATA["longmemeval"])
+    if not path.is_file():
+        raise InvalidInputError(f"LongMemEval data not found at {path.resolve()}; pass --data PATH")
+    return path
+
+
+def _write_results(out: Path, name: str, command: str, text: str, results: dict[str, Any]) -> None:
+    """Write ``out/results.json`` (the command, the package versions, then ``results``) and ``out/report.md``
+    (``text`` under the heading of bench ``name``): what every ``memgas bench`` command leaves behind."""
+    import json
+
+    from memgas.bench.runner import versions
+
+    (out / "results.json").write_text(json.dumps({"command": command, "versions": versions(), **results}, indent=1),
+                                      encoding="utf-8")
+    (out / "report.md").write_text(f"# memgas bench: {name}\n\n{text}", encoding="utf-8")
+
+
+def _cmd_live(args: argparse.Namespace) -> int:
+    from memgas.bench.live import DEFAULT_CHECKPOINTS, live_markdown, run_live
+    from memgas.bench.report import command_line
+
+    path = _longmemeval_data(args)
+    out = args.out or Path("bench-out") / "live"
+    result = run_live(Path(path), out, checkpoints=args.checkpoints or DEFAULT_CHECKPOINTS,
+                      n_sessions=args.sessions, window=args.window, progress=not args.no_progress)
+    command = command_line("memgas bench live")
+    table = f"Command: `{command}`\n\n" + live_markdown(result)
+    _write_results(out, "live", command, table, result)
+    print(table)
+    print(f"wrote {out / 'results.json'}, {out / 'report.md'}")
+    return 0
+
+
+def _cmd_kg(args: argparse.Namespace, embedder: Any) -> int:
+    import json
+    from dataclasses import asdict
+
+    from memgas.bench.kg import DEFAULT_ORACLE, kg_markdown, run_kg
+    from memgas.bench.qa import llm_from_args
+    from memgas.bench.report import command_line
+
+    path = args.data or DEFAULT_ORACLE
+    if not Path(path).is_file():
+        raise InvalidInputError(f"LongMemEval oracle data not found at {Path(path).resolve()}; pass --data PATH")
+    llm = llm_from_args(args)
+    types = [t.strip() for t in args.types.split(",") if t.strip()]
+    roles = [r.strip() for r in args.roles.split(",") if r.strip()]
+    result = run_kg(Path(path), embedder, llm, types=types, per_type=args.limit, roles=roles,
+                    progress=not args.no_progress)
+    out = args.out or Path("bench-out") / "kg"
+    out.mkdir(parents=True, exist_ok=True)
+    table = f"Command: `{command_line('memgas bench kg')}`\n\n" + kg_markdown(result)
+    (out / "results.json").write_text(json.dumps(asdict(result), indent=1, default=str), encoding="utf-8")
+    (out / "report.md").write_text(table, encoding="utf-8")
+    print(table)
+    print(f"wrote {out / 'results.json'}, {out / 'report.md'}")
+    return 0
+
+
+@contextmanager
+def _backend(args: argparse.Namespace, database: str = "memgas_bench") -> Iterator[str | None]:
+    """The store URL the run uses: ``--backend``, or a database of a ``--pg-temp`` cluster stopped afterwards."""
+    if not args.pg_temp:
+        yield args.backend
+        return
+    if args.backend is not None:
+        raise InvalidInputError("--backend and --pg-temp exclude each other")
+    from memgas.store.pgtemp import TempCluster
+
+    with TempCluster() as cluster:
+        yield cluster.create_database(database)
+
+
+def _target(backend: str | None, sqlite: Path) -> tuple[str, str]:
+    """The measured store and its label: ``backend``, else ``sqlite`` removed first (a fresh file each run)."""
+    if backend is not None:
+        return backend, "PostgreSQL" if backend.startswith(("postgresql://", "postgres://")) else "SQLite"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{sqlite}{suffix}").unlink(missing_ok=True)
+    return str(sqlite), "SQLite"
+
+
+def _cmd_store(args: argparse.Namespace) -> int:
+    """``bench store`` / ``bench scale``: on ``--backend``, ``--pg-temp`` or a fresh SQLite file in ``--out``."""
+    import time
+
+    from memgas.bench.backends import run_scale, run_throughput, scale_markdown, throughput_markdown
+    from memgas.bench.report import command_line
+
+    path = _longmemeval_data(args)
+    out = args.out or Path("bench-out") / args.dataset
+    out.mkdir(parents=True, exist_ok=True)
+    with _backend(args) as backend:
+        target, label = _target(backend, out / f"{args.dataset}.db")
+        if args.dataset == "store":
+            result: Any = run_throughput(target, Path(path), args.clients or [1, 4, 8], adds=args.sessions or 10,
+                                         searches=args.searches, cache=args.cache, tag=f"tp{int(time.time())}")
+            table = throughput_markdown({label: result})
+        else:
+            from memgas.core.paths import default_cache_path
+            from memgas.embed.cache import EmbeddingCache
+            from memgas.embed.factory import get_embedder
+
+            embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
+            result = run_scale(target, Path(path), args.users or [100, 1000, 10000], embedder,
+                               per_user=args.sessions or 20)
+            table = scale_markdown({label: result})
+    command = command_line(f"memgas bench {args.dataset}")
+    cache_note = ("a pre-warmed embedding cache shared by the clients" if args.cache is not None
+                  else "a fresh embedding cache per client (every add runs the model)")
+    text = f"Command: `{command}`\n\nStore: {label}" + (f"; {cache_note}" if args.dataset == "store" else "") + \
+        f"; {os.cpu_count()} CPU cores.\n\n{table}"
+    _write_results(out, args.dataset, command, text, {"store": label, "runs": result})
+    print(text)
+    print(f"wrote {out / 'results.json'}, {out / 'report.md'}")
+    return 0
+
+
+def _cmd_multilingual(args: argparse.Namespace) -> int:
+    """``bench multilingual``: the shipped multilingual sample (see :mod:`memgas.bench.multilingual`)."""
+    from memgas.bench.multilingual import multilingual_markdown, run_multilingual
+    from memgas.bench.report import command_line
+    from memgas.embed.factory import get_embedder
+
+    methods = "memgas,bm25,dense-turn" if args.method == DEFAULT_METHODS else args.method
+    embedders = [get_embedder(spec.strip()) for spec in (args.embedder or "default,e5").split(",")]
+    table = multilingual_markdown(run_multilingual(embedders, [m.strip() for m in methods.split(",")], args.data))
+    out = args.out or Path("bench-out") / "multilingual"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.md").write_text(f"# memgas bench: multilingual\n\nCommand: `{command_line()}`\n\n{table}\n",
+                                   encoding="utf-8")
+    print(table)
+    return 0
+
+
+def _cmd_http(args: argparse.Namespace) -> int:
+    """``bench http``: on ``--backend``, ``--pg-temp`` or a fresh SQLite file in ``--out``."""
+    from memgas.bench.report import command_line
+    from memgas.bench.serving import DEFAULT_CLIENTS, DEFAULT_REQUESTS, DEFAULT_SESSIONS, http_markdown, run_http
+
+    path = _longmemeval_data(args)
+    out = args.out or Path("bench-out") / "http"
+    out.mkdir(parents=True, exist_ok=True)
+    with _backend(args, "memgas_bench_http") as backend:
+        target, label = _target(backend, out / "http.db")
+        result = run_http(target, Path(path), args.clients or DEFAULT_CLIENTS,
+                          sessions=DEFAULT_SESSIONS if args.sessions is None else args.sessions,
+                          requests=DEFAULT_REQUESTS if args.requests is None else args.requests,
+                          log=out / "server.log", progress=not args.no_progress)
+    command = command_line("memgas bench http")
+    server, config = result["server"], result["config"]
+    text = (f"Command: `{command}`\n\nStore: {label}; {os.cpu_count()} CPU cores; server: `{' '.join(server['argv'])}` "
+            f"({server['workers']} worker, {server['auth']}, no rate limit, embedding cache {server['embedding_cache']}); "
+            f"clients: {server['clients']}; the searched user holds {config['sessions']} sessions; per client: "
+            f"{config['searches_per_client']} searches (k = {config['k']}), then {config['adds_per_client']} add(s) "
+            f"to a user of its own.\n\n{http_markdown(result)}")
+    _write_results(out, "http", command, text, {"store": label, "cpu_cores": os.cpu_count(), **result})
+    print((out / "results.json").read_text(encoding="utf-8") if args.json else text)
+    if not args.json:
+        print(f"wrote {out / 'results.json'}, {out / 'report.md'}, {out / 'server.log'}")
+    return 0
+
+
+def _cmd_bot(args: argparse.Namespace) -> int:
+    """``bench bot``: Buffer of Thoughts on generated task families (see :mod:`memgas.bench.thoughts`)."""
+    from memgas.bench.qa import llm_from_args
+    from memgas.bench.report import command_line
+    from memgas.bench.thoughts import DEFAULT_FAMILIES, bot_markdown, run_bot
+
+    families = [f.strip() for f in args.families.split(",") if f.strip()] if args.families else list(DEFAULT_FAMILIES)
+    if args.train_per_family < 0 or args.test_per_family < 1:
+        raise InvalidInputError("--train-per-family must be at least 0 and --test-per-family at least 1")
+    result = run_bot(llm_from_args(args), args.embedder, families=families, train=args.train_per_family,
+                     test=args.test_per_family, seed=args.bot_seed, progress=not args.no_progress)
+    out = args.out or Path("bench-out") / "bot"
+    out.mkdir(parents=True, exist_ok=True)
+    command = command_line("memgas bench bot")
+    text = f"Command: `{command}`\n\n{bot_markdown(result)}"
+    _write_results(out, "bot", command, text, result)
+    print(text)
+    print(f"wrote {out / 'results.json'}, {out / 'report.md'}")
+    return 0
+
+
+def _cmd_principles(args: argparse.Namespace) -> int:
+    """``bench principles``: PRINCIPLES on the shipped scenario set (see :mod:`memgas.bench.principles`)."""
+    from memgas.bench.principles import principles_markdown, run_principles
+    from memgas.bench.qa import llm_from_args
+    from memgas.bench.report import command_line
+    from memgas.core.paths import default_cache_path
+    from memgas.embed.cache import EmbeddingCache
+    from memgas.embed.factory import get_embedder
+
+    if args.dialogues < 1 or args.heldout < 1:
+        raise InvalidInputError("--dialogues and --heldout must be positive")
+    out = args.out or Path("bench-out") / "principles"
+    out.mkdir(parents=True, exist_ok=True)
+    embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
+    result = run_principles(llm_from_args(args), embedder, out / "principles.db", dialogues=args.dialogues,
+                            heldout=args.heldout, progress=not args.no_progress)
+    command = command_line("memgas bench principles")
+    text = f"Command: `{command}`\n\n{principles_markdown(result)}"
+    _write_results(out, "principles", command, text, result)
+    print(text)
+    print(f"wrote {out / 'results.json'}, {out / 'report.md'}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Run the benchmark, write results.json, report.md and recall_at_k.png, print the table."""
+    from memgas.bench.qa import cmd_qa, llm_from_args
+    from memgas.bench.report import command_line, markdown_table, write_outputs
+    from memgas.bench.runner import DEFAULT_DATA, DEFAULT_KS, run_locomo, run_longmemeval
+    from memgas.core.paths import default_cache_path
+    from memgas.embed.cache import EmbeddingCache
+    from memgas.embed.factory import get_embedder
+    from memgas.methods import METHODS, NEEDS_LLM, QA_ONLY
+
+    if args.limit is not None and args.limit < 1:
+        raise InvalidInputError("--limit must be a positive integer")
+    if args.dataset == "cost":
+        return _cmd_cost(args)
+    if args.dataset == "live":
+        return _cmd_live(args)
+    if args.dataset in ("store", "scale"):
+        return _cmd_store(args)
+    if args.dataset == "http":
+        return _cmd_http(args)
+    if args.dataset == "multilingual":
+        return _cmd_multilingual(args)
+    if args.dataset == "bot":
+        return _cmd_bot(args)
+    if args.dataset == "principles":
+        return _cmd_principles(args)
+    if args.dataset == "kg":
+        return _cmd_kg(args, get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path())))
+    methods = [m.strip() for m in args.method.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise InvalidInputError(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
+    qa_only = [m for m in methods if m in QA_ONLY]
+    if qa_only and not args.qa:  # refused before any data is read: they have no ranking to score
+        raise InvalidInputError(f"{', '.join(qa_only)}: QA only, retrieval metrics are undefined; use --qa "
+                                f"--qa-systems {','.join(qa_only)}")
+    path = args.data or DEFAULT_DATA[args.dataset]
+    if not Path(path).is_file():
+        raise InvalidInputError(f"{args.dataset} data not found at {Path(path).resolve()}; pass --data PATH")
+    embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
+    if args.qa:
+        return cmd_qa(args, Path(path), embedder)
+    run = run_longmemeval if args.dataset == "longmemeval" else run_locomo
+    ks = args.k or (list(DEFAULT_KS) if args.dataset == "longmemeval" else [1, 3, 5, 10])
+    # e.g. zep: the same --llm as the QA benchmark, responses cached
+    llm = llm_from_args(args) if NEEDS_LLM & set(methods) else None
+    extra = {"max_sessions": args.max_sessions} if args.dataset == "locomo" else {}
+    if args.max_sessions is not None and args.dataset != "locomo":
+        raise InvalidInputError("--max-sessions applies to locomo only")
+    with _backend(args) as backend:
+        reranker = None
+        if args.rerank:
+            from memgas.core.paths import default_llm_cache_path
+            from memgas.methods.rerank import rerank_stage
+
+            cache = None if args.no_llm_cache else args.llm_cache or default_llm_cache_path()
+            reranker = rerank_stage(args.rerank, llm_cache=cache)
+        result = run(Path(path), methods, embedder, limit=args.limit, ks=ks, progress=not args.no_progress,
+                     store_dir=args.stores, overrides=_overrides(args.set), llm=llm, backend=backend,
+                     reranker=reranker, **extra)
+    out = args.out or Path("bench-out") / args.dataset
+    paths = write_outputs(result, out, command_line())
+    print(markdown_table(result))
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0

@@ -1,0 +1,436 @@
+"""The ``memgas`` command: demo, add, search, list, get, delete, stats, facts, export, import, migrate, serve,
+keys, mcp, bench.
+
+Every error ends the command with one line on stderr, ``memgas: error: ...``, and exit status 2 for bad
+input (a bad option, file, id or timestamp, an unknown user or session, a missing store) or 1 for other
+failures (an LLM that cannot be reached, a store of another embedder, a locked or unwritable file, a
+PostgreSQL server lost mid-command); only a bug prints a traceback. When the reader of stdout goes away
+(``memgas stats | head -1``) the command stops quietly with status 141, as a program killed by SIGPIPE does.
+JSON output is UTF-8 and keeps non-ASCII text.
+
+Only ``add``, ``import`` and ``demo`` create a store; the other commands refuse a ``--db`` file that does not exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, Sequence
+
+from memgas.cli.bench import add_bench_parser  # noqa: E402
+from memgas.cli.principles import add_parsers as add_principles_parsers  # noqa: E402
+from memgas.cli.service import add_service_parsers  # noqa: E402
+from memgas.cli.templates import add_parsers as add_templates_parsers  # noqa: E402
+from memgas.core.errors import InvalidInputError, MemgasError, NotFoundError  # noqa: E402
+
+if TYPE_CHECKING:
+    from memgas.memory import Memory
+from memgas.cli.common import DEFAULT_DB, print_json, require_store, store_file, undo_created
+
+__all__ = ["main", "build_parser"]
+
+# onnxruntime/OpenMP threads must not busy-wait on small machines; set before any runtime loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+#: The exit status of a command whose stdout was closed early: 128 + SIGPIPE, as a shell reports it.
+EXIT_BROKEN_PIPE = 141
+
+
+def _demo_data() -> dict[str, Any]:
+    return json.loads(resources.files("memgas").joinpath("data/demo_conversation.json").read_text("utf-8"))
+
+
+def _print_hits(hits: list[Any], *, explain: bool = False, width: int = 110) -> None:
+    """Print hits as text; ``explain`` adds the router's granularity weights and each hit's seed score."""
+    if not hits:
+        print("  (no hits)")
+        return
+    weights = hits[0].weights
+    if explain and weights:
+        print("  router weights: " + "  ".join(f"{g}={w:.2f}" for g, w in weights.items()))
+    for rank, h in enumerate(hits, 1):
+        when = h.timestamp.date().isoformat() if h.timestamp else "undated"
+        seed = f"  seed={h.seed_score:.4f}" if explain else ""
+        assoc = "  [via association]" if h.via_association else ""
+        print(f"  {rank}. {h.session_id}  ({when})  relevance={h.relevance:.2f}  score={h.score:.4f}{seed}{assoc}")
+        for t in h.turns[:2]:
+            line = " ".join(t.text.split())
+            print(f"       turn {t.index}: {line[:width]}{'…' if len(line) > width else ''}")
+
+
+def _memory(args: argparse.Namespace, *, create: bool = False) -> Memory:
+    """The ``Memory`` of ``--db``; unless ``create``, a store file that does not exist is an error (nothing
+    is created, not even its directory)."""
+    from memgas.memory import Memory
+
+    if not create:
+        require_store(args.db)
+    return Memory(args.db, method=getattr(args, "method", "memgas"), llm=getattr(args, "llm", None))
+
+
+def _require_user(mem: Memory, user_id: str) -> None:
+    """Raise the unknown-user error every command gives (``Memory.list`` checks the user)."""
+    mem.list(user_id=user_id)
+
+
+def _is_demo_store(db: str, data: dict[str, Any]) -> bool:
+    """Whether ``db`` is a memgas store holding nothing but (part of) the demo conversation."""
+    from memgas.store import open_store
+
+    try:
+        store = open_store(db)
+    except InvalidInputError:  # not a memgas store: someone else's file
+        return False
+    with store:
+        users = store.list_users()
+        demo_sessions = {s["session_id"] for s in data["sessions"]}
+        return not users or (users == [data["user_id"]]
+                             and {i.session_id for i in store.list_sessions(users[0])} <= demo_sessions)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Ingest the shipped demo conversation into a fresh store and run its queries."""
+    from memgas.memory import Memory
+
+    data = _demo_data()
+    user = data["user_id"]
+    db = args.db
+    path = store_file(db)
+    if path is not None and path.is_dir():
+        raise InvalidInputError(f"--db {db} is a directory")
+    if path is not None and path.exists():
+        if not args.force and not _is_demo_store(db, data):
+            raise InvalidInputError(f"{db} exists and is not a memgas demo store: pass --force to replace it, "
+                                    "or choose another --db")
+        for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            file.unlink(missing_ok=True)
+    print(f"memgas demo: {len(data['sessions'])} sessions of user {user!r} → {db}")
+    with Memory(db, method=args.method) as mem:
+        t0 = time.perf_counter()
+        for s in data["sessions"]:
+            r = mem.add(s["messages"], user_id=user, session_id=s["session_id"], timestamp=s["timestamp"])
+            print(f"  added {r['session_id']:<28} {r['units']:>3} units {r['edges']:>4} edges  {r['seconds']:.2f}s")
+        print(f"ingested in {time.perf_counter() - t0:.2f}s\n")
+        found = 0
+        for q in data["queries"]:
+            hits = mem.search(q["query"], user_id=user, k=args.k)
+            ok = any(h.session_id in q["expected_sessions"] for h in hits)
+            found += ok
+            print(f"Q: {q['query']}   [{'found' if ok else 'missed'}: expected {', '.join(q['expected_sessions'])}]")
+            _print_hits(hits, explain=True)
+            print()
+        stats = mem.stats(user)
+    print(f"{found}/{len(data['queries'])} queries found an expected session in the top {args.k}.")
+    print(f"store: {stats['sessions']} sessions, {stats['units']} units, {stats['edges']} edges")
+    return 0
+
+
+def _read_json(file: str) -> Any:
+    """The parsed content of a JSON file; any reason it cannot be read is an :class:`InvalidInputError`."""
+    try:
+        return json.loads(Path(file).read_text("utf-8"))
+    except FileNotFoundError:
+        raise InvalidInputError(f"no such file: {file}") from None
+    except OSError as e:  # a directory, no permission, ...
+        raise InvalidInputError(f"cannot read {file}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise InvalidInputError(f"{file} is not UTF-8 text: {e.reason} at byte {e.start}") from None
+    except json.JSONDecodeError as e:
+        raise InvalidInputError(f"{file} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise InvalidInputError(f"{file} is nested too deeply to read") from None
+
+
+def _file_sessions(data: Any, args: argparse.Namespace) -> list[Any]:
+    """The sessions of an ``add`` file: ``{"sessions": [...]}``, a list of session objects, or one session (an
+    object with ``messages``, or a bare list of messages). ``--session``/``--timestamp`` name a single
+    session's id and time; they may not contradict the file, nor apply to a file of several sessions."""
+    if isinstance(data, dict) and "sessions" in data:
+        sessions = data["sessions"]
+        if not isinstance(sessions, list):
+            raise InvalidInputError(f"{args.file}: 'sessions' must be a list of session objects")
+    elif isinstance(data, list) and data and isinstance(data[0], dict) and "messages" in data[0]:
+        sessions = data
+    else:
+        sessions = [data if isinstance(data, dict) else {"messages": data}]
+    if not sessions:
+        raise InvalidInputError(f"{args.file} holds no sessions")
+    given = {"session_id": args.session, "timestamp": args.timestamp}
+    given = {key: value for key, value in given.items() if value is not None}
+    if given and len(sessions) > 1:
+        raise InvalidInputError(f"--session and --timestamp name one session, and {args.file} holds {len(sessions)}; "
+                                "put each session's id and timestamp in the file")
+    if given and isinstance(sessions[0], dict):
+        for key, value in given.items():
+            if sessions[0].get(key) not in (None, value):
+                raise InvalidInputError(f"{key} {value!r} from the command line contradicts the file's "
+                                        f"{sessions[0][key]!r}")
+        sessions = [{**sessions[0], **given}]
+    return sessions
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    """Add the sessions of a JSON file, all in one transaction (or none of them)."""
+    sessions = _file_sessions(_read_json(args.file), args)
+    with undo_created(args.db), _memory(args, create=True) as mem:
+        results = mem.add_many(sessions, user_id=args.user, skip_existing=args.skip_existing)
+    for r in results:
+        print_json(r, indent=None)
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    """Search the user's memory and print the hits (or JSON with --json)."""
+    with _memory(args) as mem:
+        hits = mem.search(args.query, user_id=args.user, k=args.k, min_score=args.min_score)
+    if args.json:
+        print_json([h.to_dict() for h in hits])
+    else:
+        _print_hits(hits, explain=args.explain)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """List users, or one user's sessions."""
+    with _memory(args) as mem:
+        print_json(mem.list(user_id=args.user))
+    return 0
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    """Print one stored session as JSON."""
+    with _memory(args) as mem:
+        _require_user(mem, args.user)
+        print_json(mem.get(args.session_id, user_id=args.user))
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    """Delete a session, or (with --all) all of a user's memory."""
+    if (args.session_id is None) == (not args.all):
+        raise InvalidInputError("name a session id, or pass --all to delete all of the user's memory (not both)")
+    with _memory(args) as mem:
+        _require_user(mem, args.user)
+        print_json(mem.delete(None if args.all else args.session_id, user_id=args.user), indent=None)
+    return 0
+
+
+def cmd_facts(args: argparse.Namespace) -> int:
+    """Print the user's facts from the temporal knowledge graph (valid now, at --as-of, or all with --all)."""
+    with _memory(args) as mem:
+        facts = mem.facts(user_id=args.user, entity=args.entity, as_of=args.as_of, include_invalid=args.all)
+        if args.json:
+            print_json([f.to_dict() for f in facts])
+        for f in [] if args.json else facts:
+            until = f"until {f.invalid_at.date().isoformat()}" if f.invalid_at else "still valid"
+            since = f.valid_at.date().isoformat() if f.valid_at else "undated"
+            sources = ", ".join(f.episodes)
+            print(f"  #{f.id} {f.subject} | {f.relation} | {f.object}   ({since}, {until}; from {sources})")
+        if not facts and not args.json:
+            print("  (no facts)")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Print store statistics."""
+    with _memory(args) as mem:
+        print_json(mem.stats(args.user))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write the store's memory (or one user's) to a JSON Lines dump; the file appears only when complete."""
+    from memgas.dump import export_dump
+    from memgas.store import open_store
+
+    require_store(args.db)
+    out = Path(args.out).expanduser()
+    partial = out.with_name(out.name + ".partial")
+    with open_store(args.db) as store:
+        try:
+            with partial.open("w", encoding="utf-8", newline="\n") as f:
+                counts = export_dump(store, f, user_ids=None if args.user is None else [args.user])
+            os.replace(partial, out)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+    print_json({"out": str(out), **counts}, indent=None)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Import a dump: lossless with the dump's embedder, re-embedded and re-associated with another."""
+    from memgas.dump import import_dump
+
+    with undo_created(args.db), _memory(args, create=True) as mem:
+        result = import_dump(args.file, mem, skip_existing=args.skip_existing)
+    if result["mode"] == "re-derived":
+        print(f"memgas: note: the dump's vectors come from embedder {result['dump_embedder_id']!r} and this store "
+              f"uses {result['embedder_id']!r}: its sessions were re-embedded and re-associated", file=sys.stderr)
+    print_json(result, indent=None)
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """Create or upgrade the store's schema (a SQLite file must exist; a PostgreSQL database may be empty)."""
+    from memgas.store import migrate
+
+    require_store(args.db)
+    found, now = migrate(args.db)
+    print_json({"schema_version_before": found, "schema_version": now}, indent=None)
+    return 0
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, like every other error of the command."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"memgas: error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``memgas`` command."""
+    p = _Parser(prog="memgas", description="Long-term memory for LLM agents (MemGAS), offline.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp: argparse.ArgumentParser, user: bool = True, user_required: bool = False,
+               method: str = "memgas") -> None:
+        sp.add_argument("--db", default=DEFAULT_DB,
+                        help=f"SQLite file or postgresql:// URL (default {DEFAULT_DB}; ':memory:' for none)")
+        sp.add_argument("--method", default=method, help=f"memory method (default {method})")
+        sp.add_argument("--llm", default=None, help="LLM spec: openai:<model>[@<base_url>] or local "
+                                                     "(needed by --method zep; default none)")
+        if user:
+            sp.add_argument("--user", required=user_required, help="user id")
+
+    sp = sub.add_parser("demo", help="ingest the shipped demo conversation and run example queries")
+    sp.add_argument("--db", default="memgas-demo.db", help="SQLite file to (re)create (default memgas-demo.db)")
+    sp.add_argument("--force", action="store_true", help="replace --db even if it is not a demo store")
+    sp.add_argument("--method", default="memgas")
+    sp.add_argument("-k", type=int, default=3)
+    sp.set_defaults(func=cmd_demo)
+
+    sp = sub.add_parser("add", help="add sessions from a JSON file")
+    common(sp, user_required=True)
+    sp.add_argument("file")
+    sp.add_argument("--session", help="session id (for a file holding one session)")
+    sp.add_argument("--timestamp", help="session time, ISO 8601 (for a file holding one session)")
+    sp.add_argument("--skip-existing", action="store_true",
+                    help="skip the file's sessions the user already has (default: refuse the whole file)")
+    sp.set_defaults(func=cmd_add)
+
+    sp = sub.add_parser("search", help="search a user's memory")
+    common(sp, user_required=True)
+    sp.add_argument("query")
+    sp.add_argument("-k", type=int, default=5)
+    sp.add_argument("--json", action="store_true", help="print hits as JSON")
+    sp.add_argument("--min-score", type=float, default=0.0,
+                    help="leave out hits whose relevance (0-1, the query's best cosine with the session) is lower")
+    sp.add_argument("--explain", action="store_true", help="show the router's granularity weights and seed scores")
+    sp.set_defaults(func=cmd_search)
+
+    sp = sub.add_parser("list", help="list users, or a user's sessions")
+    common(sp)
+    sp.set_defaults(func=cmd_list)
+
+    sp = sub.add_parser("get", help="print a stored session")
+    common(sp, user_required=True)
+    sp.add_argument("session_id")
+    sp.set_defaults(func=cmd_get)
+
+    sp = sub.add_parser("delete", help="delete a session or all of a user's memory")
+    common(sp, user_required=True)
+    sp.add_argument("session_id", nargs="?")
+    sp.add_argument("--all", action="store_true")
+    sp.set_defaults(func=cmd_delete)
+
+    sp = sub.add_parser("facts", help="a user's facts from the temporal knowledge graph (method zep, needs --llm)")
+    common(sp, user_required=True, method="zep")
+    sp.add_argument("--entity", help="only the facts of this entity")
+    sp.add_argument("--as-of", help="the facts valid at this time (ISO 8601; default now)")
+    sp.add_argument("--all", action="store_true", help="include invalidated facts (the history)")
+    sp.add_argument("--json", action="store_true", help="print facts as JSON")
+    sp.set_defaults(func=cmd_facts)
+
+    sp = sub.add_parser("stats", help="store statistics")
+    common(sp)
+    sp.set_defaults(func=cmd_stats)
+
+    sp = sub.add_parser("export", help="write memory to a JSON Lines dump (all users, or --user)")
+    sp.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file or postgresql:// URL (default {DEFAULT_DB})")
+    sp.add_argument("--out", required=True, help="the dump file to write")
+    sp.add_argument("--user", help="export only this user (default: every user)")
+    sp.set_defaults(func=cmd_export)
+
+    sp = sub.add_parser("import", help="read a dump made by 'memgas export' into a store")
+    common(sp, user=False)
+    sp.add_argument("file")
+    sp.add_argument("--skip-existing", action="store_true",
+                    help="skip the dump's sessions a user already has (default: refuse the whole dump)")
+    sp.set_defaults(func=cmd_import)
+
+    sp = sub.add_parser("migrate", help="create or upgrade the store's schema (before new workers start)")
+    sp.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file or postgresql:// URL (default {DEFAULT_DB})")
+    sp.set_defaults(func=cmd_migrate)
+
+    add_service_parsers(sub, common)
+    add_templates_parsers(sub, common)  # Buffer of Thoughts
+    add_principles_parsers(sub, common)
+    add_bench_parser(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status (see the module docstring)."""
+    try:
+        status = _run(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return status
+    except BrokenPipeError:
+        # Nothing can be written any more: point stdout at /dev/null so Python's final flush stays quiet.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):  # stdout is not a file descriptor (captured in-process)
+            pass
+        return EXIT_BROKEN_PIPE
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help, or a usage error already printed
+        return e.code if isinstance(e.code, int) else 2
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:  # an OSError, but no error of the command: main() ends quietly
+        raise
+    except (InvalidInputError, NotFoundError) as e:
+        return _error(e, 2)
+    except (MemgasError, OSError, *_backend_errors()) as e:
+        return _error(e, 1)
+
+
+def _backend_errors() -> tuple[type[Exception], ...]:
+    """The database drivers' error classes: SQLite's, and psycopg's once a PostgreSQL store loaded it.
+
+    Called only while an exception propagates, so the command line never imports psycopg itself: an error
+    of psycopg can only come from a process that has imported it.
+    """
+    psycopg = sys.modules.get("psycopg")
+    return (sqlite3.Error,) if psycopg is None else (sqlite3.Error, psycopg.Error)
+
+
+def _error(error: Exception, status: int) -> int:
+    """Print ``error`` as one line on stderr; return ``status``."""
+    print(f"memgas: error: {' '.join(str(error).split())}", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""The service's commands: ``memgas serve``, ``memgas keys create|list|revoke`` and ``memgas mcp``.
+
+They import FastAPI, uvicorn and the MCP SDK only when run, and say which extra to install if missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, Callable
+
+from memgas.cli.common import require_store
+from memgas.core.errors import InvalidInputError, MemgasError
+
+__all__ = ["add_service_parsers"]
+
+
+def _need_extra(module: str) -> None:
+    """Raise a one-line error naming the extra when ``module`` is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise MemgasError(f"this command needs {module}: pip install 'memgas[server]'")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the REST API (and MCP over HTTP at /mcp) until interrupted."""
+    for module in ("fastapi", "uvicorn"):
+        _need_extra(module)
+    from memgas.service.serve import ServeConfig, serve
+
+    config = ServeConfig(db=args.db, method=args.method, llm=args.llm, auth=not args.no_auth,
+                         rate_limit=args.rate_limit, max_body=args.max_body, mcp=not args.no_mcp)
+    serve(config, host=args.host, port=args.port, workers=args.workers, log_level=args.log_level)
+    return 0
+
+
+def _key_view(record: Any) -> dict[str, Any]:
+    return {"key_id": record.key_id, "scope": "admin" if record.tenant is None else f"tenant:{record.tenant}",
+            "users": None if record.users is None else list(record.users), "name": record.name,
+            "created_at": record.created_at.isoformat(),
+            "revoked_at": record.revoked_at.isoformat() if record.revoked_at else None}
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    """Create, list or revoke API keys in the store (only a hash of each key is kept)."""
+    from memgas.service.keys import create_key, revoke_key
+    from memgas.store import open_store
+
+    if args.keys_command != "create":  # only 'create' may make a new store (as 'memgas add' does)
+        require_store(args.db)
+    with open_store(args.db) as store:
+        if args.keys_command == "create":
+            users = None if args.users is None else [u.strip() for u in args.users.split(",") if u.strip()]
+            if args.users is not None and not users:
+                raise InvalidInputError("--users needs at least one user id")
+            key, record = create_key(store, args.scope, users=users, name=args.name)
+            print(json.dumps({"key": key, **_key_view(record),
+                              "note": "the key is shown only now; the store keeps a hash of it"}, indent=2))
+        elif args.keys_command == "list":
+            for record in store.list_api_keys():
+                print(json.dumps(_key_view(record)))
+        else:
+            print(json.dumps(_key_view(revoke_key(store, args.key_id))))
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve the MCP tools over stdio (for an MCP client that starts memgas as a subprocess)."""
+    _need_extra("mcp")
+    from memgas.service.mcp import run_stdio
+
+    run_stdio(args)
+    return 0
+
+
+def add_service_parsers(sub: Any, common: Callable[..., None]) -> None:
+    """Add ``serve``, ``keys`` and ``mcp`` to the ``memgas`` subcommands (``common`` adds --db/--method/--llm)."""
+    sp = sub.add_parser("serve", help="run the REST API and MCP over HTTP (needs memgas[server])")
+    common(sp, user=False)
+    sp.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    sp.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    sp.add_argument("--workers", type=int, default=1, help="worker processes (more than 1 needs PostgreSQL)")
+    sp.add_argument("--no-auth", action="store_true",
+                    help="serve without API keys (loopback only; prints a warning)")
+    sp.add_argument("--rate-limit", type=float, default=None, metavar="N",
+                    help="requests per second allowed per API key (default: no limit)")
+    sp.add_argument("--max-body", type=int, default=None, metavar="BYTES",
+                    help="largest request body (default 8 MiB; larger bodies get 413)")
+    sp.add_argument("--no-mcp", action="store_true", help="do not serve MCP at /mcp")
+    sp.add_argument("--log-level", default="warning", help="uvicorn's log level (default warning)")
+    sp.set_defaults(func=cmd_serve)
+
+    sp = sub.add_parser("keys", help="create, list or revoke the server's API keys")
+    keys = sp.add_subparsers(dest="keys_command", required=True)
+    kp = keys.add_parser("create", help="create a key; it is printed once")
+    common(kp, user=False)
+    kp.add_argument("--scope", required=True, help="admin, or tenant:NAME (that tenant's users only)")
+    kp.add_argument("--users", help="comma-separated user ids: a tenant key limited to these users")
+    kp.add_argument("--name", default="", help="a label for the key")
+    kp.set_defaults(func=cmd_keys)
+    kp = keys.add_parser("list", help="list keys (ids, scopes, revocation; never the keys)")
+    common(kp, user=False)
+    kp.set_defaults(func=cmd_keys)
+    kp = keys.add_parser("revoke", help="revoke a key by its id")
+    common(kp, user=False)
+    kp.add_argument("key_id")
+    kp.set_defaults(func=cmd_keys)
+
+    sp = sub.add_parser("mcp", help="serve the MCP tools over stdio (needs memgas[server])")
+    common(sp, user=False)
+    sp.add_argument("--tenant", help="act as this tenant: its namespaced users only (default: every user)")
+    sp.set_defaults(func=cmd_mcp)

@@ -1,0 +1,235 @@
+"""A user's units as one index (vectors, masks per granularity, rows per session), how it is built from the
+store and extended by what was added since, and the per-user cache that keeps it in step with the store.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Callable, Generic, TypeVar
+
+import numpy as np
+
+from memgas.core.types import GRANULARITIES, Session
+from memgas.store import Store, UnitTable
+
+__all__ = [
+    "IndexCache", "UserIndex", "RowBuffer", "build_user_index", "extend_user_index", "update_user_index",
+    "turn_docs",
+]
+
+T = TypeVar("T")
+
+
+class RowBuffer:
+    """Float32 rows with spare capacity at the end, so that appending does not copy what is held.
+
+    :meth:`extend` writes past the end of every view handed out so far, so a reader holding an older
+    (shorter) view never sees a change. Thread-safe: extending from a length that is no longer the
+    buffer's end (someone extended it already) copies instead of overwriting.
+    """
+
+    def __init__(self, rows: np.ndarray, capacity: int | None = None) -> None:
+        n, dim = rows.shape
+        self._data = np.empty((max(capacity or 0, n), dim), dtype=np.float32)
+        self._data[:n] = rows
+        self._n = n
+        self._lock = threading.Lock()
+
+    def view(self, n: int | None = None) -> np.ndarray:
+        """The first ``n`` rows (default: all), read-only."""
+        out = self._data[: self._n if n is None else n]
+        out.flags.writeable = False
+        return out
+
+    def extend(self, n: int, more: np.ndarray) -> "RowBuffer":
+        """A buffer holding the first ``n`` rows of this one, then ``more``: this one when its end is at
+        ``n`` and ``more`` fits, else a new one with room to double."""
+        with self._lock:
+            m = more.shape[0]
+            if n == self._n and n + m <= self._data.shape[0]:
+                self._data[n:n + m] = more
+                self._n = n + m
+                return self
+        return RowBuffer(np.concatenate([self._data[:n], more]), capacity=2 * (n + m))
+
+
+@dataclass(slots=True)
+class UserIndex:
+    """A user's units with the lookups every method needs: unit row → session, rows per granularity.
+
+    ``rows`` holds ``table.vectors`` with room to grow (see :func:`extend_user_index`).
+    """
+
+    table: UnitTable
+    session_of: np.ndarray  # unit row → position in ``sessions``
+    sessions: tuple[str, ...]
+    timestamps: dict[str, datetime | None]
+    masks: dict[str, np.ndarray]  # granularity → row indexes
+    rows: RowBuffer | None = None
+
+
+def _with_rows(table: UnitTable, rows: RowBuffer) -> UnitTable:
+    """``table`` with its vectors read from ``rows`` (same values, a buffer that can grow)."""
+    return UnitTable(table.ids, table.session_ids, table.granularity, table.turn_start, table.turn_end,
+                     table.chunk, table.texts, rows.view(len(table)))
+
+
+def build_user_index(store: Store, user_id: str) -> UserIndex:
+    """Load a user's units from ``store`` and derive the row lookups (call inside ``store.reading()``)."""
+    table = store.load_units(user_id)
+    # The vectors are copied once into a growable buffer, so that extending the index later need not
+    # copy them again, and a fresh build and an extended one hold their rows alike (same BLAS results).
+    rows = RowBuffer(table.vectors, capacity=len(table) + len(table) // 4 + 16)
+    table = _with_rows(table, rows)
+    pos: dict[str, int] = {}
+    session_of = np.fromiter((pos.setdefault(s, len(pos)) for s in table.session_ids), np.int64, len(table))
+    timestamps = {i.session_id: i.timestamp for i in store.list_sessions(user_id)} if len(table) else {}
+    masks = {g: np.flatnonzero(table.mask(g)) for g in GRANULARITIES}
+    return UserIndex(table, session_of, tuple(pos), timestamps, masks, rows)
+
+
+def extend_user_index(store: Store, user_id: str, index: UserIndex) -> tuple[UserIndex, dict[str, Session]] | None:
+    """``index`` brought up to the store's state by reading only the units added since it was built.
+
+    Returns the new index and the stored sessions that the added units belong to (read for their
+    timestamps; callers reuse their turns), or ``None`` when some of the held units were deleted
+    (then the caller rebuilds). Call inside ``store.reading()``. ``index`` itself is not changed.
+    """
+    old = index.table
+    if len(old) == 0:
+        return None
+    kept, added = store.load_units_after(user_id, int(old.ids[-1]))
+    if kept != len(old):
+        return None
+    if len(added) == 0:
+        return index, {}
+    n = len(old)
+    rows = (index.rows or RowBuffer(old.vectors)).extend(n, added.vectors)
+    # Extending the columns without their vectors: the buffer already holds every row, uncopied.
+    none = old.vectors[:0]
+    table = _with_rows(replace(old, vectors=none).extended(replace(added, vectors=none)), rows)
+    new_sessions = dict.fromkeys(added.session_ids)
+    sessions = {sid: store.get_session(user_id, sid) for sid in new_sessions}
+    pos = {sid: i for i, sid in enumerate(index.sessions)}
+    for sid in new_sessions:
+        pos.setdefault(sid, len(pos))
+    session_of = np.concatenate([index.session_of, np.fromiter(map(pos.__getitem__, added.session_ids), np.int64,
+                                                               len(added))])
+    timestamps = {**index.timestamps, **{sid: s.timestamp for sid, s in sessions.items()}}
+    masks = {g: np.concatenate([index.masks[g], n + np.flatnonzero(added.mask(g))]) for g in GRANULARITIES}
+    return UserIndex(table, session_of, tuple(pos), timestamps, masks, rows), sessions
+
+
+def update_user_index(store: Store, user_id: str, index: UserIndex) -> UserIndex | None:
+    """``index`` extended by what was added since (:func:`extend_user_index`); ``None`` after a delete."""
+    extended = extend_user_index(store, user_id, index)
+    return None if extended is None else extended[0]
+
+
+class IndexCache(Generic[T]):
+    """Per-store, per-user search indexes, invalidated by the store's version counter.
+
+    Rebuilding an index (vectors matrix, graph, BM25) costs far more than a query; a store's
+    ``version(user_id)`` changes on every write, so a cached index is reused exactly while it is valid.
+    Everything an index is built from is read inside one ``store.reading()`` block together with the
+    version it is filed under, so an index never mixes two states of the store, whatever other threads
+    and processes write meanwhile. The key is ``(version, store.generation)``: a write that rolled back
+    may have shown uncommitted rows and its version number may be drawn again, so after a rollback an
+    index is rebuilt, never updated from what it held.
+
+    With ``update``, an index that went stale is brought up to date from its previous value (e.g. by
+    reading only what was added) instead of being rebuilt; ``update`` must leave that value usable by
+    readers still holding it, and returns ``None`` when it cannot (e.g. after a delete): then the
+    index is built whole. One thread at a time builds or updates a given user's index (others
+    wait for it rather than repeat the work). Stores are held weakly (a closed, dropped store takes
+    its indexes with it); at most ``max_users`` users are kept per store, least recently used first out.
+    """
+
+    def __init__(self, build: Callable[[Store, str], T], max_users: int = 8,
+                 update: Callable[[Store, str, T], T | None] | None = None) -> None:
+        self._build = build
+        self._update = update
+        self._max = max_users
+        self._stores: weakref.WeakKeyDictionary[Store, OrderedDict[str, tuple[tuple[int, int], T]]] = (
+            weakref.WeakKeyDictionary())
+        self._builders: weakref.WeakKeyDictionary[Store, dict[str, threading.Lock]] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+        #: How many full builds and incremental updates this cache ran (for tests and benchmarks).
+        self.builds = 0
+        self.updates = 0
+
+    def _cached(self, store: Store, user_id: str, key: tuple[int, int]) -> tuple[tuple[int, int], T] | None:
+        with self._lock:
+            items = self._stores.setdefault(store, OrderedDict())
+            hit = items.get(user_id)
+            if hit is not None and hit[0] == key:
+                items.move_to_end(user_id)
+            return hit
+
+    def refresh(self, store: Store, user_id: str) -> None:
+        """Bring the cached index of ``user_id`` up to date now (right after a write), so the next search
+        finds it ready; nothing when none is cached or this cache cannot update (a rebuild waits for a
+        search that needs it)."""
+        if self._update is not None:
+            with self._lock:
+                cached = user_id in self._stores.get(store, {})
+            if cached:
+                self.get(store, user_id)
+
+    def get(self, store: Store, user_id: str) -> T:
+        """The index of ``user_id`` in ``store`` as of now, updated or rebuilt if the store changed."""
+        # Store first, then this cache's locks, in every thread (a writer holding the store may call here).
+        with store.reading():
+            key = (store.version(user_id), store.generation)
+            hit = self._cached(store, user_id, key)
+            if hit is not None and hit[0] == key:
+                return hit[1]
+            with self._lock:
+                builder = self._builders.setdefault(store, {}).setdefault(user_id, threading.Lock())
+            with builder:
+                hit = self._cached(store, user_id, key)  # another thread may have built it meanwhile
+                if hit is not None and hit[0] == key:
+                    return hit[1]
+                updated = None
+                if hit is not None and self._update is not None and hit[0][1] == key[1]:
+                    updated = self._update(store, user_id, hit[1])
+                if updated is not None:
+                    index = updated
+                    self.updates += 1
+                else:
+                    index = self._build(store, user_id)
+                    self.builds += 1
+                with self._lock:
+                    items = self._stores.setdefault(store, OrderedDict())
+                    items[user_id] = (key, index)
+                    items.move_to_end(user_id)
+                    while len(items) > self._max:
+                        items.popitem(last=False)
+        return index
+
+
+def turn_docs(store: Store, user_id: str, side: str) -> UserIndex:
+    """One row per stored turn, its text the turn's user side (``side="user"``) or the whole turn."""
+    session_ids: list[str] = []
+    starts: list[int] = []
+    texts: list[str] = []
+    timestamps = {}
+    for info in store.list_sessions(user_id):
+        timestamps[info.session_id] = info.timestamp
+        for turn in store.get_session(user_id, info.session_id).turns:
+            session_ids.append(info.session_id)
+            starts.append(turn.index)
+            texts.append((turn.user_text if side == "user" else "") or turn.text)
+    n = len(texts)
+    i32 = np.asarray(starts, dtype=np.int32)
+    table = UnitTable(
+        np.arange(n, dtype=np.int64), tuple(session_ids), np.ones(n, dtype=np.int8), i32, i32 + 1,
+        np.zeros(n, dtype=np.int32), tuple(texts), np.zeros((n, 0), dtype=np.float32),
+    )
+    pos: dict[str, int] = {}
+    session_of = np.fromiter((pos.setdefault(s, len(pos)) for s in session_ids), np.int64, n)
+    return UserIndex(table, session_of, tuple(pos), timestamps, {"turn": np.arange(n)})

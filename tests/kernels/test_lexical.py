@@ -1,0 +1,162 @@
+"""BM25 tokens and scores on a small corpus."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memgas.kernels.lexical import LexicalIndex, tokenize
+
+TEXTS = [
+    "My SUMIFS formula in Google Sheets keeps returning zero!",
+    "I'm vegetarian and I can't stand cilantro; lentil curry is my go-to.",
+    "Biscuit (my corgi) is 4 pounds overweight — the vet said 3.5 km walks.",
+    "Café crème at 7:30am, naïve résumé, ÆSIR 2023-05-20, e-mail: a_b@c.de",
+    "",
+    "a I x 1 2",  # single characters and stop words only
+    "Running runners ran; studies studying studied.",
+]
+
+
+def test_tokens_by_hand() -> None:
+    assert tokenize(["The runners were running"]) == [["runner", "were", "run"]]  # "were" is not a stop word here
+    expected = [["my", "sumif", "formula", "keep", "return", "zero"]]
+    assert tokenize(["My SUMIFS formula keeps returning zero!"]) == expected
+    assert tokenize(["", "a I x 1 2"]) == [[], []]  # single characters and stop words go
+
+
+#: Texts where a batch tokenizer could go wrong: the batch separator's own word, case-sensitive lower-casing
+#: (final sigma, dotted İ, the Kelvin sign), underscores and digits (word characters), upper-case stop words,
+#: words that share a stem, non-Latin scripts and text with no words at all.
+TRICKY = ["DOC doc \x00DOC\x00 Doc", "ΟΔΥΣΣΕΥΣ ΣΑΣ σοφοσ", "İstanbul KELVIN 5\u212a", "snake_case __x__ a_ 42 4",
+          "THE Of AND the-end", "connect connected connecting connection", "", " \n\t ",
+          "don't won't it's", "ﬁnance Straße STRASSE", "x"]
+
+
+def test_tokens_equal_bm25s_in_any_batch() -> None:
+    import bm25s
+    import Stemmer
+
+    texts = TRICKY + TEXTS
+    expected = bm25s.tokenize(texts, stopwords="en", stemmer=Stemmer.Stemmer("english"), return_ids=False,
+                              show_progress=False)
+    assert tokenize(texts) == expected
+    assert [tokenize([t])[0] for t in texts] == expected  # a batch of one: no separator involved
+    assert tokenize(texts[::-1]) == expected[::-1] and tokenize([]) == []
+    # CJK text (bigrams, where bm25s keeps whole runs) in the batch changes no other text's tokens.
+    assert tokenize([*texts, "東京で 寿司 食べた"]) == [*expected, ["東京", "京で", "寿司", "食べ", "べた"]]
+
+
+def _postings(index: LexicalIndex) -> dict[str, tuple[list[int], list[float]]]:
+    """Each term's documents and frequencies in them, keyed by the term (ids depend on arrival order)."""
+    return {term: (np.concatenate(index._docs[t]).tolist(), np.concatenate(index._tfs[t]).tolist())
+            for term, t in index._vocab.items()}
+
+
+def test_an_index_grown_in_batches_equals_one_built_at_once() -> None:
+    corpus = TRICKY + _corpus()
+    whole = LexicalIndex(corpus)
+    grown = LexicalIndex()
+    grown.add([])
+    for start, end in [(0, 1), (1, 2), (2, 7), (7, 9), (9, 11), (11, 12), (12, 60), (60, 61), (61, len(corpus))]:
+        grown.add(corpus[start:end])  # (7, 9) and (11, 12): batches without a single token
+    assert len(grown) == len(whole) == len(corpus)
+    assert _postings(grown) == _postings(whole) and len(_postings(whole)) > 30
+    lengths = [float(len(t)) for t in tokenize(corpus)]
+    assert np.concatenate(grown._lengths).tolist() == np.concatenate(whole._lengths).tolist() == lengths
+
+
+def test_index_scores_rare_names_highest() -> None:
+    index = LexicalIndex(TEXTS)
+    scores = index.scores("What did the vet say about Biscuit?")
+    assert scores.shape == (len(TEXTS),) and int(np.argmax(scores)) == 2
+    assert not index.scores("the and of").any()  # stop words only: nothing scores
+    assert LexicalIndex([]).scores("anything").shape == (0,)
+
+
+def _corpus() -> list[str]:
+    """A fixed corpus with varied document frequencies and lengths (and the hand-written texts above)."""
+    rng = np.random.default_rng(11)
+    words = ["trail", "hike", "mountain", "curry", "lentil", "vet", "corgi", "formula", "sheet", "zero", "rent",
+             "flight", "lisbon", "cello", "wedding", "porto", "kibble", "walk", "dinner", "falls"]
+    p = 1.0 / np.arange(1, len(words) + 1)  # Zipf-like: some words in most documents, some in few
+    docs = [" ".join(rng.choice(words, size=rng.integers(0, 25), p=p / p.sum())) for _ in range(300)]
+    return TEXTS + docs
+
+
+QUERIES = ["What did the vet say about Biscuit?", "trail hike mountain", "corgi corgi kibble", "lentil curry dinner",
+           "porto wedding flight to lisbon", "formula returns zero in the sheet", "unknownword", "cello"]
+
+
+def test_scores_equal_bm25s_built_at_once_and_in_batches() -> None:
+    import bm25s
+
+    corpus = _corpus()
+    reference = bm25s.BM25()  # bm25s's defaults: method="lucene", k1=1.5, b=0.75
+    reference.index(tokenize(corpus), show_progress=False)
+    whole = LexicalIndex(corpus)
+    grown = LexicalIndex(corpus[:5])
+    for start, end in [(5, 6), (6, 90), (90, 91), (91, 250), (250, len(corpus))]:
+        grown.add(corpus[start:end])
+    assert len(whole) == len(grown) == len(corpus)
+    for q in QUERIES:
+        tokens = tokenize([q])[0]
+        expected = np.asarray(reference.get_scores(tokens), dtype=np.float64) if tokens else np.zeros(len(corpus))
+        np.testing.assert_allclose(whole.scores(q), expected, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(grown.scores(q), whole.scores(q), rtol=1e-12, atol=0)
+
+
+def test_a_snapshot_scores_as_the_index_of_its_documents() -> None:
+    corpus = _corpus()
+    index = LexicalIndex(corpus[:100])
+    index.add(corpus[100:])
+    for q in QUERIES:  # the first 100 documents score as an index of only those (df, N and mean length)
+        np.testing.assert_allclose(index.scores(q, 100), LexicalIndex(corpus[:100]).scores(q), rtol=1e-12)
+
+
+def test_bm25_value_by_hand() -> None:
+    # tokens: [appl, banana], [appl, appl, cherri], [banana]; N = 3, avgdl = 2
+    index = LexicalIndex(["apple banana", "apple apple cherry", "banana"])
+    k1, b = 1.5, 0.75
+
+    def tf_part(tf: float, length: float) -> float:
+        return tf / (tf + k1 * (1 - b + b * length / 2.0))
+
+    idf_apple, idf_cherry = np.log(1 + (3 - 2 + 0.5) / (2 + 0.5)), np.log(1 + (3 - 1 + 0.5) / (1 + 0.5))
+    np.testing.assert_allclose(index.scores("apple"), [idf_apple * tf_part(1, 2), idf_apple * tf_part(2, 3), 0.0])
+    np.testing.assert_allclose(index.scores("cherry apple"),
+                               [idf_apple * tf_part(1, 2), idf_apple * tf_part(2, 3) + idf_cherry * tf_part(1, 3), 0])
+    assert index.scores("cherry")[1] == pytest.approx(np.log(8 / 3) / 3.0625)
+
+
+def test_coverage_is_the_share_of_query_tokens_in_each_document() -> None:
+    index = LexicalIndex(["apple banana", "apple apple cherry", "banana", "kiwi"])
+    np.testing.assert_allclose(index.coverage("apple cherry apple"), [0.5, 1.0, 0.0, 0.0])
+    np.testing.assert_allclose(index.coverage("apple cherry", 1), [0.5])
+    assert not index.coverage("the of").any()
+
+
+def test_cjk_runs_become_character_bigrams() -> None:
+    # Chinese and Japanese have no spaces: without bigrams the whole clause would be one token.
+    assert tokenize(["我喜欢北京烤鸭", "私は東京に行った", "猫", "서울에 갔어요"]) == [
+        ["我喜", "喜欢", "欢北", "北京", "京烤", "烤鸭"],
+        ["私は", "は東", "東京", "京に", "に行", "行っ", "った"],
+        ["猫"],
+        ["서울", "울에", "갔어", "어요"],
+    ]
+
+
+def test_cjk_beside_english_keeps_the_english_tokens() -> None:
+    # The same English words tokenize alike in a batch with CJK text and in one without.
+    english = "Running dogs visited Tokyo twice"
+    mixed = tokenize([english, "東京tower的dogs"])
+    assert mixed[0] == tokenize([english])[0] == ["run", "dog", "visit", "tokyo", "twice"]
+    assert mixed[1] == ["東京", "tower", "的", "dog"]
+
+
+def test_a_chinese_query_finds_the_document_with_its_words() -> None:
+    docs = ["我上周去北京出差了三天", "她的猫叫小白，很喜欢睡觉", "我们周末去上海看展览"]
+    index = LexicalIndex(docs)
+    scores = index.scores("你的猫叫什么名字？")
+    assert int(np.argmax(scores)) == 1 and scores[0] == scores[2] == 0.0
+    assert index.coverage("北京出差")[0] == 1.0

@@ -1,0 +1,113 @@
+"""Incremental search indexes: after random adds and deletes (from this store object, another connection
+or a rolled-back write), the index a cached method extends ranks and scores exactly as a fresh build."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memgas.core.validate import make_session
+from memgas.methods import MemGAS
+from memgas.methods.baselines import DenseMethod
+from memgas.store import open_store
+
+LINES = [
+    "I hiked the Timberline Trail on Mount Hood last weekend.", "The wildflowers near Ramona Falls were amazing.",
+    "I'm vegetarian and I can't stand cilantro.", "Lentil curry is my go-to weeknight dinner.",
+    "My SUMIFS formula in Google Sheets keeps returning zero.", "The date column was stored as text.",
+    "My corgi Biscuit is four pounds overweight.", "The vet suggested less kibble and longer walks.",
+    "We booked a flight to Lisbon for the conference in May.", "My sister's wedding is in Porto next June.",
+    "I started learning the cello; scales are hard.", "My landlord raised the rent by 8 percent.",
+]
+QUERIES = ["What did the vet say about Biscuit?", "which trail did I hike?", "spreadsheet formula returns zero",
+           "what happened last weekend?"]
+WHEN = datetime(2024, 3, 12, 9, 0)
+
+
+def _session(rng: random.Random, sid: str) -> object:
+    msgs = []
+    for line in rng.sample(LINES, rng.randint(1, 3)):
+        msgs += [{"role": "user", "content": line}, {"role": "assistant", "content": f"Noted ({sid})."}]
+    return make_session(msgs, user_id="u", session_id=sid, timestamp=f"2024-03-{rng.randint(1, 14):02d}T10:00:00")
+
+
+def _assert_same_as_fresh(cached: MemGAS, store: object, embedder: object) -> None:
+    """Every query scores every unit as a new MemGAS (that builds its index from scratch) does."""
+    fresh = MemGAS(embedder)
+    for q in QUERIES:
+        a = cached.score(store, "u", q, query_time=WHEN)
+        b = fresh.score(store, "u", q, query_time=WHEN)
+        assert a.index.table.ids.tolist() == b.index.table.ids.tolist()
+        assert a.index.sessions == b.index.sessions and a.index.timestamps == b.index.timestamps
+        np.testing.assert_allclose(a.scores, b.scores, rtol=0, atol=1e-9)
+        assert cached.rank(store, "u", q, query_time=WHEN) == fresh.rank(store, "u", q, query_time=WHEN)
+        hits = [cached.search(store, "u", q, k=3, query_time=WHEN), fresh.search(store, "u", q, k=3, query_time=WHEN)]
+        assert [h.session_id for h in hits[0]] == [h.session_id for h in hits[1]]
+        np.testing.assert_allclose([(h.score, h.relevance) for h in hits[0]],
+                                   [(h.score, h.relevance) for h in hits[1]], rtol=0, atol=1e-9)
+
+
+def test_random_adds_and_deletes_match_a_fresh_build(embedder, tmp_path: Path) -> None:
+    rng = random.Random(7)
+    store = open_store(tmp_path / "mem.db")
+    method = MemGAS(embedder)
+    stored: list[str] = []
+    for step in range(14):
+        builds, updates = method._indexes.builds, method._indexes.updates
+        if len(stored) > 2 and rng.random() < 0.3:
+            victim = stored.pop(rng.randrange(len(stored)))
+            store.delete_session("u", victim)
+            expected = "build"
+        else:
+            stored.append(f"s{step}")
+            method.ingest(store, _session(rng, f"s{step}"))
+            expected = "update" if step else "build"
+        _assert_same_as_fresh(method, store, embedder)
+        # An add extends the cached index (at once, for the next search); a delete (and the first search)
+        # builds it whole.
+        assert (method._indexes.builds - builds, method._indexes.updates - updates) == (
+            (1, 0) if expected == "build" else (0, 1))
+    assert method._indexes.updates >= 6
+
+
+def test_another_connection_is_picked_up_incrementally(embedder, tmp_path: Path) -> None:
+    rng = random.Random(3)
+    path = tmp_path / "mem.db"
+    mine, theirs = open_store(path), open_store(path)
+    method, other = MemGAS(embedder), DenseMethod(embedder, "turn")
+    for i in range(3):
+        method.ingest(mine, _session(rng, f"a{i}"))
+    method.search(mine, "u", QUERIES[0])
+    other.search(mine, "u", QUERIES[0])
+    assert (method._indexes.builds, method._indexes.updates) == (1, 0)
+    MemGAS(embedder).ingest(theirs, _session(rng, "b0"))  # another writer, on its own connection
+    hits = method.search(mine, "u", "Noted (b0).", k=4)
+    assert "b0" in [h.session_id for h in hits]
+    assert (method._indexes.builds, method._indexes.updates) == (1, 1)
+    _assert_same_as_fresh(method, mine, embedder)
+    # The dense baseline extends its unit index the same way.
+    fresh = DenseMethod(embedder, "turn")
+    assert other.rank(mine, "u", QUERIES[1]) == fresh.rank(mine, "u", QUERIES[1])
+    assert (other._indexes.builds, other._indexes.updates) == (1, 1)
+    mine.close()
+    theirs.close()
+
+
+def test_a_rolled_back_write_is_never_served_from_the_cache(embedder, tmp_path: Path) -> None:
+    """Inside a write that rolls back, a search sees (and caches) the uncommitted session; its version
+    number is drawn again by the next write, so only the store's generation tells the two states apart."""
+    rng = random.Random(5)
+    store = open_store(tmp_path / "mem.db")
+    method = MemGAS(embedder)
+    method.ingest(store, _session(rng, "kept"))
+    with pytest.raises(RuntimeError), store.writing("u"):
+        method.ingest(store, _session(rng, "ghost"))
+        assert "ghost" in method.rank(store, "u", QUERIES[0]).sessions
+        raise RuntimeError("roll back")
+    method.ingest(store, _session(rng, "real"))
+    assert sorted(method.rank(store, "u", QUERIES[0]).sessions) == ["kept", "real"]
+    _assert_same_as_fresh(method, store, embedder)

@@ -1,0 +1,102 @@
+"""Turn-level ranking (issue 15): turns by their own evidence inside their session's score."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memgas.core.errors import InvalidInputError
+from memgas.core.validate import make_session
+from memgas.kernels.turnscore import own_turn_scores
+from memgas.methods import MemGAS
+from memgas.methods.ranking import rank_units
+from memgas.store import open_store
+
+
+def _reference(scores, session_of, n_sessions, turn_rows, turn_scores, carrier_rows):
+    """The same rule, one unit at a time."""
+    best = [max((scores[i] for i in range(len(scores)) if session_of[i] == s), default=-np.inf)
+            for s in range(n_sessions)]
+    out = list(scores)
+    for r, t in zip(turn_rows, turn_scores):
+        out[r] = min(t, best[session_of[r]])
+    for r in carrier_rows:
+        out[r] = best[session_of[r]]
+    return np.array(out)
+
+
+def _random_case(rng: np.random.Generator):
+    n_sessions = int(rng.integers(1, 6))
+    session_of = np.concatenate([np.arange(n_sessions), rng.integers(0, n_sessions, int(rng.integers(0, 30)))])
+    n = session_of.size
+    rows = rng.permutation(n)
+    carriers = rows[:n_sessions][np.argsort(session_of[rows[:n_sessions]])]  # not always one per session
+    turns = rows[n_sessions:n_sessions + int(rng.integers(0, n - n_sessions + 1))]
+    return rng.normal(size=n), session_of, n_sessions, turns, rng.normal(size=turns.size) * 2, carriers
+
+
+def test_matches_the_reference_on_random_cases() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        case = _random_case(rng)
+        np.testing.assert_array_equal(own_turn_scores(*case), _reference(*case))
+
+
+def test_sessions_keep_their_score_and_turns_follow_their_own() -> None:
+    # two sessions: session 0 (rows 0-3) is stronger; its turns 1-3 were lifted by PageRank alike
+    session_of = np.array([0, 0, 0, 0, 1, 1, 1])
+    scores = np.array([2.0, 1.9, 1.9, 1.9, 1.5, 1.2, 1.2])
+    turns, carriers = np.array([1, 2, 3, 5, 6]), np.array([0, 4])
+    own = np.array([0.3, 5.0, 0.2, 1.4, 0.1])  # turn 2 outscores its session: capped
+    out = own_turn_scores(scores, session_of, 2, turns, own, carriers)
+    np.testing.assert_allclose(out, [2.0, 0.3, 2.0, 0.2, 1.5, 1.4, 0.1])
+    best = [out[session_of == s].max() for s in (0, 1)]
+    assert best == [2.0, 1.5]  # the session ranking is unchanged
+    turn_order = list(turns[np.argsort(-out[turns], kind="stable")])
+    assert turn_order == [2, 5, 1, 3, 6]  # session 1's best turn now leads session 0's weaker ones
+
+
+def test_a_session_without_carrier_keeps_its_other_units() -> None:
+    out = own_turn_scores(np.array([1.0, 3.0]), np.array([0, 0]), 1, np.array([1]), np.array([0.5]), np.array([], int))
+    np.testing.assert_allclose(out, [1.0, 0.5])
+
+
+@pytest.mark.parametrize("bad", [
+    dict(scores=np.array([1.0, np.nan])),
+    dict(session_of=np.array([0, 2])),
+    dict(turn_scores=np.array([1.0, 2.0])),
+])
+def test_bad_input_is_a_clear_error(bad) -> None:
+    args = dict(scores=np.array([1.0, 2.0]), session_of=np.array([0, 1]), n_sessions=2,
+                turn_rows=np.array([1]), turn_scores=np.array([0.5]), carrier_rows=np.array([0]))
+    with pytest.raises(InvalidInputError):
+        own_turn_scores(**{**args, **bad})
+
+
+def _session(sid: str, lines: list[str]):
+    msgs = []
+    for line in lines:
+        msgs += [{"role": "user", "content": line}, {"role": "assistant", "content": "Noted."}]
+    return make_session(msgs, user_id="u", session_id=sid, timestamp="2024-03-01T10:00:00")
+
+
+def test_memgas_ranks_turns_by_their_seed_within_the_session_ranking(embedder) -> None:
+    store = open_store(None)
+    method = MemGAS(embedder)
+    method.ingest(store, _session("trip", ["We drove to Lake Tahoe in June.", "The cabin had a wood stove.",
+                                           "My sister brought her kayak to Lake Tahoe.", "It rained twice."]))
+    method.ingest(store, _session("work", ["My manager moved the launch to June.", "I kayak on weekends now.",
+                                           "The new office is near the lake."]))
+    q = "who brought a kayak to Lake Tahoe"
+    new = method.score(store, "u", q)
+    old = MemGAS(embedder, turn_seed=False).score(store, "u", q)
+    plain = MemGAS(embedder, session_weight=0.0).score(store, "u", q)  # PageRank alone
+    a, b = rank_units(new.index, new.scores), rank_units(old.index, old.scores)
+    assert a.sessions == b.sessions  # PageRank and session evidence still rank the sessions
+    units, turns = new.index, new.index.masks["turn"]
+    bonus = old.scores - plain.scores / plain.scores.max()
+    session_score = np.full(len(units.sessions), -np.inf)
+    np.maximum.at(session_score, units.session_of, old.scores)
+    expect = np.minimum(new.seed[turns] / new.seed.max() + bonus[turns], session_score[units.session_of[turns]])
+    np.testing.assert_allclose(new.scores[turns], expect)
+    assert a.turns[0] == ("trip", 2)  # the kayak turn, by its own words

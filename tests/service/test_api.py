@@ -1,0 +1,307 @@
+"""The REST service on a real uvicorn server on loopback: security, errors, limits, logs and metrics.
+
+Every endpoint through the Python client is in ``test_client.py``; the MCP tools in ``test_service_mcp.py``;
+the schema against every response in ``test_service_schema.py``; concurrent load in ``test_service_load.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import pytest
+
+from memgas.cli.commands import main
+from memgas.memory import Memory
+from memgas.service.app import create_app
+from support.live_server import LiveServer, make_key, start_server
+
+MSG = [{"role": "user", "content": "I adopted a grey cat named Miso in Lisbon."},
+       {"role": "assistant", "content": "Congratulations on Miso!"}]
+
+#: One request per route with a valid body for user "alice" and session "s1" (the matrix below).
+ROUTES: list[tuple[str, str, dict[str, Any]]] = [
+    ("POST", "/v1/sessions", {"json": {"user_id": "alice", "session_id": "s-new", "messages": MSG}}),
+    ("POST", "/v1/sessions/batch", {"json": {"user_id": "alice", "sessions": [{"session_id": "s-b", "messages": MSG}]}}),
+    ("GET", "/v1/sessions", {"params": {"user_id": "alice"}}),
+    ("GET", "/v1/sessions/s1", {"params": {"user_id": "alice"}}),
+    ("DELETE", "/v1/sessions/s1", {"params": {"user_id": "alice"}}),
+    ("GET", "/v1/users", {}),
+    ("DELETE", "/v1/users/alice", {}),
+    ("GET", "/v1/stats", {"params": {"user_id": "alice"}}),
+    ("POST", "/v1/search", {"json": {"user_id": "alice", "query": "what is my cat called?"}}),
+    ("POST", "/v1/answer", {"json": {"user_id": "alice", "question": "what is my cat called?"}}),
+    ("GET", "/v1/facts", {"params": {"user_id": "alice"}}),
+    ("GET", "/metrics", {}),
+    ("GET", "/v1/templates", {"params": {"agent_id": "solver"}}),
+    ("GET", "/v1/templates/1", {"params": {"agent_id": "solver"}}),
+    ("DELETE", "/v1/templates/1", {"params": {"agent_id": "solver"}}),
+    ("POST", "/v1/templates/match", {"json": {"agent_id": "solver", "description": "a sorting task"}}),
+    ("POST", "/v1/templates/solve", {"json": {"agent_id": "solver", "problem": "Sort: pear apple"}}),
+    ("POST", "/v1/templates/learn", {"json": {"agent_id": "solver", "problem": "Sort: pear apple",
+                                              "solution": "apple pear"}}),
+    ("GET", "/v1/principles", {"params": {"agent_id": "solver"}}),
+    ("POST", "/v1/principles", {"json": {"agent_id": "solver", "situation": "When asked", "action": "answer",
+                                          "avoid": "stalling", "reason": "it helps"}}),
+    ("POST", "/v1/principles/recall", {"json": {"agent_id": "solver", "context": "a question"}}),
+    ("GET", "/v1/principles/1", {"params": {"agent_id": "solver"}}),
+    ("DELETE", "/v1/principles/1", {"params": {"agent_id": "solver"}}),
+]
+#: Routes that answer a tenant without the data 404 (experience scopes start empty), skipped by the isolation test.
+NO_404 = {"/v1/users", "/metrics", "/v1/sessions", "/v1/sessions/batch", "/v1/answer", "/v1/templates",
+          "/v1/templates/match", "/v1/templates/solve", "/v1/templates/learn", "/v1/principles",
+          "/v1/principles/recall"}
+#: Operations anyone may call (besides the schema and its docs pages): liveness and readiness.
+PUBLIC = {("GET", "/healthz"), ("GET", "/readyz")}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    tmp = tmp_path_factory.mktemp("api")
+    db = tmp / "api.db"
+    keys = {"admin": make_key(db), "acme": make_key(db, "tenant:acme"), "beta": make_key(db, "tenant:beta"),
+            "acme_alice": make_key(db, "tenant:acme", users=["alice"]), "revoked": make_key(db, "tenant:acme")}
+    assert main(["keys", "revoke", "--db", str(db), keys["revoked"].split("_")[1]]) == 0
+    srv = start_server(db, "--max-body", "20000", tmp=tmp)
+    srv.keys = keys
+    yield srv
+    srv.stop()
+
+
+def call(server: LiveServer, method: str, path: str, key: str | None = None, **kwargs: Any) -> httpx.Response:
+    headers = kwargs.pop("headers", {})
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
+    return httpx.request(method, server.url + path, headers=headers, timeout=60, **kwargs)
+
+
+def error_of(response: httpx.Response) -> tuple[int, str]:
+    body = response.json()
+    assert set(body) == {"error", "request_id"} and body["request_id"] == response.headers["x-request-id"]
+    assert body["error"]["message"]
+    return response.status_code, body["error"]["code"]
+
+
+def test_the_matrix_covers_every_route_the_app_serves() -> None:
+    with Memory(None) as mem:
+        app = create_app(mem, mcp=False)
+        served = {(m.upper(), path) for path, ops in app.openapi()["paths"].items() for m in ops}
+    named = {(m, p.replace("/s1", "/{session_id}").replace("/alice", "/{user_id}").replace("/1", "/{item_id}"))
+             for m, p, _ in ROUTES}
+    assert served - PUBLIC == named
+
+
+@pytest.mark.parametrize("method,path,kwargs", ROUTES, ids=[f"{m} {p}" for m, p, _ in ROUTES])
+def test_every_route_refuses_a_missing_wrong_or_revoked_key(server: LiveServer, method: str, path: str,
+                                                            kwargs: dict[str, Any]) -> None:
+    wrong = server.keys["admin"][:-2] + ("xx" if not server.keys["admin"].endswith("xx") else "yy")
+    for key in (None, "not-a-key", wrong, server.keys["revoked"]):
+        response = call(server, method, path, key, **kwargs)
+        assert error_of(response) == (401, "unauthorized"), (key, response.text)
+        assert response.headers["www-authenticate"] == "Bearer"
+    response = call(server, method, path, headers={"X-API-Key": wrong}, **kwargs)
+    assert response.status_code == 401
+
+
+def test_tenants_share_user_ids_but_never_see_each_other(server: LiveServer) -> None:
+    acme, beta = server.keys["acme"], server.keys["beta"]
+    for key, text in ((acme, "My cat Miso lives in Lisbon."), (beta, "My dog Rex lives in Oslo.")):
+        r = call(server, "POST", "/v1/sessions", key, json={"user_id": "alice", "session_id": "s1",
+                                                            "messages": [{"role": "user", "content": text}]})
+        assert r.status_code == 201, r.text  # the same ids in two tenants: no conflict
+    got = call(server, "GET", "/v1/sessions/s1", beta, params={"user_id": "alice"}).json()
+    assert got["user_id"] == "alice" and "Rex" in got["messages"][0]["content"]
+    hits = call(server, "POST", "/v1/search", beta, json={"user_id": "alice", "query": "cat Miso Lisbon"}).json()
+    assert [h["session_id"] for h in hits["hits"]] == ["s1"] and "Rex" in hits["hits"][0]["turns"][0]["text"]
+    assert call(server, "GET", "/v1/users", beta).json()["users"] == [{"user_id": "alice", "sessions": 1}]
+    admin_view = {u["user_id"] for u in call(server, "GET", "/v1/users", server.keys["admin"]).json()["users"]}
+    assert {"acme::alice", "beta::alice"} <= admin_view
+    # beta deletes its alice: acme's is untouched.
+    assert call(server, "DELETE", "/v1/users/alice", beta).json() == {"user_id": "alice", "deleted_sessions": 1}
+    for method, path, kwargs in ROUTES:
+        if path in NO_404:
+            continue
+        r = call(server, method, path, beta, **kwargs)
+        assert error_of(r) == (404, "not_found"), (method, path, r.text)
+        assert "acme" not in r.text and "beta" not in r.text  # the namespace never shows
+    assert "Miso" in call(server, "GET", "/v1/sessions/s1", acme, params={"user_id": "alice"}).text
+
+
+def test_a_key_limited_to_users_is_forbidden_the_others(server: LiveServer) -> None:
+    limited = server.keys["acme_alice"]
+    r = call(server, "POST", "/v1/sessions", limited, json={"user_id": "bob", "messages": MSG})
+    assert error_of(r) == (403, "forbidden") and "'bob'" in r.json()["error"]["message"]
+    assert call(server, "GET", "/v1/sessions", limited, params={"user_id": "bob"}).status_code == 403
+    for path in ("/v1/stats", "/metrics"):  # store-wide reads need an admin key
+        assert error_of(call(server, "GET", path, server.keys["acme"])) == (403, "forbidden")
+    assert call(server, "GET", "/v1/stats", server.keys["admin"]).json()["users"] >= 1
+
+
+def test_errors_have_their_status_and_code(server: LiveServer) -> None:
+    admin = server.keys["admin"]
+    body = {"user_id": "carol", "session_id": "c1", "messages": MSG}
+    assert call(server, "POST", "/v1/sessions", admin, json=body).status_code == 201
+    assert error_of(call(server, "POST", "/v1/sessions", admin, json=body)) == (409, "conflict")
+    bad = [({**body, "session_id": "c2", "timestamp": "yesterday-ish"}, 400),
+           ({**body, "session_id": "c3", "messages": []}, 422),
+           ({**body, "session_id": "c4", "extra": 1}, 422),
+           ({**body, "session_id": "c5", "messages": [{"role": "robot", "content": "x"}]}, 422)]
+    for payload, status in bad:
+        r = call(server, "POST", "/v1/sessions", admin, json=payload)
+        assert r.status_code == status, r.text
+    assert error_of(call(server, "POST", "/v1/sessions", admin, content=b"{not json",
+                         headers={"Content-Type": "application/json"})) == (422, "validation_error")
+    assert error_of(call(server, "POST", "/v1/search", admin, json={"user_id": "carol", "query": "x", "k": 0})) == (
+        422, "validation_error")
+    assert error_of(call(server, "POST", "/v1/search", admin, json={"user_id": "nobody", "query": "x"})) == (
+        404, "not_found")
+    assert error_of(call(server, "POST", "/v1/answer", admin, json={"user_id": "carol", "question": "x"})) == (
+        503, "unavailable")  # no LLM configured
+    assert error_of(call(server, "GET", "/v1/facts", admin, params={"user_id": "carol"})) == (400, "invalid_input")
+    assert error_of(call(server, "GET", "/v1/nothing", admin)) == (404, "not_found")
+    assert [s["session_id"] for s in call(server, "GET", "/v1/sessions", admin,
+                                          params={"user_id": "carol"}).json()["sessions"]] == ["c1"]  # refusals wrote nothing
+
+
+def test_oversized_bodies_get_413_with_or_without_content_length(server: LiveServer) -> None:
+    admin = server.keys["admin"]
+    big = {"user_id": "dave", "messages": [{"role": "user", "content": "x" * 30_000}]}
+    assert error_of(call(server, "POST", "/v1/sessions", admin, json=big)) == (413, "payload_too_large")
+    payload = json.dumps(big).encode()
+    chunked = call(server, "POST", "/v1/sessions", admin, content=iter([payload[:10_000], payload[10_000:]]),
+                   headers={"Content-Type": "application/json"})
+    assert "content-length" not in chunked.request.headers and error_of(chunked) == (413, "payload_too_large")
+    assert call(server, "GET", "/v1/sessions", admin, params={"user_id": "dave"}).status_code == 404
+
+
+def test_request_ids_logs_metrics_and_probes(server: LiveServer) -> None:
+    admin = server.keys["admin"]
+    r = call(server, "GET", "/v1/users", admin, headers={"X-Request-ID": "trace-42"})
+    assert r.headers["x-request-id"] == "trace-42"
+    assert call(server, "GET", "/v1/users", admin, headers={"X-Request-ID": "bad id!"}).headers["x-request-id"] != "bad id!"
+    assert call(server, "GET", "/healthz").json() == {"status": "ok", "detail": None}
+    assert call(server, "GET", "/readyz").json()["status"] == "ok"
+    lines = [json.loads(line) for line in server.log_lines() if line.startswith("{")]
+    mine = [entry for entry in lines if entry["request_id"] == "trace-42"]
+    assert len(mine) == 1 and mine[0]["status"] == 200 and mine[0]["route"] == "/v1/users"
+    assert mine[0]["key"] == admin.split("_")[1]  # the key id, never the key
+    assert not any(admin.split("_", 2)[2] in line for line in server.log_lines())
+    text = call(server, "GET", "/metrics", admin).text
+    assert 'memgas_http_requests_total{method="GET",route="/v1/users",status="200"}' in text
+    assert 'memgas_http_request_seconds_bucket{route="/v1/users",le="+Inf"}' in text
+    assert "memgas_adds_total" in text and "memgas_searches_total" in text
+
+
+def test_rate_limit_is_per_key(tmp_path: Path) -> None:
+    db = tmp_path / "rl.db"
+    a, b = make_key(db), make_key(db)
+    srv = start_server(db, "--rate-limit", "2", "--no-mcp", tmp=tmp_path)
+    try:
+        statuses = [call(srv, "GET", "/v1/users", a).status_code for _ in range(6)]
+        assert statuses[:2] == [200, 200] and 429 in statuses
+        limited = next(r for r in (call(srv, "GET", "/v1/users", a) for _ in range(3)) if r.status_code == 429)
+        assert error_of(limited) == (429, "rate_limited") and int(limited.headers["retry-after"]) >= 1
+        assert call(srv, "GET", "/v1/users", b).status_code == 200  # another key has its own bucket
+    finally:
+        srv.stop()
+
+
+@pytest.mark.slow
+def test_no_auth_only_on_loopback_and_with_a_warning(tmp_path: Path) -> None:
+    db = tmp_path / "open.db"
+    refused = subprocess.run([sys.executable, "-m", "memgas.cli", "serve", "--db", str(db), "--no-auth",
+                              "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "loopback" in refused.stderr and not db.exists()
+    srv = start_server(db, "--no-auth", "--no-mcp", tmp=tmp_path)
+    try:
+        assert call(srv, "POST", "/v1/sessions", json={"user_id": "x", "messages": MSG}).status_code == 201
+        assert any("warning: --no-auth" in line for line in srv.log_lines())
+        # Without keys, a browser page reaching the server through a rebound DNS name or from another
+        # origin is refused (421) before it can read or delete anything.
+        port = srv.url.rsplit(":", 1)[1]
+        for headers in ({"Host": f"evil.example:{port}"}, {"Origin": "http://evil.example"},
+                        {"Host": f"127.0.0.1.evil.example:{port}"}):
+            r = call(srv, "DELETE", "/v1/users/x", headers=headers)
+            assert error_of(r) == (421, "misdirected_request"), headers
+        assert call(srv, "GET", "/v1/sessions", params={"user_id": "x"}, headers={"Host": f"localhost:{port}"}
+                    ).status_code == 200  # not deleted, and loopback names pass
+    finally:
+        srv.stop()
+
+
+def test_sqlite_refuses_several_workers(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "memgas.cli", "serve", "--db", str(tmp_path / "w.db"), "--workers", "2"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "PostgreSQL" in r.stderr
+
+
+def test_keys_cli_prints_a_key_once_and_revocation_takes_effect_at_once(server: LiveServer, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["keys", "create", "--db", server.db, "--scope", "tenant:gamma", "--users", "u1,u2"]) == 0
+    created = json.loads(capsys.readouterr().out)
+    key = created["key"]
+    assert created["scope"] == "tenant:gamma" and created["users"] == ["u1", "u2"]
+    assert call(server, "GET", "/v1/users", key).status_code == 200
+    assert main(["keys", "list", "--db", server.db]) == 0
+    listed = capsys.readouterr().out
+    assert created["key_id"] in listed and key.split("_", 2)[2] not in listed
+    assert main(["keys", "revoke", "--db", server.db, created["key_id"]]) == 0
+    assert call(server, "GET", "/v1/users", key).status_code == 401  # the running server sees it at once
+    assert main(["keys", "list", "--db", str(Path(server.db).with_name("missing.db"))]) == 2
+    assert not Path(server.db).with_name("missing.db").exists()
+
+
+@pytest.mark.slow
+def test_postgres_serves_with_several_workers(pg_url: str, tmp_path: Path) -> None:
+    key = make_key(pg_url)
+    srv = start_server(pg_url, "--workers", "2", "--no-mcp", tmp=tmp_path)
+    try:
+        for i in range(12):
+            r = call(srv, "POST", "/v1/sessions", key, json={"user_id": f"u{i % 3}", "session_id": f"s{i}",
+                                                             "messages": MSG})
+            assert r.status_code == 201, r.text
+        for u in range(3):
+            sessions = call(srv, "GET", "/v1/sessions", key, params={"user_id": f"u{u}"}).json()["sessions"]
+            assert len(sessions) == 4
+            hits = call(srv, "POST", "/v1/search", key, json={"user_id": f"u{u}", "query": "cat in Lisbon"}).json()
+            assert len(hits["hits"]) == 4
+        pids = {json.loads(line)["pid"] for line in srv.log_lines() if line.startswith("{")}
+        assert len(pids) == 2  # both workers served
+    finally:
+        srv.stop()
+
+
+def test_answer_and_llm_metrics_with_an_llm_and_503_when_it_fails(stub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    stub.responder = lambda body: '{"answer": "Miso", "sources": [1]}'  # filter and unit prompts fall back
+    db = tmp_path / "llm.db"
+    key = make_key(db)
+    srv = start_server(db, "--no-mcp", "--llm", f"openai:tiny@{stub.base_url}?retries=0", tmp=tmp_path)
+    try:
+        assert call(srv, "POST", "/v1/sessions", key, json={"user_id": "alice", "messages": MSG}).status_code == 201
+        r = call(srv, "POST", "/v1/answer", key, json={"user_id": "alice", "question": "What is my cat called?"})
+        assert r.status_code == 200, r.text
+        assert r.json()["answer"] == "Miso" and r.json()["llm"]["calls"] >= 1
+        metrics = dict(line.split() for line in call(srv, "GET", "/metrics", key).text.splitlines()
+                       if line.startswith("memgas_llm"))
+        assert int(metrics["memgas_llm_calls_total"]) == len(stub.requests) >= 2
+        assert int(metrics["memgas_llm_prompt_tokens_total"]) == 11 * len(stub.requests)
+        stub.script = [{"status": 500}] * 4
+        failed = call(srv, "POST", "/v1/answer", key, json={"user_id": "alice", "question": "And my dog?"})
+        assert error_of(failed) == (503, "llm_unavailable") and failed.headers["retry-after"]
+    finally:
+        srv.stop()
+
+
+def test_readyz_is_503_while_the_store_cannot_be_read(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    mem = Memory(tmp_path / "r.db")
+    client = TestClient(create_app(mem, mcp=False))
+    assert client.get("/readyz").json() == {"status": "ok", "detail": None}
+    mem.store.close()  # as a lost database would: every read now fails
+    r = client.get("/readyz")
+    assert r.status_code == 503 and r.json()["status"] == "unavailable" and r.json()["detail"]
+    assert client.get("/healthz").status_code == 200  # the process itself is alive

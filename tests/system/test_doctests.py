@@ -1,0 +1,44 @@
+"""The ``>>>`` examples of the README and of every docstring run, so the documentation cannot drift from the code.
+
+Each file's examples run in a fresh temporary folder (they may write ``memory.db``) with a private cache folder.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+from pathlib import Path
+
+import pytest
+
+import memgas
+
+PACKAGE = Path(memgas.__file__).parent
+README = Path(__file__).resolve().parents[2] / "README.md"
+#: Every module whose source holds an example.
+WITH_EXAMPLES = sorted(
+    ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+    for p in PACKAGE.rglob("*.py") if ">>>" in p.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(autouse=True)
+def _scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMGAS_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_modules_with_examples_are_found() -> None:
+    assert {"memgas", "memgas.kernels.fusion", "memgas.kernels.ppr"} <= set(WITH_EXAMPLES)
+
+
+@pytest.mark.parametrize("name", WITH_EXAMPLES)
+def test_docstring_examples_run(name: str) -> None:
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0
+
+
+def test_readme_examples_run() -> None:
+    result = doctest.testfile(str(README), module_relative=False,
+                              optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0
+    assert result.attempted >= 5
