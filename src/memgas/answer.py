@@ -16,16 +16,17 @@ from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
 from memgas.core.errors import LLMError
-from memgas.core.types import MemoryItem
+from memgas.core.types import Hit, MemoryItem
 from memgas.core.validate import naive_utc
-from memgas.kernels.text import fit_texts
+from memgas.kernels.text import fit_texts, word_head
 from memgas.llm.base import Usage, track_usage
 from memgas.llm.structured import strip_think
 from memgas.llm.wrapper import LLM
 
 __all__ = [
     "Answer", "fit_items", "render_items", "filter_prompt", "filter_schema", "parse_filter", "answer_prompt",
-    "answer_schema", "parse_answer", "filter_memories", "answer_question",
+    "answer_schema", "parse_answer", "filter_memories", "answer_question", "context_block", "context_tokens",
+    "CONTEXT_HEADER",
 ]
 
 log = logging.getLogger("memgas.llm")
@@ -89,6 +90,54 @@ def _date(ts: datetime | None) -> str:
 def render_items(items: Sequence[MemoryItem]) -> str:
     """The items as the model sees them: ``[n] date`` then the text, numbered from 1."""
     return "\n\n".join(f"[{i}] {_date(m.timestamp)}\n{m.text}" for i, m in enumerate(items, start=1))
+
+
+def context_tokens(text: str) -> int:
+    """The token count :func:`context_block` budgets with: one per four characters, rounded up (about what
+    GPT-style tokenizers give for English; no model needed, the same on every machine)."""
+    return -(-len(text) // 4)
+
+
+#: The first line of a context block.
+CONTEXT_HEADER = "Memories from earlier conversations (most relevant first):"
+
+
+def context_block(hits: Sequence[Hit], max_tokens: int) -> str:
+    """Prompt-ready text of ``hits``: per hit ``[n] date · session ID``, then its best turns, best first, one
+    ``speaker: text`` line per message, all within ``max_tokens`` (:func:`context_tokens`). A turn that does
+    not fit whole is cut at a word when at least 20 tokens are left for it, else left out; so is every later
+    line. Empty (``""``) when there are no hits.
+
+    >>> from memgas.core.types import Hit, TurnHit
+    >>> print(context_block([Hit("s1", 1.0, None, [TurnHit(0, "user: I moved to Lisbon", 0.9)], {})], 100))
+    Memories from earlier conversations (most relevant first):
+    [1] date unknown · session s1
+    user: I moved to Lisbon
+    """
+    if not hits:
+        return ""
+    lines = [CONTEXT_HEADER]
+    left = max_tokens - context_tokens(CONTEXT_HEADER)
+    for n, hit in enumerate(hits, start=1):
+        head = f"[{n}] {_date(hit.timestamp)} · session {hit.session_id}"
+        cost = context_tokens(head) + 1
+        if cost >= left:
+            break
+        lines.append(head)
+        left -= cost
+        for turn in sorted(hit.turns, key=lambda t: -t.score):
+            text = turn.text.strip()
+            need = context_tokens(text) + 1
+            if need > left:
+                if left >= 20:
+                    lines.append(word_head(text, 4 * (left - 1) - 1) + "…")
+                left = 0
+                break
+            lines.append(text)
+            left -= need
+        if left <= 0:
+            break
+    return "\n".join(lines)
 
 
 def _tail(text: str, n: int) -> str:

@@ -150,6 +150,27 @@ def _add_result(row: Mapping[str, Any]) -> dict[str, Any]:
     return {key: row[key] for key in ("session_id", "units", "edges", "seconds")}
 
 
+def _appended(response: httpx.Response) -> dict[str, Any]:
+    """An append's result as :meth:`Memory.append` gives it (``context`` only when asked for)."""
+    body = _json(response)
+    return {k: v for k, v in body.items() if k != "context" or v is not None}
+
+
+def _changed(response: httpx.Response) -> dict[str, Any]:
+    """An edit's or delete's result as :meth:`Memory.update_message` gives it."""
+    body = _json(response)
+    if body.get("deleted_session"):
+        return {"session_id": body["session_id"], "messages": 0, "deleted_session": True}
+    return {k: body[k] for k in ("session_id", "messages", "units", "edges", "seconds")}
+
+
+def _message_path(session_id: str, index: int) -> str:
+    """The path of one message; the index is checked here, so no other value can change the route."""
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise InvalidInputError(f"index must be an integer >= 0, got {index!r}")
+    return f"/v1/sessions/{_segment('session_id', session_id)}/messages/{index}"
+
+
 def _session(body: Mapping[str, Any]) -> dict[str, Any]:
     """A stored session as :meth:`Memory.get` gives it (a message's ``name`` only when it has one)."""
     messages = [{k: v for k, v in m.items() if k != "name" or v is not None} for m in body["messages"]]
@@ -230,17 +251,65 @@ class _Requests:
         return _Call("POST", "/v1/sessions/batch", lambda r: [_add_result(x) for x in _json(r)["results"]], body=body)
 
     @staticmethod
+    def append(messages: Any, *, user_id: str, session_id: str, timestamp: Timestamp = None,
+               metadata: dict[str, Any] | None = None, return_context: bool = False,
+               context_tokens: int = 1000) -> _Call[dict[str, Any]]:
+        """Add messages to the end of a session, making it if new (:meth:`Memory.append`):
+        ``{"session_id", "created", "messages", "units", "edges", "seconds"}`` and ``"context"`` when asked.
+
+        Raises:
+            InvalidInputError: bad messages, ids, timestamp or metadata (nothing is written).
+        """
+        body = _json_body({"user_id": user_id, "messages": _as_list(messages), "timestamp": _iso(timestamp),
+                           "metadata": metadata, "return_context": return_context, "context_tokens": context_tokens})
+        return _Call("POST", f"/v1/sessions/{_segment('session_id', session_id)}/messages", _appended, body=body)
+
+    @staticmethod
+    def update_message(session_id: str, index: int, content: str, *, user_id: str) -> _Call[dict[str, Any]]:
+        """Replace the content of message ``index`` of a session (:meth:`Memory.update_message`).
+
+        Raises:
+            InvalidInputError: a bad id, index or content.
+            NotFoundError: unknown session.
+        """
+        return _Call("PATCH", _message_path(session_id, index), _changed, params={"user_id": user_id},
+                     body=_json_body({"content": content}))
+
+    @staticmethod
+    def delete_message(session_id: str, index: int, *, user_id: str) -> _Call[dict[str, Any]]:
+        """Delete message ``index`` of a session (:meth:`Memory.delete_message`).
+
+        Raises:
+            InvalidInputError: a bad id or index.
+            NotFoundError: unknown session.
+        """
+        return _Call("DELETE", _message_path(session_id, index), _changed, params={"user_id": user_id})
+
+    @staticmethod
     def search(query: str, *, user_id: str, k: int = 5, query_time: Timestamp = None,
-               min_score: float = 0.0) -> _Call[list[Hit]]:
-        """The ``k`` sessions of ``user_id`` most relevant to ``query``, best first (:meth:`Memory.search`).
+               min_score: float = 0.0, exclude_sessions: Iterable[str] = ()) -> _Call[list[Hit]]:
+        """The ``k`` sessions of ``user_id`` most relevant to ``query``, best first (:meth:`Memory.search`);
+        none for a user with no memory yet.
 
         Raises:
             InvalidInputError: an empty or too long query, a bad ``k``, user id, ``query_time`` or ``min_score``.
-            NotFoundError: the user has no memory.
         """
         body = _json_body({"user_id": user_id, "query": query, "k": k, "query_time": _iso(query_time),
-                           "min_score": min_score})
+                           "min_score": min_score, "exclude_sessions": _as_list(exclude_sessions)})
         return _Call("POST", "/v1/search", lambda r: [Hit.from_dict(h) for h in _json(r)["hits"]], body=body)
+
+    @staticmethod
+    def context(query: str, *, user_id: str, k: int = 5, max_tokens: int = 1000, exclude_sessions: Iterable[str] = (),
+                query_time: Timestamp = None, min_score: float = 0.0) -> _Call[str]:
+        """Prompt-ready text of the relevant memories, within ``max_tokens`` (:meth:`Memory.context`).
+
+        Raises:
+            InvalidInputError: as :meth:`search`, or a bad ``max_tokens``.
+        """
+        body = _json_body({"user_id": user_id, "query": query, "k": k, "max_tokens": max_tokens,
+                           "exclude_sessions": _as_list(exclude_sessions), "query_time": _iso(query_time),
+                           "min_score": min_score})
+        return _Call("POST", "/v1/context", lambda r: str(_json(r)["context"]), body=body)
 
     @staticmethod
     def get(session_id: str, *, user_id: str) -> _Call[dict[str, Any]]:
@@ -624,7 +693,11 @@ class Client(_Base):
 
     add = _sync(_Requests.add)
     add_many = _sync(_Requests.add_many)
+    append = _sync(_Requests.append)
+    update_message = _sync(_Requests.update_message)
+    delete_message = _sync(_Requests.delete_message)
     search = _sync(_Requests.search)
+    context = _sync(_Requests.context)
     get = _sync(_Requests.get)
     delete = _sync(_Requests.delete)
     stats = _sync(_Requests.stats)
@@ -690,7 +763,11 @@ class AsyncClient(_Base):
 
     add = _async(_Requests.add)
     add_many = _async(_Requests.add_many)
+    append = _async(_Requests.append)
+    update_message = _async(_Requests.update_message)
+    delete_message = _async(_Requests.delete_message)
     search = _async(_Requests.search)
+    context = _async(_Requests.context)
     get = _async(_Requests.get)
     delete = _async(_Requests.delete)
     stats = _async(_Requests.stats)

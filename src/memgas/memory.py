@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
@@ -17,8 +18,18 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 from memgas.core import provenance
 from memgas.core.errors import DuplicateSessionError, EmbedderMismatchError, InvalidInputError, NotFoundError
 from memgas.core.paths import default_llm_cache_path
-from memgas.core.types import Hit
-from memgas.core.validate import check_id, check_k, check_query, make_session, naive_utc, parse_timestamp
+from memgas.core.types import Hit, Session
+from memgas.core.validate import (
+    MAX_K,
+    MAX_QUERY_CHARS,
+    check_id,
+    check_k,
+    check_metadata,
+    check_query,
+    make_session,
+    naive_utc,
+    parse_timestamp,
+)
 from memgas.embed.base import Embedder
 from memgas.embed.cache import CachedEmbedder, EmbeddingCache
 from memgas.embed.factory import get_embedder
@@ -123,7 +134,8 @@ class Memory:
             user_id: whose memory this is.
             session_id: a unique id within the user; a random one is made when it is ``None``.
             timestamp: when the session happened (ISO 8601; without a zone it is read as UTC), used
-                for display, ordering and time expressions in queries; years 1000 to 8999.
+                for display, ordering and time expressions in queries; years 1000 to 8999. Default: the time
+                of the add (UTC), so "last week" in a later query can match it.
             metadata: a JSON object kept with the session (see :func:`memgas.core.validate.check_metadata`
                 for its limits).
 
@@ -136,7 +148,7 @@ class Memory:
         """
         session = make_session(
             messages, user_id=user_id, session_id=uuid.uuid4().hex if session_id is None else session_id,
-            timestamp=timestamp, metadata=metadata,
+            timestamp=_now() if timestamp is None else timestamp, metadata=metadata,
         )
         t0 = time.perf_counter()
         # One writer at a time: association reads the history it extends. Cache rows written meanwhile
@@ -164,7 +176,8 @@ class Memory:
 
         Args:
             sessions: objects ``{"messages": [...], "session_id"?, "timestamp"?, "metadata"?}`` (as :meth:`add`
-                takes them); a session without an id gets a random one.
+                takes them); a session without an id gets a random one, without a timestamp the time of the call
+                (``"timestamp": None`` keeps it undated, as an imported dump's undated sessions stay).
             user_id: whose memory they are.
             skip_existing: leave out the sessions whose id the user already has instead of refusing the batch.
 
@@ -186,8 +199,10 @@ class Memory:
                                         "timestamp, metadata")
             session_id = raw.get("session_id")
             try:
+                stamp = raw["timestamp"] if "timestamp" in raw else _now()  # null: undated on purpose (a dump's)
                 batch.append(make_session(
-                    raw.get("messages"), user_id=user_id, timestamp=raw.get("timestamp"), metadata=raw.get("metadata"),
+                    raw.get("messages"), user_id=user_id, timestamp=stamp,
+                    metadata=raw.get("metadata"),
                     session_id=uuid.uuid4().hex if session_id is None else session_id,
                 ))
             except InvalidInputError as e:
@@ -216,6 +231,133 @@ class Memory:
             self._llm_usage["add"].add(usage)
         self._timed("add", sum(timings), len(timings))  # only once committed: a rolled-back batch added nothing
         return results
+
+    def append(
+        self,
+        messages: Any,
+        *,
+        user_id: str,
+        session_id: str,
+        timestamp: str | datetime | None = None,
+        metadata: dict[str, Any] | None = None,
+        return_context: bool = False,
+        context_tokens: int = 1000,
+    ) -> dict[str, Any]:
+        """Add messages to the end of a session, creating it when it does not exist: call it every turn.
+
+        The session then holds exactly what :meth:`add` of all its messages at once would hold: the same units
+        and, when no other session of the user was added in between, the same association edges (each unit is
+        associated with the user's other sessions when it is made). Only what the new messages change is made
+        again: their turns, the session chunk they extend, the session's summary and keywords, and those
+        units' edges; the embedding cache answers for the rest (README, "Live conversations").
+
+        Args:
+            messages: the new messages, in any format :func:`~memgas.core.transcripts.to_messages` reads.
+            user_id: whose memory this is.
+            session_id: the conversation (required: the same id every turn).
+            timestamp: when a new session happened (default: now); given on a later append, it becomes the
+                session's time (its latest activity).
+            metadata: a JSON object; on a later append its keys are merged into the session's.
+            return_context: also return ``"context"``: :meth:`context` for the last user message appended (or
+                the last message), leaving this session out. One call per turn: persist, then recall.
+            context_tokens: the context's budget (``max_tokens`` of :meth:`context`).
+
+        Returns:
+            ``{"session_id", "created", "messages", "units", "edges", "seconds"}`` (``messages``: the session's
+            count now; ``units``: the units written by this call) and ``"context"`` when asked.
+
+        Raises:
+            InvalidInputError: bad messages, ids, timestamp or metadata (nothing is written).
+        """
+        check_id("user_id", user_id)
+        check_id("session_id", session_id)
+        new = make_session(messages, user_id=user_id, session_id=session_id,
+                           timestamp=_now() if timestamp is None else timestamp, metadata=metadata)
+        t0 = time.perf_counter()
+        with self._lock, track_usage() as usage, provenance.source(user_id, session_id), \
+                self.store.writing(user_id):
+            try:
+                stored: Session | None = self.store.get_session(user_id, session_id)
+            except NotFoundError:
+                stored = None
+            if stored is None:
+                stats = self.method.ingest(self.store, new)
+                session = new
+            else:
+                session = replace(
+                    stored, messages=stored.messages + new.messages,
+                    timestamp=stored.timestamp if timestamp is None else new.timestamp,
+                    metadata=check_metadata({**stored.metadata, **new.metadata}))
+                stats = self.method.rewrite(self.store, session, keep_messages=len(stored.messages))
+            self._llm_usage["add"].add(usage)
+        seconds = time.perf_counter() - t0
+        self._timed("add", seconds)
+        result: dict[str, Any] = {"session_id": session_id, "created": stored is None,
+                                  "messages": len(session.messages), "units": stats.n_units, "edges": stats.n_edges,
+                                  "seconds": round(seconds, 4)}
+        if return_context:
+            last = next((m for m in reversed(new.messages) if m.role == "user"), new.messages[-1])
+            result["context"] = self.context(last.content[:MAX_QUERY_CHARS], user_id=user_id,
+                                             max_tokens=context_tokens, exclude_sessions=[session_id])
+        return result
+
+    def update_message(self, session_id: str, index: int, content: str, *, user_id: str) -> dict[str, Any]:
+        """Replace the content of message ``index`` (0-based) of a session; the change reaches everything made
+        from it (units, edges, indexes) and the old text leaves every file, as a delete's does (see
+        :meth:`delete`).
+
+        Returns:
+            ``{"session_id", "messages", "units", "edges", "seconds"}``.
+
+        Raises:
+            InvalidInputError: a bad id, index or content.
+            NotFoundError: unknown session.
+        """
+        return self._edit(session_id, index, user_id, content)
+
+    def delete_message(self, session_id: str, index: int, *, user_id: str) -> dict[str, Any]:
+        """Delete message ``index`` (0-based) of a session, as :meth:`update_message` changes one; deleting the
+        last message left deletes the session (``"deleted_session": True``).
+
+        Raises:
+            InvalidInputError: a bad id or index.
+            NotFoundError: unknown session.
+        """
+        return self._edit(session_id, index, user_id, None)
+
+    def _edit(self, session_id: str, index: int, user_id: str, content: str | None) -> dict[str, Any]:
+        check_id("user_id", user_id)
+        check_id("session_id", session_id)
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise InvalidInputError(f"index must be an integer, got {type(index).__name__}")
+        t0 = time.perf_counter()
+        with self._lock, track_usage() as usage, self.store.writing(user_id):
+            stored = self.store.get_session(user_id, session_id)
+            if not 0 <= index < len(stored.messages):
+                raise InvalidInputError(f"session {session_id!r} has no message {index} "
+                                        f"(it has {len(stored.messages)})")
+            messages = list(stored.messages)
+            if content is None:
+                del messages[index]
+            else:
+                old = messages[index]
+                changed = make_session([{"role": old.role, "content": content, "name": old.name}],
+                                       user_id=user_id, session_id=session_id)
+                messages[index] = changed.messages[0]
+            if not messages:
+                self.store.delete_session(user_id, session_id)
+                self._forget_derived(user_id, session_id)
+                return {"session_id": session_id, "messages": 0, "deleted_session": True}
+            # The old text may sit in cached rows of this session: forget them all; the units made again
+            # below fill the caches anew (the unchanged texts are embedded once more: edits are rare).
+            self._forget_derived(user_id, session_id)
+            with provenance.source(user_id, session_id):
+                stats = self.method.rewrite(self.store, replace(stored, messages=tuple(messages)),
+                                            keep_messages=index)
+            self._llm_usage["add"].add(usage)
+        seconds = time.perf_counter() - t0
+        return {"session_id": session_id, "messages": len(messages), "units": stats.n_units,
+                "edges": stats.n_edges, "seconds": round(seconds, 4)}
 
     def delete(self, session_id: str | None = None, *, user_id: str) -> dict[str, Any]:
         """Delete one session (with its units and edges), or all of a user's memory when ``session_id`` is None.
@@ -255,7 +397,7 @@ class Memory:
     # -- reads -------------------------------------------------------------------------------
     def search(
         self, query: str, *, user_id: str, k: int = 5, query_time: str | datetime | None = None,
-        min_score: float = 0.0,
+        min_score: float = 0.0, exclude_sessions: Iterable[str] = (),
     ) -> list[Hit]:
         """The ``k`` sessions of ``user_id`` most relevant to ``query``, best first.
 
@@ -264,24 +406,52 @@ class Memory:
         association edge. ``query_time`` (default: now) anchors time expressions in the query
         ("last weekend", "in April") for the method's time prior; methods get it as naive UTC.
         Hits whose ``relevance`` (the query's best cosine with the session's units, in [0, 1]) is below
-        ``min_score`` are left out, so a query about nothing stored can return nothing.
+        ``min_score`` are left out, so a query about nothing stored can return nothing. The sessions
+        ``exclude_sessions`` (the conversation already in the prompt) are left out, and ``k`` others returned
+        when there are. A user with no memory yet has no hits (``[]``), not an error.
 
         Raises:
             InvalidInputError: an empty query or one over :data:`~memgas.core.validate.MAX_QUERY_CHARS`, k not
-                an integer from 1 to :data:`~memgas.core.validate.MAX_K`, a bad user id or ``query_time``,
-                ``min_score`` not a number in [0, 1].
-            NotFoundError: the user has no memory.
+                an integer from 1 to :data:`~memgas.core.validate.MAX_K`, a bad user id, session id or
+                ``query_time``, ``min_score`` not a number in [0, 1].
         """
         check_query(query)
         k = check_k(k)
         if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or not 0.0 <= min_score <= 1.0:
             raise InvalidInputError(f"min_score must be a number from 0 to 1, got {min_score!r}")
-        self._require_user(user_id)
+        if isinstance(exclude_sessions, str):
+            raise InvalidInputError("exclude_sessions must be a list of session ids, not one string")
+        excluded = {check_id("session_id", sid) for sid in exclude_sessions}
+        check_id("user_id", user_id)
         when = naive_utc(parse_timestamp(query_time) if query_time is not None else datetime.now(timezone.utc))
+        if not self.store.has_user(user_id):
+            return []
         t0 = time.perf_counter()
-        hits = self.method.search(self.store, user_id, query, k=k, query_time=when, min_score=float(min_score))
+        hits = self.method.search(self.store, user_id, query, k=min(k + len(excluded), MAX_K), query_time=when,
+                                  min_score=float(min_score))
         self._timed("search", time.perf_counter() - t0)
-        return hits
+        return [h for h in hits if h.session_id not in excluded][:k]
+
+    def context(
+        self, query: str, *, user_id: str, k: int = 5, max_tokens: int = 1000, exclude_sessions: Iterable[str] = (),
+        query_time: str | datetime | None = None, min_score: float = 0.0,
+    ) -> str:
+        """Prompt-ready text of what matters from the past for ``query``: dated, session-cited excerpts of the
+        ``k`` best sessions, the best turns first, within ``max_tokens`` (counted as one token per four
+        characters, rounded up; see :func:`memgas.answer.context_block`). Empty when nothing is found.
+
+        ``exclude_sessions``, ``query_time`` and ``min_score`` are those of :meth:`search`.
+
+        Raises:
+            InvalidInputError: as :meth:`search`, or ``max_tokens`` not an integer from 1 to 100,000.
+        """
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= 100_000:
+            raise InvalidInputError(f"max_tokens must be an integer from 1 to 100,000, got {max_tokens!r}")
+        from memgas.answer import context_block
+
+        hits = self.search(query, user_id=user_id, k=k, query_time=query_time, min_score=min_score,
+                           exclude_sessions=exclude_sessions)
+        return context_block(hits, max_tokens)
 
     def answer(
         self,
@@ -321,6 +491,7 @@ class Memory:
             raise InvalidInputError("Memory.answer needs an LLM: Memory(..., llm='openai:<model>@<base_url>' "
                                     "or llm='local')")
         when = parse_timestamp(question_date)
+        self._require_user(user_id)  # no memory, nothing to answer from: an error, not an LLM call
         hits = self.search(question, user_id=user_id, k=k, query_time=when)
         t0 = time.perf_counter()
         # Both prompts (the filter's and the answer's) show the retrieved memories, so their cached
@@ -400,10 +571,11 @@ class Memory:
         }
 
     def list(self, *, user_id: str | None = None) -> list[dict[str, Any]]:
-        """The user's sessions (oldest first), or all user ids with their session counts when ``user_id`` is None."""
+        """The user's sessions (oldest first; ``[]`` for a user with no memory yet), or all user ids with their
+        session counts when ``user_id`` is None."""
         if user_id is None:
             return [{"user_id": u, "sessions": len(self.store.list_sessions(u))} for u in self.store.list_users()]
-        self._require_user(user_id)
+        check_id("user_id", user_id)
         return [
             {"session_id": i.session_id, "timestamp": i.timestamp.isoformat() if i.timestamp else None,
              "messages": i.n_messages, "turns": i.n_turns}
@@ -471,3 +643,8 @@ class Memory:
         check_id("user_id", user_id)
         if not self.store.has_user(user_id):
             raise NotFoundError(f"unknown user {user_id!r}: no memory stored for this user")
+
+
+def _now() -> datetime:
+    """The time of an add, for a session given none (UTC)."""
+    return datetime.now(timezone.utc)

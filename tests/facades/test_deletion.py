@@ -321,3 +321,27 @@ def test_tags_written_before_uses_existed_keep_their_meaning(tmp_path: Path) -> 
         assert db.execute("PRAGMA user_version").fetchone()[0] == 2
         assert db.execute("SELECT user_id, session_id, use FROM sources").fetchall() == [("u", "s2", "")]
     db.close()
+
+
+@pytest.mark.parametrize("change", ["update", "delete"])
+def test_editing_or_deleting_a_message_forgets_its_text_in_every_file(tmp_path: Path, stub: OpenAIStub,
+                                                                       embedder: Embedder, change: str) -> None:
+    with open_memory(tmp_path, stub, embedder) as mem:
+        emb = mem.embedder
+        assert isinstance(emb, CachedEmbedder)
+        mem.add(OTHER_SESSION, user_id="u", session_id="garden")
+        mem.add(SECRET_SESSION, user_id="u", session_id="secret")
+        assert [h.session_id for h in mem.search(f"what is my {SECRET} passphrase?", user_id="u", k=1)] == ["secret"]
+        needles = {"secret": SECRET.encode("utf-8")}
+        assert any(f.startswith("cache/emb") or f.startswith("cache/llm") for f in leaks(tmp_path, needles))
+        index = next(i for i, m in enumerate(SECRET_SESSION) if SECRET in m["content"])
+        for i in range(2):  # both messages that hold the secret: the user's and the reply
+            if change == "update":
+                mem.update_message("secret", index + i, "I changed my mind about the vault.", user_id="u")
+            else:
+                mem.delete_message("secret", index, user_id="u")
+
+        assert leaks(tmp_path, needles) == []  # store, embedding cache and LLM cache, their WALs too
+        assert SECRET not in str(mem.get("secret", user_id="u"))
+        assert mem.search(f"what is my {SECRET} passphrase?", user_id="u", k=5)  # the session stays searchable
+    assert leaks(tmp_path, needles) == []

@@ -44,7 +44,7 @@ ALICE = [
          {"role": "assistant", "content": "Ouch. Rest, ice it, and skip running for a week or two."},
          {"role": "user", "content": "Will I still make the race on June 16?"},
          {"role": "assistant", "content": "Likely, if you rebuild your mileage gradually."}]},
-    {"session_id": "a-ferry",
+    {"session_id": "a-ferry", "timestamp": None,  # undated on purpose (a session given none is dated now)
      "messages": [
          {"role": "system", "content": "Travel planning mode."},
          {"role": "user", "content": "Book me a ferry from Piraeus to Naxos; I want a table at the café by the port."},
@@ -83,8 +83,7 @@ def _ingest(mem: Memory) -> None:
         for user, sessions in (("alice", ALICE), ("bob", BOB)):
             if i < len(sessions):
                 s = sessions[i]
-                mem.add(s["messages"], user_id=user, session_id=s["session_id"], timestamp=s.get("timestamp"),
-                        metadata=s.get("metadata"))
+                mem.add_many([s], user_id=user)  # as add() does, and a "timestamp": None stays undated
 
 
 @pytest.fixture(scope="module")

@@ -34,6 +34,10 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
     ("DELETE", "/v1/users/alice", {}),
     ("GET", "/v1/stats", {"params": {"user_id": "alice"}}),
     ("POST", "/v1/search", {"json": {"user_id": "alice", "query": "what is my cat called?"}}),
+    ("POST", "/v1/context", {"json": {"user_id": "alice", "query": "what is my cat called?"}}),
+    ("POST", "/v1/sessions/s1/messages", {"json": {"user_id": "alice", "messages": MSG}}),
+    ("PATCH", "/v1/sessions/s1/messages/0", {"params": {"user_id": "alice"}, "json": {"content": "edited"}}),
+    ("DELETE", "/v1/sessions/s1/messages/0", {"params": {"user_id": "alice"}}),
     ("POST", "/v1/answer", {"json": {"user_id": "alice", "question": "what is my cat called?"}}),
     ("GET", "/v1/facts", {"params": {"user_id": "alice"}}),
     ("GET", "/metrics", {}),
@@ -51,8 +55,10 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/v1/principles/1", {"params": {"agent_id": "solver"}}),
     ("DELETE", "/v1/principles/1", {"params": {"agent_id": "solver"}}),
 ]
-#: Routes that answer a tenant without the data 404 (experience scopes start empty), skipped by the isolation test.
+#: Routes that answer a tenant without the data 404 (experience scopes start empty, a new user's memory is empty,
+#: an append makes its session), skipped by the isolation test's 404 loop.
 NO_404 = {"/v1/users", "/metrics", "/v1/sessions", "/v1/sessions/batch", "/v1/answer", "/v1/templates",
+          "/v1/search", "/v1/context", "/v1/sessions/s1/messages",
           "/v1/templates/match", "/v1/templates/solve", "/v1/templates/learn", "/v1/principles",
           "/v1/principles/recall"}
 #: Operations anyone may call (besides the schema and its docs pages): liveness and readiness.
@@ -90,7 +96,8 @@ def test_the_matrix_covers_every_route_the_app_serves() -> None:
     with Memory(None) as mem:
         app = create_app(mem, mcp=False)
         served = {(m.upper(), path) for path, ops in app.openapi()["paths"].items() for m in ops}
-    named = {(m, p.replace("/s1", "/{session_id}").replace("/alice", "/{user_id}").replace("/1", "/{item_id}"))
+    named = {(m, p.replace("/s1", "/{session_id}").replace("/alice", "/{user_id}").replace("/1", "/{item_id}")
+             .replace("/0", "/{index}"))
              for m, p, _ in ROUTES}
     assert served - PUBLIC == named
 
@@ -128,6 +135,10 @@ def test_tenants_share_user_ids_but_never_see_each_other(server: LiveServer) -> 
         r = call(server, method, path, beta, **kwargs)
         assert error_of(r) == (404, "not_found"), (method, path, r.text)
         assert "acme" not in r.text and "beta" not in r.text  # the namespace never shows
+    assert call(server, "POST", "/v1/search", beta, json={"user_id": "alice", "query": "cat Miso Lisbon"}).json() == {
+        "hits": []}  # beta's alice is empty now: acme's alice never shows
+    assert call(server, "POST", "/v1/context", beta, json={"user_id": "alice", "query": "Miso"}).json() == {
+        "context": ""}
     assert "Miso" in call(server, "GET", "/v1/sessions/s1", acme, params={"user_id": "alice"}).text
 
 
@@ -157,8 +168,8 @@ def test_errors_have_their_status_and_code(server: LiveServer) -> None:
                          headers={"Content-Type": "application/json"})) == (422, "validation_error")
     assert error_of(call(server, "POST", "/v1/search", admin, json={"user_id": "carol", "query": "x", "k": 0})) == (
         422, "validation_error")
-    assert error_of(call(server, "POST", "/v1/search", admin, json={"user_id": "nobody", "query": "x"})) == (
-        404, "not_found")
+    nobody = call(server, "POST", "/v1/search", admin, json={"user_id": "nobody", "query": "x"})
+    assert (nobody.status_code, nobody.json()) == (200, {"hits": []})  # a new user: empty, not an error
     assert error_of(call(server, "POST", "/v1/answer", admin, json={"user_id": "carol", "question": "x"})) == (
         503, "unavailable")  # no LLM configured
     assert error_of(call(server, "GET", "/v1/facts", admin, params={"user_id": "carol"})) == (400, "invalid_input")
@@ -175,7 +186,7 @@ def test_oversized_bodies_get_413_with_or_without_content_length(server: LiveSer
     chunked = call(server, "POST", "/v1/sessions", admin, content=iter([payload[:10_000], payload[10_000:]]),
                    headers={"Content-Type": "application/json"})
     assert "content-length" not in chunked.request.headers and error_of(chunked) == (413, "payload_too_large")
-    assert call(server, "GET", "/v1/sessions", admin, params={"user_id": "dave"}).status_code == 404
+    assert call(server, "GET", "/v1/sessions", admin, params={"user_id": "dave"}).json() == {"sessions": []}  # nothing written
 
 
 def test_request_ids_logs_metrics_and_probes(server: LiveServer) -> None:

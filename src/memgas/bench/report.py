@@ -94,6 +94,12 @@ def markdown_table(result: BenchResult) -> str:
     else:
         lines += ["", f"Timing (2 CPU cores): all {reused} stores were reused from an earlier run (--stores); "
                   "ingest time is reported by the run that built them.", ""]
+    stream = timing.pop("ingest [stream]", {})
+    if stream:
+        lines += [f"Stream ingest (one exchange at a time, the append path): {stream.get('total_s', 0.0):.2f} s per "
+                  f"haystack on average, {int(stream.get('appends', 0))} appends in all, "
+                  f"{stream.get('append_p50_ms', 0.0):.1f} ms per append (p50), "
+                  f"{stream.get('append_p95_ms', 0.0):.1f} ms (p95).", ""]
     lines.append(f"Embedding a query takes {qe.get('p50_ms', 0.0):.1f} ms (p50), {qe.get('p95_ms', 0.0):.1f} ms (p95), "
                  "done once per question; the query columns below are each method's search alone.")
     lines.append("")

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from memgas.bench.datasets import BenchQuestion, load_locomo, load_longmemeval, locomo_dia_ids
 from memgas.bench.metrics import locomo_recall, ndcg_any_at_k, recall_all_at_k, recall_any_at_k
+from memgas.bench.stream import stream_ingest
 from memgas.core.errors import InvalidInputError
 from memgas.core.types import Session, Unit
 from memgas.embed.base import Embedder
@@ -104,14 +105,19 @@ def store_key(ingester: MemGAS) -> str:
 
 
 def _ingest(
-    ingester: MemGAS, user_id: str, sessions: list[Session], store_dir: Path | None, shared: Store | None = None
+    ingester: MemGAS, user_id: str, sessions: list[Session], store_dir: Path | None, shared: Store | None = None,
+    appends: list[float] | None = None,
 ) -> tuple[Any, dict[str, float]]:
     """Fill a store with the sessions, or reopen the kept one from an earlier run with the same key.
 
     With a ``shared`` store (``--backend``) the haystack is its own user there, ingested afresh each run:
     a user left by an earlier run is deleted first, as nothing keys that database by ingest settings.
+    With ``appends`` (a stream run) each session is fed one exchange at a time
+    (:func:`memgas.bench.stream.stream_ingest`), each append's seconds added to the list.
     """
     parts: dict[str, float] = {}
+    if appends is not None:
+        store_dir = None  # a stream run measures the stream: it never reuses a kept store
     if shared is not None:
         store = shared
         if store.has_user(user_id):
@@ -130,8 +136,13 @@ def _ingest(
         store = open_store(path)
     order = sorted(range(len(sessions)), key=lambda i: (sessions[i].timestamp or datetime.min, i))
     for i in order:
-        stats = ingester.ingest(store, sessions[i])
-        for name, sec in stats.seconds.items():
+        if appends is not None:
+            seconds, each = stream_ingest(ingester, store, sessions[i])
+            appends += each
+        else:
+            stats = ingester.ingest(store, sessions[i])
+            seconds = stats.seconds
+        for name, sec in seconds.items():
             parts[name] = parts.get(name, 0.0) + sec
     return store, parts
 
@@ -150,7 +161,17 @@ def _run(
     llm: Any = None,
     backend: str | None = None,
     reranker: Any = None,
+    ingest: str = "whole",
 ) -> BenchResult:
+    if ingest == "both":  # one run, both ways: the stream's methods are named "<method> [stream]"
+        whole = _run(dataset, groups, method_names, embedder, ks, config, score, progress, store_dir, overrides, llm,
+                     backend, reranker)
+        stream = _run(dataset, groups, method_names, embedder, ks, config, score, progress, store_dir, overrides, llm,
+                      backend, reranker, "stream")
+        return _merged(whole, stream)
+    if ingest not in ("whole", "stream"):
+        raise InvalidInputError(f"--ingest must be whole, stream or both, got {ingest!r}")
+
     def options(m: str) -> dict[str, Any]:
         if m.startswith("memgas"):
             return dict(overrides or {})
@@ -176,14 +197,18 @@ def _run(
             raise InvalidInputError("--stores and --backend exclude each other")
         config["backend"] = backend.split("://", 1)[0] if "://" in backend else "sqlite"  # never a password
     shared = open_store(backend) if backend is not None else None
-    result = BenchResult(dataset, {**config, "methods": {m: methods[m].config() for m in method_names}})
+    result = BenchResult(dataset, {**config, "ingest": ingest,
+                                   "methods": {m: methods[m].config() for m in method_names}})
     result.timing = {m: {"index_s": [], "query_s": []} for m in method_names}
     result.timing["ingest"] = {"total_s": [], "units_s": [], "associate_s": [], "write_s": []}
     n_questions = sum(len(q) for _, _, q in groups)
     bar = tqdm(total=n_questions, desc=f"{dataset}", unit="q", disable=not progress, file=sys.stderr)
     for user_id, sessions, questions in groups:
         t0 = time.perf_counter()
-        store, parts = _ingest(ingester, user_id, sessions, store_dir, shared)
+        appends: list[float] | None = [] if ingest == "stream" else None
+        store, parts = _ingest(ingester, user_id, sessions, store_dir, shared, appends)
+        if appends is not None:
+            result.timing["ingest"].setdefault("append_s", []).extend(appends)
         ing = result.timing["ingest"]
         if "reused" in parts:
             ing.setdefault("reused", []).append(1.0)
@@ -234,6 +259,19 @@ def _run(
     return result
 
 
+def _merged(whole: BenchResult, stream: BenchResult) -> BenchResult:
+    """One result of a whole run and a stream run of the same questions: the stream's methods as "m [stream]"."""
+    tag = " [stream]"
+    out = replace(whole, config={**whole.config, "ingest": "both",
+                                 "methods": {**whole.config["methods"],
+                                             **{m + tag: c for m, c in stream.config["methods"].items()}}})
+    for a, b in zip(out.questions, stream.questions, strict=True):
+        a["methods"].update({m + tag: v for m, v in b["methods"].items()})
+    out.timing = {**whole.timing, **{m + tag: v for m, v in stream.timing.items() if m != "ingest"},
+                  "ingest [stream]": stream.timing["ingest"]}
+    return out
+
+
 def run_longmemeval(
     path: Path,
     method_names: Sequence[str],
@@ -247,6 +285,7 @@ def run_longmemeval(
     llm: Any = None,
     backend: str | None = None,
     reranker: Any = None,
+    ingest: str = "whole",
 ) -> BenchResult:
     """Retrieval on LongMemEval: every scorable question, its own haystack, official metrics.
 
@@ -264,7 +303,7 @@ def run_longmemeval(
         groups.append((q.sessions[0].user_id, q.sessions, [q]))
     config = {"dataset": "longmemeval", "data": str(path), "limit": limit, "ks": list(ks), "embedder": embedder.id}
     result = _run("longmemeval", groups, method_names, embedder, ks, config, lambda q, r: {}, progress, store_dir,
-                  overrides, llm, backend, reranker)
+                  overrides, llm, backend, reranker, ingest)
     result.skipped = skipped
     return result
 
@@ -283,6 +322,7 @@ def run_locomo(
     max_sessions: int | None = None,
     backend: str | None = None,
     reranker: Any = None,
+    ingest: str = "whole",
 ) -> BenchResult:
     """Retrieval on LoCoMo: per conversation, its sessions and turns are the corpus.
 
@@ -326,7 +366,7 @@ def run_locomo(
     config = {"dataset": "locomo", "data": str(path), "limit": limit, "max_sessions": max_sessions, "ks": list(ks),
               "embedder": embedder.id}
     result = _run("locomo", groups, method_names, embedder, ks, config, official, progress, store_dir, overrides, llm,
-                  backend, reranker)
+                  backend, reranker, ingest)
     result.skipped = skipped
     result.notes.append(
         f"evidence ids dropped (no such turn): {len(report.dropped_evidence)}; "
@@ -351,14 +391,21 @@ def timing_summary(result: BenchResult) -> dict[str, dict[str, float]]:
     """Per method: mean index-build seconds per haystack, and query latency p50/p95 in ms."""
     out: dict[str, dict[str, float]] = {}
     for m, t in result.timing.items():
-        if m == "ingest":
+        if m.startswith("ingest"):
             continue
         q = np.asarray(t["query_s"]) * 1000 if t["query_s"] else np.zeros(1)
         out[m] = {"index_s": float(np.mean(t["index_s"])) if t["index_s"] else 0.0,
                   "query_p50_ms": float(np.percentile(q, 50)), "query_p95_ms": float(np.percentile(q, 95))}
+    for name in ("ingest", "ingest [stream]"):
+        ing = result.timing.get(name, {})
+        if ing.get("total_s"):
+            out[name] = {k: float(np.mean(v)) for k, v in ing.items()
+                         if k not in ("query_embed_s", "reused", "append_s")}
+        if ing.get("append_s"):
+            a = np.asarray(ing["append_s"]) * 1000
+            out[name].update({"append_p50_ms": float(np.percentile(a, 50)), "append_p95_ms": float(np.percentile(a, 95)),
+                              "appends": float(a.size)})
     ing = result.timing.get("ingest", {})
-    if ing.get("total_s"):
-        out["ingest"] = {k: float(np.mean(v)) for k, v in ing.items() if k not in ("query_embed_s", "reused")}
     if ing.get("reused"):
         out["ingest_reused"] = {"stores": float(len(ing["reused"]))}
     if ing.get("query_embed_s"):

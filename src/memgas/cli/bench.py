@@ -120,6 +120,10 @@ def add_bench_parser(sub: Any) -> None:
     sp.add_argument("--max-sessions", type=int, default=None,
                     help="locomo: keep each conversation's first N sessions and the questions whose evidence lies "
                          "in them (for costly methods such as zep with a local model)")
+    sp.add_argument("--ingest", choices=("whole", "stream", "both"), default="whole",
+                    help="locomo/longmemeval: add each session whole (default), one exchange at a time through "
+                         "the append path ('stream', as an agent's conversation grows), or both in one run (the "
+                         "stream's methods named 'M [stream]'), with the append-cost table")
     sp.add_argument("--roles", default="user", help="kg: roles whose messages facts are extracted from (default user)")
     _add_bot_arguments(sp)
     _add_principles_arguments(sp)
@@ -456,7 +460,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
             reranker = rerank_stage(args.rerank, llm_cache=cache)
         result = run(Path(path), methods, embedder, limit=args.limit, ks=ks, progress=not args.no_progress,
                      store_dir=args.stores, overrides=_overrides(args.set), llm=llm, backend=backend,
-                     reranker=reranker, **extra)
+                     reranker=reranker, ingest=args.ingest, **extra)
+    if args.ingest != "whole":  # what one append costs, beside embedding what it made and a warm search
+        from memgas.bench.datasets import load_locomo, load_longmemeval
+        from memgas.bench.stream import append_costs, stream_markdown
+
+        data = ([s for q in load_longmemeval(Path(path), limit=args.limit) for s in q.sessions]
+                if args.dataset == "longmemeval" else [s for c in load_locomo(Path(path), limit=args.limit)[0]
+                                                       for s in c.sessions])
+        try:
+            costs = append_costs(data, embedder)
+        except InvalidInputError as exc:  # a --limit too small for a 200-exchange session: the metrics still stand
+            result.notes.append(f"Append costs not measured: {exc}")
+        else:
+            result.config["append_costs"] = costs
+            result.notes.append("Append costs (one exchange, through Memory.append):\n\n" + stream_markdown(costs))
     out = args.out or Path("bench-out") / args.dataset
     paths = write_outputs(result, out, command_line())
     print(markdown_table(result))

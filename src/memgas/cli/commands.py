@@ -28,6 +28,7 @@ from memgas.cli.principles import add_parsers as add_principles_parsers  # noqa:
 from memgas.cli.service import add_service_parsers  # noqa: E402
 from memgas.cli.templates import add_parsers as add_templates_parsers  # noqa: E402
 from memgas.core.errors import InvalidInputError, MemgasError, NotFoundError  # noqa: E402
+from memgas.core.validate import check_id, check_query  # noqa: E402
 
 if TYPE_CHECKING:
     from memgas.memory import Memory
@@ -75,8 +76,11 @@ def _memory(args: argparse.Namespace, *, create: bool = False) -> Memory:
 
 
 def _require_user(mem: Memory, user_id: str) -> None:
-    """Raise the unknown-user error every command gives (``Memory.list`` checks the user)."""
-    mem.list(user_id=user_id)
+    """Raise the unknown-user error every command gives. The library answers a user with no memory with no
+    hits (an agent's first search); on the command line a user id is typed, so an unknown one is an error."""
+    check_id("user_id", user_id)
+    if not mem.store.has_user(user_id):
+        raise NotFoundError(f"unknown user {user_id!r}: no memory stored for this user")
 
 
 def _is_demo_store(db: str, data: dict[str, Any]) -> bool:
@@ -188,6 +192,8 @@ def cmd_add(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     """Search the user's memory and print the hits (or JSON with --json)."""
     with _memory(args) as mem:
+        check_query(args.query)
+        _require_user(mem, args.user)
         hits = mem.search(args.query, user_id=args.user, k=args.k, min_score=args.min_score)
     if args.json:
         print_json([h.to_dict() for h in hits])
@@ -199,6 +205,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     """List users, or one user's sessions."""
     with _memory(args) as mem:
+        if args.user is not None:
+            _require_user(mem, args.user)
         print_json(mem.list(user_id=args.user))
     return 0
 

@@ -17,8 +17,9 @@ __all__ = [
 Granularity = Literal["session", "turn", "summary", "keyword"]
 #: The four MemGAS granularities, in a fixed order used everywhere (router weights, reports).
 GRANULARITIES: tuple[Granularity, ...] = ("session", "turn", "summary", "keyword")
-#: Roles a message may have. A turn starts at each ``user`` message.
-ROLES: frozenset[str] = frozenset({"user", "assistant", "system"})
+#: Roles a message may have. A turn starts at each ``user`` message; ``tool`` messages (a tool's result) are
+#: replies inside the turn, never the user's words.
+ROLES: frozenset[str] = frozenset({"user", "assistant", "system", "tool"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
 from memgas.core.errors import InvalidInputError
+from memgas.core.transcripts import to_messages
 from memgas.core.types import ROLES, Message, Session
 
 __all__ = [
@@ -268,7 +269,8 @@ def make_session(
     metadata: Mapping[str, Any] | None = None,
     max_message_chars: int = MAX_MESSAGE_CHARS,
 ) -> Session:
-    """Validate raw input (a list of ``{"role", "content"[, "name"]}`` dicts) into a :class:`Session`.
+    """Validate raw input into a :class:`Session`: a list of ``{"role", "content"[, "name"]}`` dicts, or any
+    transcript :func:`memgas.core.transcripts.to_messages` reads (OpenAI or Anthropic messages, a plain string).
 
     Raises:
         InvalidInputError: on an empty session, a bad message, a bad id, timestamp or metadata
@@ -276,6 +278,7 @@ def make_session(
     """
     check_id("user_id", user_id)
     check_id("session_id", session_id)
+    messages = to_messages(messages)
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
         raise InvalidInputError("messages must be a list of {'role', 'content'} dicts")
     msgs = tuple(_message(i, m, max_message_chars) for i, m in enumerate(messages))

@@ -11,21 +11,21 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Generic, Sequence, TypeVar
 
 import numpy as np
 
-from memgas.core.types import Hit, Session, Unit
+from memgas.core.types import GRANULARITIES, Edge, Hit, Session, Unit
 from memgas.embed.base import Embedder
 from memgas.methods.units import Keyworder, Summarizer, build_units
-from memgas.store import Store
+from memgas.store import Store, UnitTable
 
 if TYPE_CHECKING:
     from memgas.methods.rerank import RerankStage
 from memgas.methods.index import IndexCache, UserIndex
 from memgas.methods.ranking import Ranking, Scored, rank_units, session_hits
 
-__all__ = ["MemoryMethod", "ConfiguredMethod", "IngestStats"]
+__all__ = ["MemoryMethod", "ConfiguredMethod", "IngestStats", "match_units"]
 
 
 @dataclass(slots=True)
@@ -87,6 +87,43 @@ class MemoryMethod(ABC):
             self._indexes.refresh(store, session.user_id)
         t2 = time.perf_counter()
         return IngestStats(session.session_id, ids, len(units), 0, {"units": t1 - t0, "write": t2 - t1})
+
+    def rewrite(self, store: Store, session: Session, *, keep_messages: int) -> IngestStats:
+        """Bring the stored session to ``session`` (whose first ``keep_messages`` messages are the stored ones):
+        afterwards it holds exactly the units an add of the whole ``session`` would write, and the units
+        that did not change keep their ids and edges.
+
+        The session's units are built again (the embedding cache answers for the unchanged texts), matched
+        with the stored ones by granularity, turn range, chunk and text; the stored units without a match
+        are dropped, the new ones written with their edges (:meth:`new_edges`), all in one transaction.
+        """
+        t0 = time.perf_counter()
+        store.bind_embedder(self.embedder.id, self.embedder.dim)
+        units = self.build(session)
+        t1 = time.perf_counter()
+        with store.writing(session.user_id):
+            kept, drop = match_units(store.session_units(session.user_id, session.session_id), units)
+            new_rows = [i for i in range(len(units)) if i not in kept]
+            position = {i: k for k, i in enumerate(new_rows)}
+
+            def ref(i: int) -> int:
+                return kept[i] if i in kept else -(position[i] + 1)
+
+            edges = self.new_edges(store, session, units, new_rows, ref)
+            t2 = time.perf_counter()
+            ids = store.rewrite_session(session, keep_messages=keep_messages, drop_units=drop,
+                                        units=[units[i] for i in new_rows], edges=edges)
+        if self._indexes is not None:
+            self._indexes.refresh(store, session.user_id)
+        t3 = time.perf_counter()
+        return IngestStats(session.session_id, ids, len(new_rows), len(edges),
+                           {"units": t1 - t0, "associate": t2 - t1, "write": t3 - t2})
+
+    def new_edges(self, store: Store, session: Session, units: list[Unit], new_rows: list[int],
+                  ref: Callable[[int], int]) -> list[Edge]:
+        """The edges a rewrite writes for the new units ``units[i]``, ``i`` in ``new_rows`` (``ref(i)`` is how an
+        edge names unit ``i``: its stored id, or its reference in the write): none for a method without edges."""
+        return []
 
     @abstractmethod
     def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Scored:
@@ -185,3 +222,20 @@ class ConfiguredMethod(MemoryMethod, Generic[C]):
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), **asdict(self.cfg)}
+
+
+def match_units(stored: UnitTable, units: Sequence[Unit]) -> tuple[dict[int, int], list[int]]:
+    """Which of a session's newly built ``units`` are already stored, unchanged.
+
+    Returns:
+        ``{position in units: stored id}`` for each unit whose granularity, turn range, chunk and text equal a
+        stored unit's (its vector then is the same, made from the same text), and the stored ids matched by none.
+    """
+    by_key = {(int(stored.granularity[r]), int(stored.turn_start[r]), int(stored.turn_end[r]), int(stored.chunk[r]),
+               stored.texts[r]): int(stored.ids[r]) for r in range(len(stored))}
+    kept = {}
+    for i, u in enumerate(units):
+        found = by_key.pop((GRANULARITIES.index(u.granularity), u.turn_start, u.turn_end, u.chunk, u.text), None)
+        if found is not None:
+            kept[i] = found
+    return kept, sorted(by_key.values())

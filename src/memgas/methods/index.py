@@ -92,21 +92,41 @@ def build_user_index(store: Store, user_id: str) -> UserIndex:
     return UserIndex(table, session_of, tuple(pos), timestamps, masks, rows)
 
 
-def extend_user_index(store: Store, user_id: str, index: UserIndex) -> tuple[UserIndex, dict[str, Session]] | None:
+def _compacted(index: UserIndex, alive: np.ndarray) -> UserIndex:
+    """``index`` without the rows where ``alive`` is false (units a rewrite replaced), rows renumbered in order."""
+    table = index.table.select(alive)
+    rows = RowBuffer(table.vectors, capacity=len(table) + len(table) // 4 + 16)
+    position = np.cumsum(alive) - 1  # old row -> new row, for the rows that stay
+    masks = {g: position[m[alive[m]]] for g, m in index.masks.items()}
+    return UserIndex(_with_rows(table, rows), index.session_of[alive], index.sessions, dict(index.timestamps),
+                     masks, rows)
+
+
+def extend_user_index(store: Store, user_id: str, index: UserIndex, *, compact: bool = False
+                      ) -> tuple[UserIndex, dict[str, Session], np.ndarray | None] | None:
     """``index`` brought up to the store's state by reading only the units added since it was built.
 
-    Returns the new index and the stored sessions that the added units belong to (read for their
-    timestamps; callers reuse their turns), or ``None`` when some of the held units were deleted
+    Returns the new index, the stored sessions that the added units belong to (read for their
+    timestamps; callers reuse their turns) and, when ``compact`` let units that are gone (a rewritten
+    session's replaced units) leave the index, the mask of the old rows kept (else ``None``). Returns
+    ``None`` when some held units are gone and ``compact`` is false, or when a whole session is gone
     (then the caller rebuilds). Call inside ``store.reading()``. ``index`` itself is not changed.
     """
     old = index.table
     if len(old) == 0:
         return None
     kept, added = store.load_units_after(user_id, int(old.ids[-1]))
+    alive = None
     if kept != len(old):
-        return None
+        if not compact:
+            return None
+        alive = np.isin(old.ids, store.unit_ids(user_id), assume_unique=True)
+        if np.unique(index.session_of[alive]).size != len(index.sessions):
+            return None  # a session lost every unit: a fresh build orders the sessions differently
+        index = _compacted(index, alive)
+        old = index.table
     if len(added) == 0:
-        return index, {}
+        return index, {}, alive
     n = len(old)
     rows = (index.rows or RowBuffer(old.vectors)).extend(n, added.vectors)
     # Extending the columns without their vectors: the buffer already holds every row, uncopied.
@@ -121,12 +141,13 @@ def extend_user_index(store: Store, user_id: str, index: UserIndex) -> tuple[Use
                                                                len(added))])
     timestamps = {**index.timestamps, **{sid: s.timestamp for sid, s in sessions.items()}}
     masks = {g: np.concatenate([index.masks[g], n + np.flatnonzero(added.mask(g))]) for g in GRANULARITIES}
-    return UserIndex(table, session_of, tuple(pos), timestamps, masks, rows), sessions
+    return UserIndex(table, session_of, tuple(pos), timestamps, masks, rows), sessions, alive
 
 
 def update_user_index(store: Store, user_id: str, index: UserIndex) -> UserIndex | None:
-    """``index`` extended by what was added since (:func:`extend_user_index`); ``None`` after a delete."""
-    extended = extend_user_index(store, user_id, index)
+    """``index`` brought up to date by what was added since and without what a rewrite replaced
+    (:func:`extend_user_index`); ``None`` after a delete of a session."""
+    extended = extend_user_index(store, user_id, index, compact=True)
     return None if extended is None else extended[0]
 
 

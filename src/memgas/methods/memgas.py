@@ -22,9 +22,9 @@ Long-Term Conversational Agents" (MemGAS), 2025.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -182,7 +182,7 @@ def session_edges(units: list[Unit], floor: float = 0.05) -> list[Edge]:
 
 
 def association_edges(
-    units: list[Unit], table: UnitTable, *, candidates: int
+    units: list[Unit], table: UnitTable, *, candidates: int, exclude: np.ndarray | None = None
 ) -> tuple[list[Edge], dict[str, int]]:
     """Cross-session association edges of the new ``units`` with the stored ``table``.
 
@@ -190,6 +190,8 @@ def association_edges(
     pre-selected (so insert cost grows with history size only through one matrix product), and a
     two-component GMM over their similarities picks the accept set (:func:`memgas.kernels.gmm.accept_masks`,
     which fits the mixtures of all new units of one granularity in one vectorised EM).
+
+    ``exclude`` (a boolean per stored row) leaves rows out of the history: a rewritten session's own units.
 
     Returns:
         The edges (new unit refs ``-(i + 1)`` → stored unit ids) and counts of how each accept
@@ -201,7 +203,7 @@ def association_edges(
         return edges, decisions
     for g in GRANULARITIES:
         new_rows = [i for i, u in enumerate(units) if u.granularity == g]
-        old_rows = np.flatnonzero(table.mask(g))
+        old_rows = np.flatnonzero(table.mask(g) if exclude is None else table.mask(g) & ~exclude)
         if not new_rows or old_rows.size == 0:
             continue
         new_vecs = np.stack([units[i].vector for i in new_rows])  # type: ignore[misc]
@@ -220,12 +222,28 @@ def association_edges(
 
 
 def _refresh_table(store: Store, user_id: str, table: UnitTable) -> UnitTable | None:
-    """The user's unit table, from a stale copy: only the units added since are read; ``None`` when some
-    were deleted (then the cache reads everything). Keeps ``add`` from re-reading the whole history."""
+    """The user's unit table, from a stale copy: only the units added since are read, and the units a rewrite
+    replaced are left out; ``None`` when a whole session went (then the cache reads everything). Keeps ``add``
+    and ``append`` from re-reading the whole history."""
     if len(table) == 0:
         return None
     kept, added = store.load_units_after(user_id, int(table.ids[-1]))
-    return table.extended(added) if kept == len(table) else None
+    if kept != len(table):
+        alive = np.isin(table.ids, store.unit_ids(user_id), assume_unique=True)
+        if set(np.asarray(table.session_ids, dtype=object)[alive]) != set(table.session_ids):
+            return None
+        table = table.select(alive)
+    return table.extended(added)
+
+
+def _without_rows(index: _Index, alive: np.ndarray) -> _Index:
+    """The graph of ``index`` (and its BM25, whose turns all stay) over the rows where ``alive`` holds, for the
+    compacted units :func:`~memgas.methods.index.extend_user_index` made; the matrix is made anew on first use."""
+    position = np.cumsum(alive) - 1
+    keep = alive[index.src] & alive[index.dst]
+    units = replace(index.units, table=index.units.table.select(alive), session_of=index.units.session_of[alive],
+                    masks={g: position[m[alive[m]]] for g, m in index.units.masks.items()}, rows=None)
+    return _Index(units, position[index.src[keep]], position[index.dst[keep]], index.weight[keep], index.lexical)
 
 
 class MemGAS(ConfiguredMethod[MemGASConfig]):
@@ -271,6 +289,21 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
             {"units": t1 - t0, "lock": t2 - t1, "associate": t3 - t2, "write": t4 - t3, "index": t5 - t4},
             decisions,
         )
+
+    def new_edges(self, store: Store, session: Session, units: list[Unit], new_rows: list[int],
+                  ref: Callable[[int], int]) -> list[Edge]:
+        """A rewrite's edges: the session's own links that touch a new unit, and the new units' association
+        with the user's other sessions, exactly as :meth:`ingest` makes them for the whole session."""
+        fresh = set(new_rows)
+        edges = [Edge(ref(-e.src - 1), ref(-e.dst - 1), e.weight) for e in session_edges(units)
+                 if -e.src - 1 in fresh or -e.dst - 1 in fresh]
+        if new_rows and store.has_user(session.user_id):
+            table = self._tables.get(store, session.user_id)
+            own = np.fromiter((sid == session.session_id for sid in table.session_ids), bool, len(table))
+            assoc, _ = association_edges([units[i] for i in new_rows], table, candidates=self.cfg.candidates,
+                                         exclude=own)
+            edges += assoc
+        return edges
 
     # -- index -------------------------------------------------------------------------------
     def _graph_edges(self, units: UserIndex, edges: EdgeTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -319,14 +352,20 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         returns ``None`` and the cache rebuilds the index: a delete is rare, and rebuilding keeps the
         rows dense and the BM25 statistics exact. ``index`` stays valid for readers still holding it.
         """
-        extended = extend_user_index(store, user_id, index.units)
+        extended = extend_user_index(store, user_id, index.units, compact=True)
         if extended is None:
             return None
-        units, sessions = extended
+        units, sessions, alive = extended
+        last_id = int(index.units.table.ids[-1])
+        had_matrix = index._adjacency is not None
+        if alive is not None:  # a session was rewritten: its replaced units leave, rows renumbered
+            if not alive[index.units.masks["turn"]].all() and index.lexical is not None:
+                return None  # a turn was replaced: BM25 is rebuilt with the index (edits, continued turns)
+            index = _without_rows(index, alive)
         n_old = len(index.units.table)
         if len(units.table) == n_old:
             return index
-        src, dst, weight = self._graph_edges(units, store.load_edges_after(user_id, int(index.units.table.ids[-1])))
+        src, dst, weight = self._graph_edges(units, store.load_edges_after(user_id, last_id))
         lexical = index.lexical
         if lexical is not None:
             old_turns = index.units.masks["turn"].size
@@ -337,7 +376,7 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         parent = None if index._adjacency is None else (index._adjacency, index.src.size)
         out = _Index(units, np.concatenate([index.src, src]), np.concatenate([index.dst, dst]),
                      np.concatenate([index.weight, weight]), lexical, _parent=parent)
-        if parent is not None:
+        if had_matrix:
             out.adjacency()  # searches used the graph before: grow it now (cheap) rather than in the next one
         return out
 

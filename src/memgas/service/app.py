@@ -163,9 +163,9 @@ def create_app(memory: Memory, *, auth: bool = True, rate_limit: float | None = 
                   description="Long-term memory for LLM agents: store conversations, search what matters.")
     app.state.memgas = state
 
-    from memgas.service.routes import experience, ops, search, sessions, users
+    from memgas.service.routes import experience, messages, ops, search, sessions, users
 
-    for module in (sessions, users, search, experience, ops):
+    for module in (messages, sessions, users, search, experience, ops):  # messages first: see its module
         app.include_router(module.router)
 
     def request_id(request: Request) -> str:

@@ -17,7 +17,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import inspect
+import re
 import sys
+import uuid
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Annotated, Any, AsyncContextManager, Callable, TypeVar
 
@@ -39,9 +41,9 @@ from memgas.service.errors import error_response, status_of
 from memgas.service.keys import ANONYMOUS, Principal, parse_scope
 from memgas.service.metrics import Metrics
 from memgas.service.schemas import (
-    AddResult,
     AgentId,
     AnswerOut,
+    AppendResult,
     DeleteResult,
     MessageIn,
     MinSimilarity,
@@ -53,6 +55,7 @@ from memgas.service.schemas import (
     TemplateMatches,
     Timestamp,
     UserId,
+    messages_payload,
 )
 from memgas.service.scoped import ScopedMemory
 from memgas.service.scoped_experience import ScopedExperience
@@ -68,8 +71,9 @@ _T = TypeVar("_T")
 _principal: ContextVar[Principal] = ContextVar("memgas_mcp_principal")
 
 _INSTRUCTIONS = (
-    "Long-term memory of conversations, per user. Store each finished conversation (session) with "
-    "add_memory; before answering, search_memory for what the user said earlier; get_session shows a "
+    "Long-term memory of conversations, per user. Store each turn's new messages with add_memory and the "
+    "conversation's session_id (they are appended); before answering, get_context (compact text) or "
+    "search_memory for what the user said earlier; get_session shows a "
     "whole session; delete_memory forgets a session or, explicitly, everything about a user. "
     "Experience shared by an agent (agent_id) or kept for one user (user_id): recall_principles finds "
     "conversation strategy principles for the situation at hand; match_templates finds reasoning templates "
@@ -83,8 +87,11 @@ QueryTime = Annotated[str | None, Field(max_length=64, description=(
     "ISO 8601 time the question is asked at; anchors 'yesterday', 'last week'. Default: now"))]
 MinScore = Annotated[float, Field(ge=0.0, le=1.0, description=(
     "leave out sessions whose relevance (0-1) is below this; 0 keeps the k best whatever they score"))]
-Messages = Annotated[list[MessageIn], Field(min_length=1, max_length=10_000, description=(
-    "the conversation in order: [{role: user|assistant|system, content, name?}, ...]"))]
+Messages = Annotated[list[MessageIn] | Annotated[str, Field(min_length=1, max_length=200_000)], Field(description=(
+    "the messages in order: [{role: user|assistant|system|tool, content, name?}, ...] (OpenAI and Anthropic "
+    "message formats are read too), or a plain string as one user message"))]
+MaxTokens = Annotated[int, Field(ge=1, le=100_000, description="the text's budget, 4 characters a token")]
+ExcludeSession = Annotated[SessionId | None, Field(description="a session to leave out: the current conversation")]
 Metadata = Annotated[dict[str, Any] | None, Field(description=(
     "a JSON object kept with the session (at most 64 KiB, 32 levels)"))]
 OptionalSession = Annotated[SessionId | None, Field(description=(
@@ -108,7 +115,8 @@ class _Server(MCPServer):
             if not errors:
                 raise
             first = errors[0]
-            where = ".".join(str(part) for part in first["loc"])
+            # A union's member names its branch in the location (messages.list[MessageIn].0.role): left out.
+            where = ".".join(str(part) for part in first["loc"] if not re.fullmatch(r"\w+\[.*\]|str", str(part)))
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
             message = f"Error executing tool {name}: invalid arguments: {where}: {first['msg']}{more}"
             raise ToolError(message) from exc.__cause__
@@ -137,17 +145,32 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
         return result
 
     async def add_memory(user_id: UserId, messages: Messages, session_id: SessionId | None = None,
-                         timestamp: Timestamp | None = None, metadata: Metadata = None) -> AddResult:
-        """Store one finished conversation (a session) in the user's long-term memory.
+                         timestamp: Timestamp | None = None, metadata: Metadata = None) -> AppendResult:
+        """Store messages of a conversation in the user's long-term memory.
 
-        Call it once per conversation, with all its messages, after it ends (or at a natural break).
-        Give `timestamp` (when it happened) if it is not now, so that later searches about "last
-        week" find it. Returns the session id (a random one unless you pass `session_id`; an id the
-        user already has is refused).
+        Call it every turn with the new messages and the same `session_id`: they are added to the end of
+        that conversation (created on first use). Without `session_id`, the messages are stored as a new
+        conversation with a random id (returned). Give `timestamp` (when it happened) only if it is not now.
         """
-        plain = [m.model_dump(exclude_none=True) for m in messages]
-        return AddResult(**await call(lambda mem: mem.add(user_id, plain, session_id=session_id, timestamp=timestamp,
-                                                          metadata=metadata), "adds"))
+        plain = messages_payload(messages)
+        sid = session_id if session_id is not None else uuid.uuid4().hex
+        result = await call(lambda mem: mem.append(user_id, sid, plain, timestamp=timestamp, metadata=metadata))
+        if result["created"] and metrics is not None:
+            metrics.inc("adds")
+        return AppendResult(**result)
+
+    async def get_context(user_id: UserId, query: Query, k: K = 5, max_tokens: MaxTokens = 1000,
+                          exclude_session: ExcludeSession = None) -> str:
+        """What from earlier conversations matters for `query`, as compact prompt-ready text.
+
+        Dated excerpts of the most relevant sessions, best turns first, within `max_tokens` (4 characters a
+        token). Pass the current conversation as `exclude_session` so it is not repeated. Empty text when
+        nothing is stored yet.
+        """
+        excluded = [exclude_session] if exclude_session else []
+        text = await call(lambda mem: mem.context(user_id, query, k=k, max_tokens=max_tokens,
+                                                  exclude_sessions=excluded), "searches")
+        return text or "(no memories yet)"
 
     async def search_memory(user_id: UserId, query: Query, k: K = 5, query_time: QueryTime = None,
                             min_score: MinScore = 0.0) -> SearchResponse:
@@ -155,7 +178,7 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
 
         Use it before answering anything that may depend on the past (preferences, facts about the
         user, earlier plans). Returns up to `k` sessions, most relevant first, each with its best
-        matching turns as text and a relevance score.
+        matching turns as text and a relevance score; no hits for a user with nothing stored yet.
         """
         hits = await call(lambda mem: mem.search(user_id, query, k=k, query_time=query_time, min_score=min_score),
                           "searches")
@@ -217,6 +240,7 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
     add(add_memory, ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
                                     open_world_hint=False))
     add(search_memory, read_only)
+    add(get_context, read_only)
     add(get_session, read_only)
     add(list_sessions, read_only)
     add(delete_memory, ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,

@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from memgas.core.validate import ID_CHAR, MAX_K, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
 
 __all__ = [
-    "MessageIn", "SessionIn", "AddSessionRequest", "AddManyRequest", "AddResult", "AddManyResponse",
+    "MessageIn", "Messages", "messages_payload", "AppendRequest", "AppendResult", "MessageUpdate", "MessageChange", "ContextRequest",
+    "ContextOut", "SessionIn", "AddSessionRequest", "AddManyRequest", "AddResult", "AddManyResponse",
     "SearchRequest", "SearchResponse", "HitOut", "TurnOut", "SessionOut", "SessionHeader", "SessionList",
     "UserRow", "UserList", "DeleteResult", "AnswerRequest", "AnswerOut", "FactOut", "FactList", "ErrorBody",
     "ErrorResponse", "Health", "ID_PATTERN", "UserId", "SessionId", "AgentId", "TemplateOut", "TemplateList",
@@ -42,18 +43,36 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class MessageIn(_Request):
-    """One message of a session."""
+class MessageIn(BaseModel):
+    """One message of a session: memgas's own shape, an OpenAI chat message (content parts, ``tool_calls``,
+    the ``tool`` and ``developer`` roles) or an Anthropic message (content blocks); see "The formats agents
+    send" in the README for what each becomes. Other keys of those formats (``tool_call_id``, ``id``) are
+    accepted and not stored."""
 
-    role: Literal["user", "assistant", "system"]
-    content: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["user", "assistant", "system", "tool", "developer", "function"]
+    content: str | list[dict[str, Any]] | None = Field(
+        default=None, description="text (1 to 200,000 characters), or a list of content parts / blocks")
     name: str | None = Field(default=None, max_length=256, description="the speaker's name, when known")
+    tool_calls: list[dict[str, Any]] | None = Field(default=None, max_length=128,
+                                                    description="an assistant's tool calls (OpenAI)")
+
+
+#: The messages of a request: a list of messages, or a plain string as one user message.
+Messages = Annotated[list[MessageIn], Field(min_length=1, max_length=10_000)] | Annotated[
+    str, Field(min_length=1, max_length=MAX_MESSAGE_CHARS)]
+
+
+def messages_payload(messages: list[MessageIn] | str) -> list[dict[str, Any]] | str:
+    """The messages of a request as :class:`~memgas.memory.Memory` takes them."""
+    return messages if isinstance(messages, str) else [m.model_dump(exclude_none=True) for m in messages]
 
 
 class SessionIn(_Request):
     """One session of a batch."""
 
-    messages: list[MessageIn] = Field(min_length=1, max_length=10_000)
+    messages: Messages
     session_id: SessionId | None = Field(default=None, description="a random id is made when omitted")
     timestamp: Timestamp | None = None
     metadata: dict[str, Any] | None = Field(default=None, description="a JSON object, at most 64 KiB and 32 levels")
@@ -97,6 +116,60 @@ class SearchRequest(_Request):
     k: int = Field(default=5, ge=1, le=MAX_K)
     query_time: str | None = Field(default=None, max_length=64, description="anchors 'last week' etc.; default now")
     min_score: float = Field(default=0.0, ge=0.0, le=1.0, description="leave out hits less relevant than this")
+    exclude_sessions: list[SessionId] = Field(default_factory=list, max_length=100,
+                                              description="sessions to leave out (the conversation in the prompt)")
+
+
+class ContextRequest(SearchRequest):
+    """``POST /v1/context``: :class:`SearchRequest` and the budget of the text."""
+
+    max_tokens: int = Field(default=1000, ge=1, le=100_000, description="the text's budget, 4 characters a token")
+
+
+class ContextOut(BaseModel):
+    """Prompt-ready text of the relevant memories (empty when there are none)."""
+
+    context: str
+
+
+class AppendRequest(_Request):
+    """``POST /v1/sessions/{session_id}/messages``: messages to add to the end of a session (made if new)."""
+
+    user_id: UserId
+    messages: Messages
+    timestamp: Timestamp | None = Field(default=None, description="a new session's time (default now)")
+    metadata: dict[str, Any] | None = Field(default=None, description="merged into the session's metadata")
+    return_context: bool = Field(default=False, description="also return the context for the last user message")
+    context_tokens: int = Field(default=1000, ge=1, le=100_000, description="that context's budget")
+
+
+class AppendResult(BaseModel):
+    """What an append did."""
+
+    session_id: str
+    created: bool
+    messages: int = Field(description="the session's messages now")
+    units: int
+    edges: int
+    seconds: float
+    context: str | None = None
+
+
+class MessageUpdate(_Request):
+    """``PATCH /v1/sessions/{session_id}/messages/{index}``: the message's new content."""
+
+    content: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+
+
+class MessageChange(BaseModel):
+    """What an edit or delete of one message did."""
+
+    session_id: str
+    messages: int = Field(description="the session's messages now (0: the session was deleted)")
+    units: int | None = None
+    edges: int | None = None
+    seconds: float | None = None
+    deleted_session: bool = False
 
 
 class TurnOut(BaseModel):

@@ -36,11 +36,33 @@ class ScopedMemory:
         """Store several sessions in one transaction (:meth:`Memory.add_many`)."""
         return self.memory.add_many(sessions, user_id=self._user(user_id), skip_existing=skip_existing)
 
+    def append(self, user_id: str, session_id: str, messages: Any, *, timestamp: str | None = None,
+               metadata: dict[str, Any] | None = None, return_context: bool = False,
+               context_tokens: int = 1000) -> dict[str, Any]:
+        """Add messages to the end of a session, making it if new (:meth:`Memory.append`)."""
+        return self.memory.append(messages, user_id=self._user(user_id), session_id=session_id, timestamp=timestamp,
+                                  metadata=metadata, return_context=return_context, context_tokens=context_tokens)
+
+    def update_message(self, user_id: str, session_id: str, index: int, content: str) -> dict[str, Any]:
+        """Replace one message's content (:meth:`Memory.update_message`)."""
+        return self.memory.update_message(session_id, index, content, user_id=self._user(user_id))
+
+    def delete_message(self, user_id: str, session_id: str, index: int) -> dict[str, Any]:
+        """Delete one message (:meth:`Memory.delete_message`)."""
+        return self.memory.delete_message(session_id, index, user_id=self._user(user_id))
+
     def search(self, user_id: str, query: str, *, k: int = 5, query_time: str | None = None,
-               min_score: float = 0.0) -> list[dict[str, Any]]:
+               min_score: float = 0.0, exclude_sessions: Sequence[str] = ()) -> list[dict[str, Any]]:
         """The best sessions for ``query`` (:meth:`Memory.search`), as dicts."""
-        hits = self.memory.search(query, user_id=self._user(user_id), k=k, query_time=query_time, min_score=min_score)
+        hits = self.memory.search(query, user_id=self._user(user_id), k=k, query_time=query_time, min_score=min_score,
+                                  exclude_sessions=exclude_sessions)
         return [h.to_dict() for h in hits]
+
+    def context(self, user_id: str, query: str, *, k: int = 5, max_tokens: int = 1000,
+                exclude_sessions: Sequence[str] = (), query_time: str | None = None, min_score: float = 0.0) -> str:
+        """Prompt-ready text of the relevant memories (:meth:`Memory.context`)."""
+        return self.memory.context(query, user_id=self._user(user_id), k=k, max_tokens=max_tokens,
+                                   exclude_sessions=exclude_sessions, query_time=query_time, min_score=min_score)
 
     def get(self, user_id: str, session_id: str) -> dict[str, Any]:
         """One stored session (:meth:`Memory.get`), with the caller's user id."""

@@ -179,6 +179,21 @@ class Store(ABC):
         """
 
     @abstractmethod
+    def rewrite_session(self, session: Session, *, keep_messages: int, drop_units: Sequence[int],
+                        units: Sequence[Unit], edges: Sequence[Edge]) -> list[int]:
+        """Bring a stored session to ``session`` in one transaction, keeping its first ``keep_messages`` messages
+        and every unit not in ``drop_units`` (with their edges); write ``units`` and ``edges`` as
+        :meth:`add_session` does; return the new unit ids."""
+
+    @abstractmethod
+    def session_units(self, user_id: str, session_id: str) -> UnitTable:
+        """The units of one session, in id order (empty when there is no such session)."""
+
+    @abstractmethod
+    def unit_ids(self, user_id: str) -> np.ndarray:
+        """The ids of the user's units, ascending."""
+
+    @abstractmethod
     def delete_session(self, user_id: str, session_id: str) -> None:
         """Delete a session with its units and every edge touching them.
 

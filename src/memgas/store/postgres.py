@@ -36,14 +36,13 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from typing import Any, Iterator, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-from memgas.core.errors import DuplicateSessionError, InvalidInputError, MemgasError
-from memgas.core.types import GRANULARITIES, Edge, Session, Unit
+from memgas.core.errors import InvalidInputError, MemgasError
+from memgas.core.types import GRANULARITIES, Session, Unit
 from memgas.core.validate import check_id
-from memgas.store.sql import API_KEYS_TABLE, SQLStore, session_unit_rows
+from memgas.store.sql import API_KEYS_TABLE, SQLStore
 
 __all__ = ["PostgresStore", "SCHEMA_VERSION", "MIGRATIONS", "CROSS_USER_STATEMENTS"]
 
@@ -387,53 +386,39 @@ class PostgresStore(SQLStore):
         return {"path": None, "url": _redact(self._url), "file_bytes": int(file_bytes)}
 
     # -- writes ------------------------------------------------------------------------------
-    def add_session(self, session: Session, units: Sequence[Unit], edges: Sequence[Edge]) -> list[int]:
-        """Write a session, its units and edges in one transaction under the user's lock; return the new
-        unit ids in order (drawn from a sequence: larger than every id committed before for this user).
+    def _insert_session(self, conn: Any, row: tuple[Any, ...]) -> int:
+        return int(conn.execute(
+            "INSERT INTO sessions (user_id, session_id, timestamp, metadata, n_messages, n_turns, created_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING pk", row).fetchone()[0])
 
-        Raises:
-            DuplicateSessionError: the user already has a session with this id.
-            InvalidInputError: an invalid session, unit or edge, text with NUL characters, or an edge
-                endpoint that is not a unit of this user (nothing is written).
-        """
-        user_id, session_id, timestamp, metadata, edge_rows = self._session_row(session, units, edges)
-        with self._write(user_id) as conn:
-            unit_rows = session_unit_rows(session, units, self._dim(conn))
-            _no_nul(session, units)
-            if conn.execute("SELECT 1 FROM sessions WHERE user_id = %s AND session_id = %s",
-                            (user_id, session_id)).fetchone():
-                raise DuplicateSessionError(f"user {user_id!r} already has a session {session_id!r}")
-            self._check_endpoints(conn, user_id, {n for row in edge_rows for n in row[:2] if n > 0})
-            session_pk = conn.execute(
-                "INSERT INTO sessions (user_id, session_id, timestamp, metadata, n_messages, n_turns, created_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING pk",
-                (user_id, session_id, timestamp, metadata, len(session.messages), len(session.turns),
-                 datetime.now(timezone.utc).isoformat()),
-            ).fetchone()[0]
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO messages (user_id, session_pk, position, role, name, content)"
-                    " VALUES (%s, %s, %s, %s, %s, %s)",
-                    [(user_id, session_pk, i, m.role, m.name, m.content) for i, m in enumerate(session.messages)],
-                )
-                # Drawn under the user's lock, so the user's ids grow in commit order (load_units_after).
-                ids = sorted(row[0] for row in conn.execute(
-                    "SELECT nextval('unit_ids') FROM generate_series(1, %s)", (len(unit_rows),)).fetchall())
-                cur.executemany(
-                    "INSERT INTO units (user_id, id, session_pk, granularity, turn_start, turn_end, chunk, text,"
-                    " vector) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    [(user_id, i, session_pk, *row) for i, row in zip(ids, unit_rows)],
-                )
+    def _insert_messages(self, conn: Any, user_id: str, session_pk: int, start: int, messages: Sequence[Any]) -> None:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO messages (user_id, session_pk, position, role, name, content)"
+                " VALUES (%s, %s, %s, %s, %s, %s)",
+                [(user_id, session_pk, start + i, m.role, m.name, m.content) for i, m in enumerate(messages)],
+            )
 
-                def resolve(n: int) -> int:
-                    return n if n > 0 else ids[-n - 1]
+    def _insert_units_and_edges(self, conn: Any, user_id: str, session_pk: int, unit_rows: list[tuple[Any, ...]],
+                                edge_rows: list[tuple[int, int, float]]) -> list[int]:
+        with conn.cursor() as cur:
+            # Drawn under the user's lock, so the user's ids grow in commit order (load_units_after).
+            ids = sorted(row[0] for row in conn.execute(
+                "SELECT nextval('unit_ids') FROM generate_series(1, %s)", (len(unit_rows),)).fetchall())
+            cur.executemany(
+                "INSERT INTO units (user_id, id, session_pk, granularity, turn_start, turn_end, chunk, text,"
+                " vector) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [(user_id, i, session_pk, *row) for i, row in zip(ids, unit_rows)],
+            )
 
-                cur.executemany(
-                    "INSERT INTO edges (user_id, src, dst, weight) VALUES (%s, %s, %s, %s)"
-                    " ON CONFLICT (user_id, src, dst) DO UPDATE SET weight = greatest(edges.weight, excluded.weight)",
-                    [(user_id, *sorted((resolve(src), resolve(dst))), weight) for src, dst, weight in edge_rows],
-                )
-            self._touch(conn, user_id)
+            def resolve(n: int) -> int:
+                return n if n > 0 else ids[-n - 1]
+
+            cur.executemany(
+                "INSERT INTO edges (user_id, src, dst, weight) VALUES (%s, %s, %s, %s)"
+                " ON CONFLICT (user_id, src, dst) DO UPDATE SET weight = greatest(edges.weight, excluded.weight)",
+                [(user_id, *sorted((resolve(src), resolve(dst))), weight) for src, dst, weight in edge_rows],
+            )
         return ids
 
     @staticmethod

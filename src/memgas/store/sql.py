@@ -19,7 +19,7 @@ from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
-from memgas.core.errors import EmbedderMismatchError, InvalidInputError, NotFoundError
+from memgas.core.errors import DuplicateSessionError, EmbedderMismatchError, InvalidInputError, NotFoundError
 from memgas.core.types import GRANULARITIES, Edge, Message, Session, Unit
 from memgas.core.validate import ID_CHAR, check_id, check_unicode, parse_timestamp
 from memgas.store.base import ApiKeyRecord, EdgeTable, ExperienceRecord, SessionInfo, Store, UnitTable, scope_of
@@ -274,6 +274,102 @@ class SQLStore(Store):
             raise InvalidInputError(f"session {session_id!r}: metadata is not JSON-serialisable: {exc}") from None
         return user_id, session_id, timestamp, metadata, _edge_rows(edges, len(units))
 
+    @abstractmethod
+    def _insert_session(self, conn: Any, row: tuple[Any, ...]) -> int:
+        """Insert a ``sessions`` row (user_id, session_id, timestamp, metadata, n_messages, n_turns,
+        created_at); return its primary key."""
+
+    @abstractmethod
+    def _insert_messages(self, conn: Any, user_id: str, session_pk: int, start: int, messages: Sequence[Any]) -> None:
+        """Insert ``messages`` at positions ``start, start + 1, ...`` of the session."""
+
+    @abstractmethod
+    def _insert_units_and_edges(self, conn: Any, user_id: str, session_pk: int, unit_rows: list[tuple[Any, ...]],
+                                edge_rows: list[tuple[int, int, float]]) -> list[int]:
+        """Insert a session's unit rows and the edges (refs ``-(i + 1)`` resolved to the new ids); return the ids."""
+
+    @staticmethod
+    @abstractmethod
+    def _check_endpoints(conn: Any, user_id: str, unit_ids: set[int]) -> None:
+        """Raise :class:`InvalidInputError` unless every id is a stored unit of ``user_id``."""
+
+    def add_session(self, session: Session, units: Sequence[Unit], edges: Sequence[Edge]) -> list[int]:
+        """Write a session, its units and edges in one transaction; return the new unit ids in order.
+
+        Args:
+            session: the validated session (see :func:`memgas.core.validate.make_session`).
+            units: its units, each with a vector of the bound embedder's dimension.
+            edges: undirected edges; an endpoint is a stored unit id of the same user, or
+                ``-(i + 1)`` for the ``i``-th unit of ``units``. A pair given twice (either way
+                round, or already stored) keeps the larger weight.
+
+        Raises:
+            DuplicateSessionError: the user already has a session with this id.
+            InvalidInputError: an invalid session, unit or edge, or an edge endpoint that is not a
+                unit of this user (nothing is written).
+        """
+        user_id, session_id, timestamp, metadata, edge_rows = self._session_row(session, units, edges)
+        with self._write(user_id) as conn:
+            unit_rows = session_unit_rows(session, units, self._dim(conn))
+            if conn.execute(self._q("SELECT 1 FROM sessions WHERE user_id = ? AND session_id = ?"),
+                            (user_id, session_id)).fetchone():
+                raise DuplicateSessionError(f"user {user_id!r} already has a session {session_id!r}")
+            self._check_endpoints(conn, user_id, {n for row in edge_rows for n in row[:2] if n > 0})
+            session_pk = self._insert_session(conn, (user_id, session_id, timestamp, metadata, len(session.messages),
+                                                     len(session.turns), datetime.now(timezone.utc).isoformat()))
+            self._insert_messages(conn, user_id, session_pk, 0, session.messages)
+            ids = self._insert_units_and_edges(conn, user_id, session_pk, unit_rows, edge_rows)
+            self._touch(conn, user_id)
+        return ids
+
+    def rewrite_session(self, session: Session, *, keep_messages: int, drop_units: Sequence[int],
+                        units: Sequence[Unit], edges: Sequence[Edge]) -> list[int]:
+        """Bring a stored session to ``session`` in one transaction: its messages from position ``keep_messages``
+        on are replaced by those of ``session`` (its first ``keep_messages`` are the stored ones), its timestamp
+        and metadata become ``session``'s, the units ``drop_units`` of the session go with every edge touching
+        them, and ``units`` and ``edges`` are written as :meth:`add_session` writes them; return the new ids.
+
+        Replaced messages and units are forgotten as by :meth:`delete_session`.
+
+        Raises:
+            NotFoundError: the user has no such session.
+            InvalidInputError: ``keep_messages`` outside the stored messages, a dropped id that is not a unit of
+                this session, an edge to a dropped unit, or anything :meth:`add_session` refuses (nothing is written).
+        """
+        user_id, session_id, timestamp, metadata, edge_rows = self._session_row(session, units, edges)
+        drop = sorted({int(i) for i in drop_units})
+        with self._write(user_id) as conn:
+            unit_rows = session_unit_rows(session, units, self._dim(conn))
+            row = conn.execute(self._q("SELECT pk, n_messages FROM sessions WHERE user_id = ? AND session_id = ?"),
+                               (user_id, session_id)).fetchone()
+            if row is None:
+                raise NotFoundError(f"user {user_id!r} has no session {session_id!r}")
+            session_pk, n_stored = int(row[0]), int(row[1])
+            if not 0 <= keep_messages <= min(n_stored, len(session.messages)):
+                raise InvalidInputError(f"keep_messages {keep_messages} is outside the session's {n_stored} messages")
+            own = {int(r[0]) for r in conn.execute(self._q("SELECT id FROM units WHERE session_pk = ?"), (session_pk,))}
+            stranger = next((i for i in drop if i not in own), None)
+            if stranger is not None:
+                raise InvalidInputError(f"unit {stranger} is not a unit of session {session_id!r}")
+            ends = {n for r in edge_rows for n in r[:2] if n > 0}
+            if ends & set(drop):
+                raise InvalidInputError(f"an edge links unit {min(ends & set(drop))}, which is dropped")
+            self._check_endpoints(conn, user_id, ends)
+            conn.execute(self._q("DELETE FROM messages WHERE session_pk = ? AND position >= ?"),
+                         (session_pk, keep_messages))
+            self._insert_messages(conn, user_id, session_pk, keep_messages, session.messages[keep_messages:])
+            for chunk in range(0, len(drop), 500):
+                part = drop[chunk:chunk + 500]
+                conn.execute(self._q(f"DELETE FROM units WHERE id IN ({', '.join('?' * len(part))})"), part)
+            conn.execute(self._q("UPDATE sessions SET timestamp = ?, metadata = ?, n_messages = ?, n_turns = ?"
+                                 " WHERE pk = ?"),
+                         (timestamp, metadata, len(session.messages), len(session.turns), session_pk))
+            ids = self._insert_units_and_edges(conn, user_id, session_pk, unit_rows, edge_rows)
+            self._touch(conn, user_id)
+            if drop or keep_messages < n_stored:
+                self._deleted()
+        return ids
+
     def _touch(self, conn: Any, user_id: str) -> None:
         """Give the user a new version after a write, or drop the user once no session is left.
 
@@ -408,6 +504,20 @@ class SQLStore(Store):
             rows = conn.execute(self._q(self._UNIT_COLUMNS + " WHERE u.user_id = ? AND u.id > ? ORDER BY u.id"),
                                 (user_id, int(after_id))).fetchall()
         return int(kept), self._unit_table(rows, dim)
+
+    def session_units(self, user_id: str, session_id: str) -> UnitTable:
+        """The units of one session, in id order (empty when there is no such session)."""
+        with self._read() as conn:
+            dim = self._dim(conn) or 0
+            rows = conn.execute(self._q(self._UNIT_COLUMNS + " WHERE u.user_id = ? AND s.session_id = ? ORDER BY u.id"),
+                                (user_id, session_id)).fetchall()
+        return self._unit_table(rows, dim)
+
+    def unit_ids(self, user_id: str) -> np.ndarray:
+        """The ids of the user's units, ascending (int64): what an index compares its rows with after a rewrite."""
+        with self._read() as conn:
+            rows = conn.execute(self._q("SELECT id FROM units WHERE user_id = ? ORDER BY id"), (user_id,)).fetchall()
+        return np.fromiter((r[0] for r in rows), np.int64, len(rows))
 
     def load_edges(self, user_id: str) -> EdgeTable:
         """All edges among a user's units, each undirected edge once with ``src < dst``, sorted."""

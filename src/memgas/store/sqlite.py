@@ -34,14 +34,13 @@ import sqlite3
 import threading
 import time
 from contextlib import contextmanager, nullcontext
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from memgas.core.errors import DuplicateSessionError, InvalidInputError, MemgasError
-from memgas.core.types import GRANULARITIES, Edge, Session, Unit
+from memgas.core.errors import InvalidInputError, MemgasError
+from memgas.core.types import GRANULARITIES
 from memgas.core.validate import check_id
-from memgas.store.sql import API_KEYS_TABLE, SQLStore, session_unit_rows
+from memgas.store.sql import API_KEYS_TABLE, SQLStore
 
 __all__ = ["SQLiteStore", "SCHEMA_VERSION", "MIGRATIONS"]
 
@@ -428,58 +427,38 @@ class SQLiteStore(SQLStore):
         return {"path": None if self._path is None else str(self._path), "file_bytes": file_bytes}
 
     # -- writes ------------------------------------------------------------------------------
-    def add_session(self, session: Session, units: Sequence[Unit], edges: Sequence[Edge]) -> list[int]:
-        """Write a session, its units and edges in one transaction; return the new unit ids in order.
+    def _insert_session(self, conn: sqlite3.Connection, row: tuple[Any, ...]) -> int:
+        return int(conn.execute(
+            "INSERT INTO sessions (user_id, session_id, timestamp, metadata, n_messages, n_turns, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)", row).lastrowid)
 
-        Args:
-            session: the validated session (see :func:`memgas.core.validate.make_session`).
-            units: its units, each with a vector of the bound embedder's dimension.
-            edges: undirected edges; an endpoint is a stored unit id of the same user, or
-                ``-(i + 1)`` for the ``i``-th unit of ``units``. A pair given twice (either way
-                round, or already stored) keeps the larger weight.
+    def _insert_messages(self, conn: sqlite3.Connection, user_id: str, session_pk: int, start: int,
+                         messages: Sequence[Any]) -> None:
+        conn.executemany(
+            "INSERT INTO messages (session_pk, position, role, name, content) VALUES (?, ?, ?, ?, ?)",
+            [(session_pk, start + i, m.role, m.name, m.content) for i, m in enumerate(messages)],
+        )
 
-        Raises:
-            DuplicateSessionError: the user already has a session with this id.
-            InvalidInputError: an invalid session, unit or edge, or an edge endpoint that is not a
-                unit of this user (nothing is written).
-        """
-        user_id, session_id, timestamp, metadata, edge_rows = self._session_row(session, units, edges)
-        with self._write() as conn:
-            unit_rows = session_unit_rows(session, units, self._dim(conn))
-            if conn.execute(
-                "SELECT 1 FROM sessions WHERE user_id = ? AND session_id = ?", (user_id, session_id)
-            ).fetchone():
-                raise DuplicateSessionError(f"user {user_id!r} already has a session {session_id!r}")
-            self._check_endpoints(conn, user_id, {n for row in edge_rows for n in row[:2] if n > 0})
-            session_pk = conn.execute(
-                "INSERT INTO sessions (user_id, session_id, timestamp, metadata, n_messages, n_turns, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (user_id, session_id, timestamp, metadata, len(session.messages), len(session.turns),
-                 datetime.now(timezone.utc).isoformat()),
+    def _insert_units_and_edges(self, conn: sqlite3.Connection, user_id: str, session_pk: int,
+                                unit_rows: list[tuple[Any, ...]], edge_rows: list[tuple[int, int, float]]) -> list[int]:
+        # One execute per unit: lastrowid is the only portable way to learn each new id.
+        ids = [
+            conn.execute(
+                "INSERT INTO units (session_pk, user_id, granularity, turn_start, turn_end, chunk, text, vector)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (session_pk, user_id, *row),
             ).lastrowid
-            conn.executemany(
-                "INSERT INTO messages (session_pk, position, role, name, content) VALUES (?, ?, ?, ?, ?)",
-                [(session_pk, i, m.role, m.name, m.content) for i, m in enumerate(session.messages)],
-            )
-            # One execute per unit: lastrowid is the only portable way to learn each new id.
-            ids = [
-                conn.execute(
-                    "INSERT INTO units (session_pk, user_id, granularity, turn_start, turn_end, chunk, text, vector)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (session_pk, user_id, *row),
-                ).lastrowid
-                for row in unit_rows
-            ]
+            for row in unit_rows
+        ]
 
-            def resolve(n: int) -> int:
-                return n if n > 0 else ids[-n - 1]
+        def resolve(n: int) -> int:
+            return n if n > 0 else ids[-n - 1]
 
-            conn.executemany(
-                "INSERT INTO edges (src, dst, weight, user_id) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (src, dst) DO UPDATE SET weight = max(weight, excluded.weight)",
-                [(*sorted((resolve(src), resolve(dst))), weight, user_id) for src, dst, weight in edge_rows],
-            )
-            self._touch(conn, user_id)
+        conn.executemany(
+            "INSERT INTO edges (src, dst, weight, user_id) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (src, dst) DO UPDATE SET weight = max(weight, excluded.weight)",
+            [(*sorted((resolve(src), resolve(dst))), weight, user_id) for src, dst, weight in edge_rows],
+        )
         return ids
 
     @staticmethod

@@ -1,4 +1,4 @@
-"""``/v1/search``, and with an LLM ``/v1/answer``; ``/v1/facts`` for the temporal knowledge graph."""
+"""``/v1/search`` and ``/v1/context``, and with an LLM ``/v1/answer``; ``/v1/facts`` for the temporal knowledge graph."""
 
 from __future__ import annotations
 
@@ -6,7 +6,15 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from memgas.core.errors import UnavailableError
 from memgas.service.deps import UserQuery, scoped
-from memgas.service.schemas import AnswerOut, AnswerRequest, FactList, SearchRequest, SearchResponse
+from memgas.service.schemas import (
+    AnswerOut,
+    AnswerRequest,
+    ContextOut,
+    ContextRequest,
+    FactList,
+    SearchRequest,
+    SearchResponse,
+)
 from memgas.service.scoped import ScopedMemory
 
 router = APIRouter(tags=["search"])
@@ -15,9 +23,19 @@ router = APIRouter(tags=["search"])
 @router.post("/v1/search", response_model=SearchResponse)
 def search(body: SearchRequest, request: Request, mem: ScopedMemory = Depends(scoped)) -> SearchResponse:
     """The ``k`` sessions most relevant to the query, best first, with their best turns."""
-    hits = mem.search(body.user_id, body.query, k=body.k, query_time=body.query_time, min_score=body.min_score)
+    hits = mem.search(body.user_id, body.query, k=body.k, query_time=body.query_time, min_score=body.min_score,
+                      exclude_sessions=body.exclude_sessions)
     request.app.state.memgas.metrics.inc("searches")
     return SearchResponse(hits=hits)
+
+
+@router.post("/v1/context", response_model=ContextOut)
+def context(body: ContextRequest, request: Request, mem: ScopedMemory = Depends(scoped)) -> ContextOut:
+    """Prompt-ready text of what matters for the query: dated, session-cited excerpts within ``max_tokens``."""
+    text = mem.context(body.user_id, body.query, k=body.k, max_tokens=body.max_tokens,
+                       exclude_sessions=body.exclude_sessions, query_time=body.query_time, min_score=body.min_score)
+    request.app.state.memgas.metrics.inc("searches")
+    return ContextOut(context=text)
 
 
 @router.post("/v1/answer", response_model=AnswerOut)

@@ -13,6 +13,7 @@ from memgas.service.schemas import (
     DeleteResult,
     SessionList,
     SessionOut,
+    messages_payload,
 )
 from memgas.service.scoped import ScopedMemory
 
@@ -22,7 +23,7 @@ router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=AddResult)
 def add_session(body: AddSessionRequest, request: Request, mem: ScopedMemory = Depends(scoped)) -> AddResult:
     """Store one session and associate it with the user's history (409 if the id exists)."""
-    result = mem.add(body.user_id, [m.model_dump(exclude_none=True) for m in body.messages],
+    result = mem.add(body.user_id, messages_payload(body.messages),
                      session_id=body.session_id, timestamp=body.timestamp, metadata=body.metadata)
     request.app.state.memgas.metrics.inc("adds")
     return AddResult(**result)
@@ -31,7 +32,7 @@ def add_session(body: AddSessionRequest, request: Request, mem: ScopedMemory = D
 @router.post("/batch", status_code=status.HTTP_201_CREATED, response_model=AddManyResponse)
 def add_sessions(body: AddManyRequest, request: Request, mem: ScopedMemory = Depends(scoped)) -> AddManyResponse:
     """Store several sessions of one user in one transaction: all of them or none."""
-    sessions = [s.model_dump(exclude_none=True) for s in body.sessions]
+    sessions = [{**s.model_dump(exclude_none=True), "messages": messages_payload(s.messages)} for s in body.sessions]
     results = mem.add_many(body.user_id, sessions, skip_existing=body.skip_existing)
     request.app.state.memgas.metrics.inc("adds", sum(not r.get("skipped") for r in results))
     return AddManyResponse(results=[AddResult(**r) for r in results])
