@@ -328,3 +328,53 @@ def test_qa_only_methods_are_refused_for_retrieval_before_any_data_is_read(tmp_p
     assert main(["bench", "locomo", "--method", "memgas,comedy,full-history", "--data", str(tmp_path / "none.json"),
                  "--out", str(tmp_path / "out")]) == 2
     assert "comedy, full-history: QA only" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+def test_a_stream_run_ranks_as_the_whole_run_and_reports_append_costs(tmp_path: Path, capsys, monkeypatch) -> None:
+    """``--ingest both``: the same questions after each session was fed one exchange at a time through the append
+    path; by the definition of an appended session the rankings are the whole run's, question by question."""
+    monkeypatch.setenv("MEMGAS_CACHE_DIR", str(tmp_path / "cache"))
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([locomo_sample()]))
+    out = tmp_path / "out"
+    assert main(["bench", "locomo", "--data", str(data), "--out", str(out), "--method", "memgas,bm25",
+                 "--ingest", "both", "--no-progress"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["config"]["ingest"] == "both"
+    for q in results["questions"]:
+        assert set(q["methods"]) == {"memgas", "bm25", "memgas [stream]", "bm25 [stream]"}
+        for m in ("memgas", "bm25"):
+            whole, stream = q["methods"][m], q["methods"][m + " [stream]"]
+            assert (stream["sessions"], stream["turns"], stream["metrics"]) == (
+                whole["sessions"], whole["turns"], whole["metrics"])
+    stream = results["timing"]["ingest [stream]"]
+    from memgas.bench.datasets import load_locomo
+
+    exchanges = sum(len(s.turns) for c in load_locomo(data)[0] for s in c.sessions)
+    assert stream["appends"] == exchanges > len(load_locomo(data)[0][0].sessions)  # one append per exchange
+    report = (out / "report.md").read_text()
+    assert "| memgas [stream] |" in report and "Stream ingest (one exchange at a time" in report
+    assert "Append costs not measured: append costs need 221 exchanges" in report  # the sample is too small
+    assert main(["bench", "locomo", "--data", str(data), "--out", str(out), "--ingest", "sideways"]) == 2
+
+
+def test_append_costs_time_one_exchange_appended_to_sessions_of_each_length(embedder) -> None:
+    from memgas.bench.stream import append_costs, stream_markdown
+    from memgas.core.errors import InvalidInputError
+    from memgas.core.validate import make_session
+
+    turns = [m for i in range(14) for m in ({"role": "user", "content": f"fact number {i}: I own {i} kayaks"},
+                                             {"role": "assistant", "content": f"noted, {i} kayaks"})]
+    sessions = [make_session(turns[:14], user_id="u", session_id="a"), make_session(turns[14:], user_id="u",
+                                                                                   session_id="b")]
+    costs = append_costs(sessions, embedder, lengths=(2, 8), appends=3, history_sessions=1)
+    assert set(costs) == {"2", "8"}
+    for c in costs.values():
+        assert c["append_ms"] > 0 and c["embed_ms"] > 0 and c["warm_search_ms"] > 0 and c["appends"] == 3
+        assert c["embed_ms"] < c["append_ms"]  # the model's share of an append, not more
+    table = stream_markdown(costs)
+    assert table.count("\n") == 5 and "Append at 8 exchanges / at 2:" in table
+    with pytest.raises(InvalidInputError, match="need 15 exchanges of data, found 14"):
+        append_costs(sessions, embedder, lengths=(2, 12), appends=2)
+    with pytest.raises(InvalidInputError, match="at least one append"):
+        append_costs(sessions, embedder, lengths=(2,), appends=0)

@@ -165,8 +165,9 @@ def test_stdio_tenant_namespaces_users(tmp_path: Path) -> None:
             assert ok(await client.call_tool("get_session", {"user_id": "alice", "session_id": "s"}))["user_id"] == \
                 "alice"
         async with stdio(db, "--tenant", "globex") as client:
-            assert error(await client.call_tool("list_sessions", {"user_id": "alice"})).endswith(
-                "unknown user 'alice': no memory stored for this user")
+            assert ok(await client.call_tool("list_sessions", {"user_id": "alice"})) == {"sessions": []}  # not acme's
+            assert error(await client.call_tool("get_session", {"user_id": "alice", "session_id": "s"})).endswith(
+                "user 'alice' has no session 's'")
 
     run(scenario)
     with open_store(str(db)) as store:

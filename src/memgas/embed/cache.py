@@ -5,7 +5,9 @@ each row, and :class:`CachedEmbedder`, an embedder that reads and fills it.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Sequence
 
@@ -16,7 +18,7 @@ from memgas.core.provenance import current_source, current_tags
 from memgas.core.tagged_cache import TaggedCache
 from memgas.embed.base import Embedder, check_texts
 
-__all__ = ["EmbeddingCache", "CachedEmbedder"]
+__all__ = ["EmbeddingCache", "CachedEmbedder", "COUNT_MEMO"]
 
 # ----------------------------------------------------------------------------- cache
 
@@ -25,6 +27,10 @@ _IN_CHUNK = 500  # host parameters per IN (...) query: well under SQLite's limit
 
 def _hash(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+#: How many texts' token counts a :class:`CachedEmbedder` remembers.
+COUNT_MEMO = 50_000
 
 
 class EmbeddingCache(TaggedCache):
@@ -122,7 +128,8 @@ class CachedEmbedder:
 
     Identical texts in one call are embedded once. Counters: ``hits`` and ``misses`` count distinct
     texts per call found in / missing from the cache; ``seconds`` is the time spent in the inner
-    model.
+    model. Token counts are remembered in this process for the last :data:`COUNT_MEMO` texts, keyed by
+    their hash (no text is kept): an append counts the session's unchanged turns again, for free.
 
     Args:
         inner: the model.
@@ -142,6 +149,8 @@ class CachedEmbedder:
         self.hits = 0
         self.misses = 0
         self.seconds = 0.0
+        self._counts: OrderedDict[bytes, int] = OrderedDict()
+        self._counts_lock = threading.Lock()
 
     @property
     def dim(self) -> int:
@@ -169,9 +178,28 @@ class CachedEmbedder:
         return np.stack([vecs[t] for t in texts]).astype(np.float32, copy=False)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """The inner model's token counts."""
-        return self.inner.count_tokens(texts)
+        """The inner model's token counts (remembered for recent texts)."""
+        keys = [_hash(t) for t in texts]
+        with self._counts_lock:
+            known = {k: self._counts[k] for k in keys if k in self._counts}
+            for k in known:
+                self._counts.move_to_end(k)
+        todo = [i for i, k in enumerate(keys) if k not in known]
+        if todo:
+            counted = self.inner.count_tokens([texts[i] for i in todo])
+            with self._counts_lock:
+                for i, n in zip(todo, counted):
+                    known[keys[i]] = self._counts[keys[i]] = int(n)
+                while len(self._counts) > COUNT_MEMO:
+                    self._counts.popitem(last=False)
+        return [known[k] for k in keys]
 
     def split_to_window(self, text: str, max_tokens: int | None = None) -> list[str]:
-        """The inner model's split (see :meth:`OnnxMiniLMEmbedder.split_to_window`)."""
+        """The inner model's split (see :meth:`OnnxMiniLMEmbedder.split_to_window`); a text that fits is
+        answered from the remembered count."""
+        window = self.max_tokens if max_tokens is None else max_tokens
+        special = getattr(self.inner, "_special", None)
+        if isinstance(text, str) and special is not None and 0 < window <= self.max_tokens \
+                and self.count_tokens([text])[0] <= window - special:
+            return [text]
         return self.inner.split_to_window(text, max_tokens)
