@@ -316,3 +316,34 @@ def test_readyz_is_503_while_the_store_cannot_be_read(tmp_path: Path) -> None:
     r = client.get("/readyz")
     assert r.status_code == 503 and r.json()["status"] == "unavailable" and r.json()["detail"]
     assert client.get("/healthz").status_code == 200  # the process itself is alive
+
+
+def test_a_path_id_with_a_control_character_reaches_no_id(server: LiveServer) -> None:
+    """``/v1/users/alice%0A`` once deleted ``alice`` (routes match with ``$``, which allows a final newline)."""
+    admin = server.keys["admin"]
+    body = {"user_id": "nl-user", "session_id": "s1", "messages": MSG}
+    assert call(server, "POST", "/v1/sessions", admin, json=body).status_code == 201
+    for method, path, params in [("DELETE", "/v1/users/nl-user%0A", {}), ("DELETE", "/v1/users/nl-user%0D", {}),
+                                 ("GET", "/v1/sessions/s1%0A", {"user_id": "nl-user"}),
+                                 ("DELETE", "/v1/sessions/s1%0A", {"user_id": "nl-user"}),
+                                 ("DELETE", "/v1/sessions/s1/messages/0%0A", {"user_id": "nl-user"}),
+                                 ("DELETE", "/v1/sessions/s1%00", {"user_id": "nl-user"})]:
+        r = call(server, method, path, admin, params=params)
+        assert error_of(r) == (422, "validation_error"), (method, path, r.text)
+    assert error_of(call(server, "GET", "/v1/sessions/s1", admin, params={"user_id": "nl-user\n"})) == (
+        422, "validation_error")  # the same id in the query string, as before
+    assert [s["session_id"] for s in call(server, "GET", "/v1/sessions", admin,
+                                          params={"user_id": "nl-user"}).json()["sessions"]] == ["s1"]  # untouched
+
+
+def test_request_fields_are_strict_types(server: LiveServer) -> None:
+    admin = server.keys["admin"]
+    for bad in ({"k": "5"}, {"k": True}, {"k": 5.0}, {"min_score": "0.5"}, {"min_score": True},
+                {"exclude_sessions": "s1"}):
+        r = call(server, "POST", "/v1/search", admin, json={"user_id": "alice", "query": "cat", **bad})
+        assert error_of(r) == (422, "validation_error"), (bad, r.text)
+    assert call(server, "POST", "/v1/search", admin, json={"user_id": "alice", "query": "cat", "k": 5,
+                                                          "min_score": 0}).status_code == 200  # an int is a number
+    r = call(server, "POST", "/v1/sessions/batch", admin, json={"user_id": "alice", "skip_existing": "yes",
+                                                                "sessions": [{"messages": MSG}]})
+    assert error_of(r) == (422, "validation_error")

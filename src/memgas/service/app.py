@@ -38,6 +38,8 @@ __all__ = ["create_app"]
 
 log = logging.getLogger("memgas.service")
 _REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+#: Characters no path of this API holds (ids are letters, digits and . : @ / + - _).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _loopback_host(netloc: str) -> bool:
@@ -101,6 +103,14 @@ class RequestContext:
             await error_response(421, "misdirected_request", "without API keys (--no-auth) this server answers only "
                                  "requests addressed to a loopback host from a loopback origin", request_id)(
                                      scope, receive, send)
+            self._finish(scope, request_id, status, t0)
+            return
+        if _CONTROL.search(scope["path"]):
+            # Starlette matches routes with ``$``, which also matches before a final newline: ``/users/alice%0A``
+            # would reach alice. No id holds a control character, so such a path names nothing: refused whole.
+            status = 422
+            await error_response(422, "validation_error", "the path holds a control character (no id may)",
+                                 request_id)(scope, receive, send)
             self._finish(scope, request_id, status, t0)
             return
         length = headers.get("content-length", "")

@@ -40,7 +40,8 @@ MinSimilarity = Annotated[float | None, Field(ge=-1.0, le=1.0, description=(
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Strict: "k": "5" or "k": true is a 422, as the library refuses them; nothing is coerced.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class MessageIn(BaseModel):
@@ -49,7 +50,7 @@ class MessageIn(BaseModel):
     send" in the README for what each becomes. Other keys of those formats (``tool_call_id``, ``id``) are
     accepted and not stored."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     role: Literal["user", "assistant", "system", "tool", "developer", "function"]
     content: str | list[dict[str, Any]] | None = Field(
