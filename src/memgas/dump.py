@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import groupby
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TextIO
 
 import numpy as np
 
@@ -160,7 +160,11 @@ class _Dump:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         with self._open() as f:
-            self.embedder_id, self.dim = self._read_header(f.readline())
+            try:
+                first = f.readline()
+            except UnicodeDecodeError as e:  # a binary file
+                raise InvalidInputError(f"{self.path} is not UTF-8 text: {e.reason} at byte {e.start}") from None
+            self.embedder_id, self.dim = self._read_header(first)
 
     def _open(self) -> TextIO:
         try:
@@ -299,7 +303,8 @@ def _is_int(value: Any) -> bool:
 # -- importing -----------------------------------------------------------------------------------
 
 
-def import_dump(path: str | Path, memory: Memory, *, skip_existing: bool = False) -> dict[str, Any]:
+def import_dump(path: str | Path, memory: Memory, *, skip_existing: bool = False,
+                progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Import a dump (see the module docstring) into ``memory``'s store.
 
     The whole dump is checked first, and so are the session ids the store already has, so a corrupt
@@ -313,6 +318,8 @@ def import_dump(path: str | Path, memory: Memory, *, skip_existing: bool = False
         memory: the target; its store receives the sessions.
         skip_existing: leave out the sessions a user already has instead of refusing the dump. Edges of
             imported sessions to a skipped one join its stored units when these match the dump's.
+        progress: called with ``(sessions done, sessions in the dump)`` once each user is committed (users
+            already committed stay when a later one fails: import again with ``skip_existing`` to resume).
 
     Returns:
         ``{"mode": "lossless" | "re-derived", "embedder_id", "dump_embedder_id", "users", "sessions",
@@ -326,6 +333,7 @@ def import_dump(path: str | Path, memory: Memory, *, skip_existing: bool = False
     """
     dump = _Dump(path)
     plan = dump.sessions_by_user()
+    total = sum(len(ids) for ids in plan.values())
     store = memory.store
     target = store.embedder_id or memory.embedder.id
     lossless = dump.embedder_id is None or dump.embedder_id == target
@@ -333,7 +341,8 @@ def import_dump(path: str | Path, memory: Memory, *, skip_existing: bool = False
         for user, ids in plan.items():
             clash = sorted(set(ids) & {i.session_id for i in store.list_sessions(user)})
             if clash:
-                raise DuplicateSessionError(f"user {user!r} already has sessions {clash}: nothing was imported "
+                shown = f"{clash[:5]} and {len(clash) - 5} more ({len(clash)} in all)" if len(clash) > 5 else f"{clash}"
+                raise DuplicateSessionError(f"user {user!r} already has sessions {shown}: nothing was imported "
                                             "(--skip-existing leaves them out)")
     result: dict[str, Any] = {"mode": "lossless" if lossless else "re-derived", "embedder_id": target,
                               "dump_embedder_id": dump.embedder_id, "users": 0, "sessions": 0, "skipped": 0,
@@ -352,6 +361,8 @@ def import_dump(path: str | Path, memory: Memory, *, skip_existing: bool = False
         result["users"] += 1
         for key, value in counts.items():
             result[key] += value
+        if progress is not None:
+            progress(result["sessions"] + result["skipped"], total)
     return result
 
 

@@ -189,6 +189,8 @@ class Memory:
             DuplicateSessionError: without ``skip_existing``, a session id the user already has.
         """
         check_id("user_id", user_id)
+        if isinstance(sessions, (str, bytes, Mapping)) or not isinstance(sessions, Iterable):
+            raise InvalidInputError(f"sessions must be a list of session objects, got {type(sessions).__name__}")
         batch = []
         for i, raw in enumerate(sessions):
             if not isinstance(raw, Mapping):
@@ -210,14 +212,15 @@ class Memory:
         ids = [s.session_id for s in batch]
         twice = sorted(sid for sid, n in Counter(ids).items() if n > 1)
         if twice:
-            raise InvalidInputError(f"session ids given more than once: {twice}")
+            raise InvalidInputError(f"session ids given more than once: {_some(twice)}")
         results: list[dict[str, Any]] = []
         timings: list[float] = []
         with self._lock, track_usage() as usage, self.store.writing(user_id):
             stored = {info.session_id for info in self.store.list_sessions(user_id)}
             clash = [sid for sid in ids if sid in stored]
             if clash and not skip_existing:
-                raise DuplicateSessionError(f"user {user_id!r} already has sessions {clash}: nothing was added")
+                raise DuplicateSessionError(f"user {user_id!r} already has sessions {_some(clash)}: nothing was "
+                                            "added (skip_existing leaves them out)")
             for session in batch:
                 if session.session_id in stored:
                     results.append({"session_id": session.session_id, "skipped": True})
@@ -648,3 +651,8 @@ class Memory:
 def _now() -> datetime:
     """The time of an add, for a session given none (UTC)."""
     return datetime.now(timezone.utc)
+
+
+def _some(ids: list[str], shown: int = 5) -> str:
+    """``ids`` for an error message, the first few and how many more: a file of 300 clashes is one short line."""
+    return f"{ids}" if len(ids) <= shown else f"{ids[:shown]} and {len(ids) - shown} more ({len(ids)} in all)"

@@ -258,11 +258,15 @@ def test_keys_cli_prints_a_key_once_and_revocation_takes_effect_at_once(server: 
     assert call(server, "GET", "/v1/users", key).status_code == 200
     assert main(["keys", "list", "--db", server.db]) == 0
     listed = capsys.readouterr().out
-    assert created["key_id"] in listed and key.split("_", 2)[2] not in listed
+    rows = json.loads(listed)  # one JSON document, as every other command prints
+    assert created["key_id"] in [r["key_id"] for r in rows] and key.split("_", 2)[2] not in listed
     assert main(["keys", "revoke", "--db", server.db, created["key_id"]]) == 0
     assert call(server, "GET", "/v1/users", key).status_code == 401  # the running server sees it at once
-    assert main(["keys", "list", "--db", str(Path(server.db).with_name("missing.db"))]) == 2
-    assert not Path(server.db).with_name("missing.db").exists()
+    missing = Path(server.db).with_name("missing.db")
+    assert main(["keys", "list", "--db", str(missing)]) == 2
+    assert main(["keys", "create", "--db", str(missing), "--scope", "admin"]) == 2  # a typo makes no store
+    assert not missing.exists()
+    assert main(["keys", "create", "--db", str(missing), "--scope", "admin", "--create"]) == 0 and missing.exists()
 
 
 @pytest.mark.slow
@@ -347,3 +351,24 @@ def test_request_fields_are_strict_types(server: LiveServer) -> None:
     r = call(server, "POST", "/v1/sessions/batch", admin, json={"user_id": "alice", "skip_existing": "yes",
                                                                 "sessions": [{"messages": MSG}]})
     assert error_of(r) == (422, "validation_error")
+
+
+def test_requests_without_a_valid_key_are_limited_per_client_address(tmp_path: Path) -> None:
+    """A flood of bad keys from one address gets 429 before the store is asked, whatever --rate-limit says."""
+    from fastapi.testclient import TestClient
+
+    from memgas.service import keys as key_module
+    from memgas.service.ratelimit import RateLimiter
+
+    with Memory(tmp_path / "flood.db") as mem:
+        app = create_app(mem, mcp=False)
+        app.state.memgas.failed_auth = RateLimiter(0.5, 3)  # 3 in a burst, then one every 2 s
+        lookups = []
+        verify = key_module.verify_key
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr("memgas.service.deps.verify_key", lambda store, key: (lookups.append(key), verify(store, key))[1])
+            client = TestClient(app, base_url="http://127.0.0.1")
+            codes = [client.get("/v1/users", headers={"Authorization": f"Bearer bad-{i}"}) for i in range(6)]
+        assert [r.status_code for r in codes] == [401, 401, 401, 429, 429, 429]
+        assert codes[-1].json()["error"]["code"] == "rate_limited" and float(codes[-1].headers["Retry-After"]) > 0
+        assert len(lookups) == 3  # the refused ones cost no store lookup

@@ -1,5 +1,5 @@
-"""The ``memgas`` command: demo, add, search, list, get, delete, stats, facts, export, import, migrate, serve,
-keys, mcp, bench.
+"""The ``memgas`` command: demo, add, search, answer, list, get, delete, stats, facts, export, import, migrate,
+serve, keys, mcp, templates, principles, bench.
 
 Every error ends the command with one line on stderr, ``memgas: error: ...``, and exit status 2 for bad
 input (a bad option, file, id or timestamp, an unknown user or session, a missing store) or 1 for other
@@ -29,18 +29,21 @@ from memgas.cli.service import add_service_parsers  # noqa: E402
 from memgas.cli.templates import add_parsers as add_templates_parsers  # noqa: E402
 from memgas.core.errors import InvalidInputError, MemgasError, NotFoundError  # noqa: E402
 from memgas.core.validate import check_id, check_query  # noqa: E402
+from memgas.core.version import __version__  # noqa: E402
 
 if TYPE_CHECKING:
     from memgas.memory import Memory
-from memgas.cli.common import DEFAULT_DB, print_json, require_store, store_file, undo_created
+from memgas.cli.common import DEFAULT_DB, Progress, print_json, require_store, store_file, undo_created
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED"]
 
 # onnxruntime/OpenMP threads must not busy-wait on small machines; set before any runtime loads.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 #: The exit status of a command whose stdout was closed early: 128 + SIGPIPE, as a shell reports it.
 EXIT_BROKEN_PIPE = 141
+#: The exit status of a command stopped by Ctrl-C: 128 + SIGINT, as a shell reports it.
+EXIT_INTERRUPTED = 130
 
 
 def _demo_data() -> dict[str, Any]:
@@ -136,9 +139,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _read_json(file: str) -> Any:
-    """The parsed content of a JSON file; any reason it cannot be read is an :class:`InvalidInputError`."""
+    """The parsed content of a JSON file (``-``: standard input); any reason it cannot be read is an
+    :class:`InvalidInputError`."""
     try:
-        return json.loads(Path(file).read_text("utf-8"))
+        return json.loads(sys.stdin.buffer.read().decode("utf-8") if file == "-" else Path(file).read_text("utf-8"))
     except FileNotFoundError:
         raise InvalidInputError(f"no such file: {file}") from None
     except OSError as e:  # a directory, no permission, ...
@@ -147,6 +151,8 @@ def _read_json(file: str) -> Any:
         raise InvalidInputError(f"{file} is not UTF-8 text: {e.reason} at byte {e.start}") from None
     except json.JSONDecodeError as e:
         raise InvalidInputError(f"{file} is not valid JSON: {e}") from None
+    except ValueError as e:  # Python refuses integers of more than 4,300 digits
+        raise InvalidInputError(f"{file} holds a number too long to read ({str(e).split(';')[0]})") from None
     except RecursionError:
         raise InvalidInputError(f"{file} is nested too deeply to read") from None
 
@@ -180,12 +186,27 @@ def _file_sessions(data: Any, args: argparse.Namespace) -> list[Any]:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    """Add the sessions of a JSON file, all in one transaction (or none of them)."""
+    """Add the sessions of a JSON file: all in one transaction (or none of them), or with ``--batch N`` one
+    transaction per N sessions, each batch's results printed as it commits (an interrupted file then resumes
+    with ``--skip-existing``). Progress goes to stderr."""
+    if args.batch is not None and args.batch < 1:
+        raise InvalidInputError("--batch must be a positive number of sessions")
     sessions = _file_sessions(_read_json(args.file), args)
-    with undo_created(args.db), _memory(args, create=True) as mem:
-        results = mem.add_many(sessions, user_id=args.user, skip_existing=args.skip_existing)
-    for r in results:
-        print_json(r, indent=None)
+    size = args.batch or len(sessions)
+    progress = Progress(len(sessions), "sessions")
+    try:
+        with undo_created(args.db) as made, _memory(args, create=True) as mem:
+            for start in range(0, len(sessions), size):
+                results = mem.add_many(sessions[start:start + size], user_id=args.user,
+                                       skip_existing=args.skip_existing)
+                if size < len(sessions):
+                    made.keep()  # a committed batch is never undone
+                for r in results:
+                    print_json(r, indent=None)
+                sys.stdout.flush()
+                progress.update(len(results))
+    finally:
+        progress.close()
     return 0
 
 
@@ -194,11 +215,24 @@ def cmd_search(args: argparse.Namespace) -> int:
     with _memory(args) as mem:
         check_query(args.query)
         _require_user(mem, args.user)
-        hits = mem.search(args.query, user_id=args.user, k=args.k, min_score=args.min_score)
+        hits = mem.search(args.query, user_id=args.user, k=args.k, min_score=args.min_score,
+                          query_time=args.query_time)
     if args.json:
         print_json([h.to_dict() for h in hits])
     else:
         _print_hits(hits, explain=args.explain)
+    return 0
+
+
+def cmd_answer(args: argparse.Namespace) -> int:
+    """Answer a question from the user's memory with the LLM of --llm, citing the sessions used."""
+    if args.llm is None:
+        raise InvalidInputError("memgas answer needs an LLM: --llm openai:<model>[@<base_url>] or --llm local")
+    with _memory(args) as mem:
+        check_query(args.question)
+        _require_user(mem, args.user)
+        result = mem.answer(args.question, user_id=args.user, k=args.k, question_date=args.question_date)
+    print_json(result.to_dict())
     return 0
 
 
@@ -246,9 +280,18 @@ def cmd_facts(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    """Print store statistics."""
+    """Print the store's counts (a user's with --user); ``--full`` adds the method's configuration. The call
+    timings of ``Memory.stats`` are left out: this process made no call."""
     with _memory(args) as mem:
-        print_json(mem.stats(args.user))
+        if args.user is not None:
+            _require_user(mem, args.user)
+        stats = mem.stats(args.user)
+    stats.pop("calls", None)
+    if not args.full:
+        method = stats.get("method")
+        if isinstance(method, dict):
+            stats["method"] = method.get("name", method)
+    print_json(stats)
     return 0
 
 
@@ -258,6 +301,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     from memgas.store import open_store
 
     require_store(args.db)
+    if args.out == "-":  # standard output: the dump only, its counts on stderr
+        with open_store(args.db) as store:
+            counts = export_dump(store, sys.stdout, user_ids=None if args.user is None else [args.user])
+        print(json.dumps({"out": "-", **counts}), file=sys.stderr)
+        return 0
     out = Path(args.out).expanduser()
     partial = out.with_name(out.name + ".partial")
     with open_store(args.db) as store:
@@ -276,8 +324,20 @@ def cmd_import(args: argparse.Namespace) -> int:
     """Import a dump: lossless with the dump's embedder, re-embedded and re-associated with another."""
     from memgas.dump import import_dump
 
-    with undo_created(args.db), _memory(args, create=True) as mem:
-        result = import_dump(args.file, mem, skip_existing=args.skip_existing)
+    bar: list[Progress] = []
+    try:
+        with undo_created(args.db) as made, _memory(args, create=True) as mem:
+
+            def committed(done: int, total: int) -> None:
+                made.keep()  # a committed user is never undone: import again with --skip-existing to resume
+                if not bar:
+                    bar.append(Progress(total, "sessions"))
+                bar[0].update(done - bar[0].done)
+
+            result = import_dump(args.file, mem, skip_existing=args.skip_existing, progress=committed)
+    finally:
+        for b in bar:
+            b.close()
     if result["mode"] == "re-derived":
         print(f"memgas: note: the dump's vectors come from embedder {result['dump_embedder_id']!r} and this store "
               f"uses {result['embedder_id']!r}: its sessions were re-embedded and re-associated", file=sys.stderr)
@@ -305,6 +365,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``memgas`` command."""
     p = _Parser(prog="memgas", description="Long-term memory for LLM agents (MemGAS), offline.")
+    p.add_argument("--version", action="version", version=f"memgas {__version__}", help="print the version and exit")
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp: argparse.ArgumentParser, user: bool = True, user_required: bool = False,
@@ -320,28 +381,39 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("demo", help="ingest the shipped demo conversation and run example queries")
     sp.add_argument("--db", default="memgas-demo.db", help="SQLite file to (re)create (default memgas-demo.db)")
     sp.add_argument("--force", action="store_true", help="replace --db even if it is not a demo store")
-    sp.add_argument("--method", default="memgas")
-    sp.add_argument("-k", type=int, default=3)
+    sp.add_argument("--method", default="memgas", help="memory method (default memgas)")
+    sp.add_argument("-k", type=int, default=3, help="hits shown per question (default 3)")
     sp.set_defaults(func=cmd_demo)
 
     sp = sub.add_parser("add", help="add sessions from a JSON file")
     common(sp, user_required=True)
-    sp.add_argument("file")
+    sp.add_argument("file", help="a JSON file of sessions (see the README), or - for standard input")
     sp.add_argument("--session", help="session id (for a file holding one session)")
     sp.add_argument("--timestamp", help="session time, ISO 8601 (for a file holding one session)")
     sp.add_argument("--skip-existing", action="store_true",
                     help="skip the file's sessions the user already has (default: refuse the whole file)")
+    sp.add_argument("--batch", type=int, default=None, metavar="N",
+                    help="commit every N sessions (default: the whole file in one transaction); an interrupted "
+                         "file resumes with --skip-existing")
     sp.set_defaults(func=cmd_add)
 
     sp = sub.add_parser("search", help="search a user's memory")
     common(sp, user_required=True)
-    sp.add_argument("query")
-    sp.add_argument("-k", type=int, default=5)
+    sp.add_argument("query", help="what to look for, in natural language")
+    sp.add_argument("-k", type=int, default=5, help="how many sessions to return (default 5)")
+    sp.add_argument("--query-time", help="when the question is asked, ISO 8601: anchors 'last week' (default now)")
     sp.add_argument("--json", action="store_true", help="print hits as JSON")
     sp.add_argument("--min-score", type=float, default=0.0,
                     help="leave out hits whose relevance (0-1, the query's best cosine with the session) is lower")
     sp.add_argument("--explain", action="store_true", help="show the router's granularity weights and seed scores")
     sp.set_defaults(func=cmd_search)
+
+    sp = sub.add_parser("answer", help="answer a question from a user's memory (needs --llm)")
+    common(sp, user_required=True)
+    sp.add_argument("question", help="the question, in natural language")
+    sp.add_argument("-k", type=int, default=5, help="sessions retrieved for the answer (default 5)")
+    sp.add_argument("--question-date", help="when the question is asked, ISO 8601 (default now)")
+    sp.set_defaults(func=cmd_answer)
 
     sp = sub.add_parser("list", help="list users, or a user's sessions")
     common(sp)
@@ -349,13 +421,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("get", help="print a stored session")
     common(sp, user_required=True)
-    sp.add_argument("session_id")
+    sp.add_argument("session_id", help="the session to print")
     sp.set_defaults(func=cmd_get)
 
     sp = sub.add_parser("delete", help="delete a session or all of a user's memory")
     common(sp, user_required=True)
-    sp.add_argument("session_id", nargs="?")
-    sp.add_argument("--all", action="store_true")
+    sp.add_argument("session_id", nargs="?", help="the session to delete (or --all)")
+    sp.add_argument("--all", action="store_true", help="delete all of the user's memory")
     sp.set_defaults(func=cmd_delete)
 
     sp = sub.add_parser("facts", help="a user's facts from the temporal knowledge graph (method zep, needs --llm)")
@@ -368,17 +440,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("stats", help="store statistics")
     common(sp)
+    sp.add_argument("--full", action="store_true", help="also print the method's whole configuration")
     sp.set_defaults(func=cmd_stats)
 
     sp = sub.add_parser("export", help="write memory to a JSON Lines dump (all users, or --user)")
     sp.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file or postgresql:// URL (default {DEFAULT_DB})")
-    sp.add_argument("--out", required=True, help="the dump file to write")
+    sp.add_argument("--out", required=True, help="the dump file to write, or - for standard output")
     sp.add_argument("--user", help="export only this user (default: every user)")
     sp.set_defaults(func=cmd_export)
 
     sp = sub.add_parser("import", help="read a dump made by 'memgas export' into a store")
     common(sp, user=False)
-    sp.add_argument("file")
+    sp.add_argument("file", help="a dump made by 'memgas export'")
     sp.add_argument("--skip-existing", action="store_true",
                     help="skip the dump's sessions a user already has (default: refuse the whole dump)")
     sp.set_defaults(func=cmd_import)
@@ -400,6 +473,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = _run(argv)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return status
+    except KeyboardInterrupt:  # Ctrl-C: every write is one transaction, so nothing is half-written
+        print("memgas: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # Nothing can be written any more: point stdout at /dev/null so Python's final flush stays quiet.
         try:

@@ -6,18 +6,23 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from memgas.core.errors import NotFoundError  # noqa: E402
+from memgas.core.errors import InvalidInputError, NotFoundError
 
-__all__ = []
+__all__ = ["DEFAULT_DB", "SQLITE_HEADER", "print_json", "store_file", "require_store", "undo_created", "Made",
+           "Progress"]
 
 DEFAULT_DB = "memgas.db"
+#: The first bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def print_json(value: Any, *, indent: int | None = 2) -> None:
+    """Print ``value`` as UTF-8 JSON, one document (``indent=None``: on one line)."""
     print(json.dumps(value, indent=indent, ensure_ascii=False, default=str))
 
 
@@ -33,26 +38,75 @@ def store_file(db: str) -> Path | None:
 
 
 def require_store(db: str) -> None:
-    """Raise :class:`NotFoundError` when ``db`` names a store file that does not exist."""
+    """Raise :class:`NotFoundError` when ``db`` names a store file that does not exist, and
+    :class:`InvalidInputError` when the file is not an SQLite database: a command that needs a store never
+    makes one of a stranger's file (an empty or one-byte file would become a 72 KB store otherwise)."""
     path = store_file(db)
-    if path is not None and not path.exists():
+    if path is None:
+        return
+    if not path.exists():
         raise NotFoundError(f"no store at {db}: the file does not exist "
                             "(commands that write, such as 'memgas add', create it)")
+    if path.is_file():
+        with path.open("rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+        if head != SQLITE_HEADER:
+            raise InvalidInputError(f"{db} is not a memgas store (not an SQLite database); nothing was changed")
+
+
+class Made:
+    """What :func:`undo_created` yields: :meth:`keep` once something the user must not lose was committed."""
+
+    def __init__(self) -> None:
+        self.kept = False
+
+    def keep(self) -> None:
+        """Keep the store file whatever happens next (a batch of the file is in it)."""
+        self.kept = True
 
 
 @contextmanager
-def undo_created(db: str) -> Iterator[None]:
+def undo_created(db: str) -> Iterator[Made]:
     """A refused command leaves no trace: the store file (and folders) of ``db`` made inside the block are
-    removed again when it fails."""
+    removed again when it fails, unless the block said :meth:`Made.keep` (a committed batch stays)."""
     path = store_file(db)
     made = None if path is None or path.exists() else next(
         (p for p in reversed((path, *path.parents)) if not p.exists()), path)
+    state = Made()
     try:
-        yield
+        yield state
     except BaseException:
-        if made is not None and made.exists():
+        if made is not None and made.exists() and not state.kept:
             _remove(made)
         raise
+
+
+class Progress:
+    """Progress of a long command on stderr: a bar on a terminal, else a line at every tenth of the work
+    (nothing for a single item). stdout keeps only the results."""
+
+    def __init__(self, total: int, unit: str) -> None:
+        self.total, self.unit, self.done = total, unit, 0
+        self._next = max(1, total // 10)
+        self._bar = None
+        if total > 1 and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, unit=unit, file=sys.stderr, leave=False)
+
+    def update(self, n: int) -> None:
+        """Count ``n`` more items done."""
+        self.done += n
+        if self._bar is not None:
+            self._bar.update(n)
+        elif self.total > 1 and (self.done >= self._next or self.done == self.total):
+            print(f"memgas: {self.done}/{self.total} {self.unit}", file=sys.stderr, flush=True)
+            self._next = (self.done // max(1, self.total // 10) + 1) * max(1, self.total // 10)
+
+    def close(self) -> None:
+        """Remove the bar (the lines stay)."""
+        if self._bar is not None:
+            self._bar.close()
 
 
 def _remove(path: Path) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import sys
 from typing import Any, Callable
 
 from memgas.cli.common import require_store
@@ -23,15 +25,65 @@ def _need_extra(module: str) -> None:
         raise MemgasError(f"this command needs {module}: pip install 'memgas[server]'")
 
 
+def _positive_number(text: str) -> float:
+    """An argparse type: a finite number above 0 (leave the option out for no limit)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number (leave the option out for no limit)")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    """An argparse type: an integer above 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return value
+
+
+def _port(text: str) -> int:
+    """An argparse type: a TCP port, 0 to 65535 (0: any free port)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (0-65535)")
+    return value
+
+
+def open_or_create(args: argparse.Namespace) -> str:
+    """Refuse a missing ``--db`` unless ``--create`` (a typo must not start a server where every user is 404);
+    return the line that says which store is served and whether it is new (printed on stderr by the caller)."""
+    from memgas.cli.common import store_file
+
+    path = store_file(args.db)
+    made = path is not None and not path.exists()
+    if made and not args.create:
+        require_store(args.db)
+    if path is not None and not made:
+        require_store(args.db)  # an existing file that is no SQLite database is refused, untouched
+    where = "in memory" if path is None and args.db in (":memory:", "sqlite://") else (
+        str(path) if path is not None else args.db.split("@")[-1])
+    return f"memgas: store {where}" + (" (created)" if made else "")
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the REST API (and MCP over HTTP at /mcp) until interrupted."""
     for module in ("fastapi", "uvicorn"):
         _need_extra(module)
     from memgas.service.serve import ServeConfig, serve
 
+    announce = open_or_create(args)
     config = ServeConfig(db=args.db, method=args.method, llm=args.llm, auth=not args.no_auth,
                          rate_limit=args.rate_limit, max_body=args.max_body, mcp=not args.no_mcp)
-    serve(config, host=args.host, port=args.port, workers=args.workers, log_level=args.log_level)
+    serve(config, host=args.host, port=args.port, workers=args.workers, log_level=args.log_level, announce=announce)
     return 0
 
 
@@ -47,7 +99,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
     from memgas.service.keys import create_key, revoke_key
     from memgas.store import open_store
 
-    if args.keys_command != "create":  # only 'create' may make a new store (as 'memgas add' does)
+    if args.keys_command != "create" or not args.create:  # 'create --create' may make a new store
         require_store(args.db)
     with open_store(args.db) as store:
         if args.keys_command == "create":
@@ -58,10 +110,9 @@ def cmd_keys(args: argparse.Namespace) -> int:
             print(json.dumps({"key": key, **_key_view(record),
                               "note": "the key is shown only now; the store keeps a hash of it"}, indent=2))
         elif args.keys_command == "list":
-            for record in store.list_api_keys():
-                print(json.dumps(_key_view(record)))
+            print(json.dumps([_key_view(record) for record in store.list_api_keys()], indent=2))
         else:
-            print(json.dumps(_key_view(revoke_key(store, args.key_id))))
+            print(json.dumps(_key_view(revoke_key(store, args.key_id)), indent=2))
     return 0
 
 
@@ -69,6 +120,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     """Serve the MCP tools over stdio (for an MCP client that starts memgas as a subprocess)."""
     _need_extra("mcp")
     from memgas.service.mcp import run_stdio
+
+    print(open_or_create(args), file=sys.stderr)
 
     run_stdio(args)
     return 0
@@ -79,13 +132,14 @@ def add_service_parsers(sub: Any, common: Callable[..., None]) -> None:
     sp = sub.add_parser("serve", help="run the REST API and MCP over HTTP (needs memgas[server])")
     common(sp, user=False)
     sp.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    sp.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    sp.add_argument("--workers", type=int, default=1, help="worker processes (more than 1 needs PostgreSQL)")
+    sp.add_argument("--port", type=_port, default=8000, help="port (default 8000)")
+    sp.add_argument("--workers", type=_positive_int, default=1, help="worker processes (more than 1 needs PostgreSQL)")
+    sp.add_argument("--create", action="store_true", help="make --db when it does not exist (default: refuse)")
     sp.add_argument("--no-auth", action="store_true",
                     help="serve without API keys (loopback only; prints a warning)")
-    sp.add_argument("--rate-limit", type=float, default=None, metavar="N",
+    sp.add_argument("--rate-limit", type=_positive_number, default=None, metavar="N",
                     help="requests per second allowed per API key (default: no limit)")
-    sp.add_argument("--max-body", type=int, default=None, metavar="BYTES",
+    sp.add_argument("--max-body", type=_positive_int, default=None, metavar="BYTES",
                     help="largest request body (default 8 MiB; larger bodies get 413)")
     sp.add_argument("--no-mcp", action="store_true", help="do not serve MCP at /mcp")
     sp.add_argument("--log-level", default="warning", help="uvicorn's log level (default warning)")
@@ -98,16 +152,18 @@ def add_service_parsers(sub: Any, common: Callable[..., None]) -> None:
     kp.add_argument("--scope", required=True, help="admin, or tenant:NAME (that tenant's users only)")
     kp.add_argument("--users", help="comma-separated user ids: a tenant key limited to these users")
     kp.add_argument("--name", default="", help="a label for the key")
+    kp.add_argument("--create", action="store_true", help="make --db when it does not exist (default: refuse)")
     kp.set_defaults(func=cmd_keys)
     kp = keys.add_parser("list", help="list keys (ids, scopes, revocation; never the keys)")
     common(kp, user=False)
     kp.set_defaults(func=cmd_keys)
     kp = keys.add_parser("revoke", help="revoke a key by its id")
     common(kp, user=False)
-    kp.add_argument("key_id")
+    kp.add_argument("key_id", help="the id of the key to revoke (from 'memgas keys list')")
     kp.set_defaults(func=cmd_keys)
 
     sp = sub.add_parser("mcp", help="serve the MCP tools over stdio (needs memgas[server])")
     common(sp, user=False)
     sp.add_argument("--tenant", help="act as this tenant: its namespaced users only (default: every user)")
+    sp.add_argument("--create", action="store_true", help="make --db when it does not exist (default: refuse)")
     sp.set_defaults(func=cmd_mcp)

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Query, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from memgas.core.errors import RateLimitedError
+from memgas.core.errors import AuthError, RateLimitedError
 from memgas.memory import Memory
 from memgas.service.keys import ANONYMOUS, Principal, verify_key
 from memgas.service.metrics import Metrics
@@ -18,7 +18,7 @@ from memgas.service.scoped import ScopedMemory
 
 __all__ = [
     "principal", "scoped", "UserQuery", "UserPath", "SessionPath", "bearer_scheme", "api_key_header",
-    "ServiceState", "DEFAULT_MAX_BODY",
+    "ServiceState", "DEFAULT_MAX_BODY", "AUTH_FAILURES_PER_S", "AUTH_FAILURES_BURST",
 ]
 
 #: ``?user_id=`` (ids may hold ``/``, so they travel in the query or as the last path segment).
@@ -36,13 +36,23 @@ def principal(request: Request, bearer: HTTPAuthorizationCredentials | None = De
 
     Raises:
         AuthError: no key, a wrong or revoked key (401).
-        RateLimitedError: the key is over its rate (429).
+        RateLimitedError: the key is over its rate, or the client address sent too many requests without a valid
+            key (:data:`AUTH_FAILURES_PER_S`; 429 before the key is looked up).
     """
     state = request.app.state.memgas
     if not state.auth:
         who = ANONYMOUS
     else:
-        who = verify_key(state.memory.store, bearer.credentials if bearer is not None else header)
+        address = request.client.host if request.client is not None else "unknown"
+        wait = state.failed_auth.wait(address)
+        if wait:  # refused before the store is asked: a flood of bad keys costs no lookups
+            raise RateLimitedError("too many requests with a missing or invalid API key from this address",
+                                   retry_after=wait)
+        try:
+            who = verify_key(state.memory.store, bearer.credentials if bearer is not None else header)
+        except AuthError:
+            state.failed_auth.acquire(address)
+            raise
     request.state.principal = who
     if state.limiter is not None:
         wait = state.limiter.acquire(who.key_id)
@@ -59,6 +69,9 @@ def scoped(request: Request, who: Principal = Depends(principal)) -> ScopedMemor
 
 #: Largest accepted request body, in bytes (a batch of sessions is the largest body there is).
 DEFAULT_MAX_BODY = 8 * 1024 * 1024
+#: Requests without a valid key that one client address may send per second, on average, and in a burst.
+AUTH_FAILURES_PER_S = 20.0
+AUTH_FAILURES_BURST = 200.0
 
 
 @dataclass
@@ -69,4 +82,5 @@ class ServiceState:
     auth: bool = True
     limiter: RateLimiter | None = None
     max_body: int = DEFAULT_MAX_BODY
+    failed_auth: RateLimiter = field(default_factory=lambda: RateLimiter(AUTH_FAILURES_PER_S, AUTH_FAILURES_BURST))
     metrics: Metrics = field(default_factory=Metrics)

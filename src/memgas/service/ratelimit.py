@@ -1,4 +1,5 @@
-"""Per-key request rate limits: a token bucket per API key id, in one process."""
+"""Request rate limits: a token bucket per key (an API key id, or a client address for failed authentications),
+in one process."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import math
 import threading
 import time
 
-__all__ = ["RateLimiter"]
+__all__ = ["RateLimiter", "MAX_KEYS"]
+
+#: Buckets kept before full ones are forgotten.
+MAX_KEYS = 100_000
 
 
 class RateLimiter:
@@ -27,6 +31,14 @@ class RateLimiter:
         self._lock = threading.Lock()
         self._buckets: dict[str, tuple[float, float]] = {}
 
+    def wait(self, key: str) -> float:
+        """The seconds until ``key`` has a token again (0.0: it has one now), without taking one."""
+        now = self._clock()
+        with self._lock:
+            tokens, last = self._buckets.get(key, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - last) * self.rate)
+        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
+
     def acquire(self, key: str) -> float:
         """Take one token for ``key``: 0.0 when allowed, else the seconds until a token is due."""
         now = self._clock()
@@ -37,4 +49,7 @@ class RateLimiter:
                 self._buckets[key] = (tokens - 1.0, now)
                 return 0.0
             self._buckets[key] = (tokens, now)
+            if len(self._buckets) > MAX_KEYS:  # forget the keys whose bucket has refilled (a flood of addresses)
+                self._buckets = {k: v for k, v in self._buckets.items()
+                                 if min(self.burst, v[0] + (now - v[1]) * self.rate) < self.burst}
             return (1.0 - tokens) / self.rate

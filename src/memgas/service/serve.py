@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from memgas.core.errors import InvalidInputError
+from memgas.core.errors import InvalidInputError, MemgasError
 from memgas.service.keys import is_loopback
 
 __all__ = ["ServeConfig", "build_app", "app_from_env", "serve", "CONFIG_ENV"]
@@ -64,13 +65,26 @@ def _configure_logging() -> None:
         log.propagate = False
 
 
+def _check_port(host: str, port: int) -> None:
+    """Raise :class:`MemgasError` (one line) when ``host:port`` cannot be listened on, before any worker starts."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no obstacle
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise MemgasError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
-          log_level: str = "warning") -> None:
-    """Run the server until interrupted.
+          log_level: str = "warning", announce: str | None = None) -> None:
+    """Run the server until interrupted; once every check passed, print ``announce`` (which store) and the
+    address on stderr.
 
     Raises:
         InvalidInputError: ``auth`` off on a host that is not loopback, several workers on SQLite, a
             bad port or worker count.
+        MemgasError: the port is in use (or the host is not this machine's).
     """
     import uvicorn
 
@@ -86,6 +100,11 @@ def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, wor
     if not config.auth:
         print(f"memgas: warning: --no-auth: every caller on {host} may read and delete every user's memory",
               file=sys.stderr)
+    _check_port(host, port)
     os.environ[CONFIG_ENV] = json.dumps(asdict(config))
+    if announce:
+        print(announce, file=sys.stderr)
+    print(f"memgas: serving http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''}); Ctrl-C stops it",
+          file=sys.stderr)
     uvicorn.run("memgas.service.serve:app_from_env", factory=True, host=host, port=port, workers=workers,
                 log_level=log_level, access_log=False, timeout_graceful_shutdown=10)

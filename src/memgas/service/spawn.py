@@ -40,7 +40,7 @@ def spawn_server(target: str | Path, *options: str, log: Path, env: Mapping[str,
     import httpx
 
     port = free_port()
-    argv = [sys.executable, "-m", "memgas.cli", "serve", "--db", str(target), "--host", "127.0.0.1",
+    argv = [sys.executable, "-m", "memgas.cli", "serve", "--db", str(target), "--create", "--host", "127.0.0.1",
             "--port", str(port), *options]
     url = f"http://127.0.0.1:{port}"
     with open(log, "wb") as err:
