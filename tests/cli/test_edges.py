@@ -196,3 +196,25 @@ def test_an_error_naming_many_ids_stays_short(tmp_path: Path, embedder: Embedder
             mem.add_many(sessions, user_id="u")
     message = str(caught.value)
     assert "and 25 more (30 in all)" in message and len(message) < 200
+
+
+def test_the_store_records_its_method_and_zep_with_its_llm_down_says_so_and_falls_back(tmp_path: Path, stub,  # type: ignore[no-untyped-def]
+                                                                                     embedder: Embedder) -> None:
+    db = tmp_path / "zep.db"
+    stub.responder = lambda body: json.dumps({"facts": []})
+    stub.script = [{"status": 503}] * 50  # the LLM is down for every call of the add
+    spec = f"openai:tiny@{stub.base_url}?timeout=2&retries=0"
+    with Memory(db, method="zep", embedder=embedder, llm=spec) as mem:
+        mem.add([{"role": "user", "content": "I live in Lisbon near the river."}], user_id="u", session_id="home")
+    env = {**ENV, "NO_PROXY": "127.0.0.1", "MEMGAS_CACHE_DIR": str(tmp_path / "cache")}
+    stub.script = [{"status": 503}] * 200  # still down in the new process
+    found = memgas("search", "where do I live?", "--db", str(db), "--user", "u", "--llm", spec, "--json", env=env)
+    assert found.returncode == 0, found.stderr
+    hits = json.loads(found.stdout)
+    assert [h["session_id"] for h in hits] == ["home"] and hits[0]["method"] == "memgas"  # the fallback's hit
+    warning = [line for line in found.stderr.splitlines() if "warning" in line]
+    assert warning and "zep" in warning[0] and "wait for fact extraction" in warning[0] and "memgas" in warning[0]
+    stats = json.loads(memgas("stats", "--db", str(db), "--user", "u", "--llm", spec, env=env).stdout)
+    assert stats["method"] == "zep"  # recorded by the store, used without --method
+    full = json.loads(memgas("stats", "--db", str(db), "--user", "u", "--llm", spec, "--full", env=env).stdout)
+    assert full["method"]["pending_extractions"] >= 1  # counted in this new process too

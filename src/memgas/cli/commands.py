@@ -75,7 +75,8 @@ def _memory(args: argparse.Namespace, *, create: bool = False) -> Memory:
 
     if not create:
         require_store(args.db)
-    return Memory(args.db, method=getattr(args, "method", "memgas"), llm=getattr(args, "llm", None))
+    method = getattr(args, "method", None) or getattr(args, "method_default", None)
+    return Memory(args.db, method=method, llm=getattr(args, "llm", None))
 
 
 def _require_user(mem: Memory, user_id: str) -> None:
@@ -372,7 +373,10 @@ def build_parser() -> argparse.ArgumentParser:
                method: str = "memgas") -> None:
         sp.add_argument("--db", default=DEFAULT_DB,
                         help=f"SQLite file or postgresql:// URL (default {DEFAULT_DB}; ':memory:' for none)")
-        sp.add_argument("--method", default=method, help=f"memory method (default {method})")
+        sp.add_argument("--method", default=None, help=f"memory method (default: the one the store was made with, "
+                                                       f"else {method})")
+        if method != "memgas":
+            sp.set_defaults(method_default=method)
         sp.add_argument("--llm", default=None, help="LLM spec: openai:<model>[@<base_url>] or local "
                                                      "(needed by --method zep; default none)")
         if user:

@@ -59,6 +59,8 @@ class MethodSpec:
         qa_only: it answers questions only (``bench --qa``): its memory ranks no session, so retrieval is refused.
         describes_groups: its tree nodes get LLM-written descriptions when an LLM is given
             (:func:`get_method` hands it a :class:`~memgas.methods.trees.LLMGroupSummarizer`).
+        fallback: the method whose hits the facade adds when this one is degraded
+            (:meth:`~memgas.methods.base.MemoryMethod.degraded`: an LLM that could not be reached).
     """
 
     cls: str
@@ -66,6 +68,7 @@ class MethodSpec:
     needs_llm: bool = False
     qa_only: bool = False
     describes_groups: bool = False
+    fallback: str | None = None
 
 
 #: Every method by name. The ``memgas-no-*`` ablations switch one part of MemGAS off.
@@ -87,7 +90,7 @@ METHODS: dict[str, MethodSpec] = {
     "raptor": MethodSpec("Raptor", {}, describes_groups=True),
     "episodic": MethodSpec("Episodic", {}),
     "secom": MethodSpec("SeCom", {}),
-    "zep": MethodSpec("Zep", {}, needs_llm=True),
+    "zep": MethodSpec("Zep", {}, needs_llm=True, fallback="memgas"),
     "mpc": MethodSpec("MPC", {}, needs_llm=True),
     "amem": MethodSpec("AMem", {}, needs_llm=True),
     "amem-extractive": MethodSpec("AMem", {"use_llm": False}),

@@ -119,6 +119,11 @@ class MemoryMethod(ABC):
         return IngestStats(session.session_id, ids, len(new_rows), len(edges),
                            {"units": t1 - t0, "associate": t2 - t1, "write": t3 - t2})
 
+    def degraded(self, store: Store, user_id: str) -> str | None:
+        """Why this method's answers for ``user_id`` are incomplete now (e.g. its LLM could not be reached), or
+        ``None``. The facade then warns and adds its registry fallback's hits (:class:`MethodSpec`)."""
+        return None
+
     def new_edges(self, store: Store, session: Session, units: list[Unit], new_rows: list[int],
                   ref: Callable[[int], int]) -> list[Edge]:
         """The edges a rewrite writes for the new units ``units[i]``, ``i`` in ``new_rows`` (``ref(i)`` is how an

@@ -501,12 +501,26 @@ class Zep(MemoryMethod):
                 "pending_sessions": len(state.pending), "pending_extractions": state.pending_count()}
 
     def pending(self, store: Store, user_id: str | None = None) -> dict[str, int]:
-        """Sessions and messages whose extraction waits for a retry, for one user or every user whose graph
-        this process holds (a graph not built yet retries everything when it is)."""
+        """Sessions and messages whose extraction waits for a retry, for one user or every user of the store: a
+        graph this process has not built yet is built first (retrying what failed in another process), so the
+        counts are right in any process."""
+        for user in ([user_id] if user_id is not None else store.list_users()):
+            with self._lock:
+                built = user in self._graphs.get(store, {})
+            if not built and store.has_user(user):
+                self.prepare(store, user)
         with self._lock:
             states = [s for u, s in self._graphs.get(store, {}).items() if user_id is None or u == user_id]
             return {"pending_sessions": sum(len(s.pending) for s in states),
                     "pending_extractions": sum(s.pending_count() for s in states)}
+
+    def degraded(self, store: Store, user_id: str) -> str | None:
+        """How many of the user's messages wait for fact extraction (their LLM call failed), or ``None``."""
+        waiting = self.pending(store, user_id)["pending_extractions"]
+        if not waiting:
+            return None
+        return (f"{waiting} message{'s' if waiting != 1 else ''} of user {user_id!r} wait for fact extraction "
+                "(the LLM could not be reached)")
 
     def retry_pending(self, store: Store, user_id: str) -> int:
         """Retry the user's pending extractions now; return how many messages are still pending.

@@ -29,7 +29,7 @@ class ServeConfig:
     """What a server process needs to build its app (see ``memgas serve --help``)."""
 
     db: str
-    method: str = "memgas"
+    method: str | None = None  # None: the method the store was made with, else memgas
     llm: str | None = None
     auth: bool = True
     rate_limit: float | None = None

@@ -165,6 +165,15 @@ class Store(ABC):
     def embedder_id(self) -> str | None:
         """The embedder this store's vectors come from, or ``None`` while it is empty."""
 
+    @abstractmethod
+    def record_method(self, name: str) -> None:
+        """Record the memory method that first wrote this store; a later call changes nothing."""
+
+    @property
+    @abstractmethod
+    def method(self) -> str | None:
+        """The memory method that first wrote this store, or ``None`` (what the CLI opens it with by default)."""
+
     # -- writes ------------------------------------------------------------------------------
     @abstractmethod
     def add_session(self, session: Session, units: Sequence[Unit], edges: Sequence[Edge]) -> list[int]:

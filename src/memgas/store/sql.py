@@ -250,6 +250,20 @@ class SQLStore(Store):
         with self._read() as conn:
             return self._meta(conn, "embedder_id")
 
+    def record_method(self, name: str) -> None:
+        """Record the memory method that first wrote this store (kept; a later call changes nothing)."""
+        check_id("method", name)
+        with self._write(None) as conn:
+            self._lock_meta(conn)
+            if self._meta(conn, "method") is None:
+                conn.execute(self._q("INSERT INTO meta (key, value) VALUES ('method', ?)"), (name,))
+
+    @property
+    def method(self) -> str | None:
+        """The memory method that first wrote this store (:meth:`record_method`), or ``None``."""
+        with self._read() as conn:
+            return self._meta(conn, "method")
+
     # -- writes ------------------------------------------------------------------------------
     @staticmethod
     def _session_row(session: Session, units: Sequence[Unit],
