@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -372,3 +373,21 @@ def test_requests_without_a_valid_key_are_limited_per_client_address(tmp_path: P
         assert [r.status_code for r in codes] == [401, 401, 401, 429, 429, 429]
         assert codes[-1].json()["error"]["code"] == "rate_limited" and float(codes[-1].headers["Retry-After"]) > 0
         assert len(lookups) == 3  # the refused ones cost no store lookup
+
+
+def test_a_connection_that_sends_nothing_is_closed(tmp_path: Path) -> None:
+    """A silent client once held its connection forever (uvicorn times out only after a first response)."""
+    import socket
+
+    srv = start_server(tmp_path / "idle.db", "--no-auth", "--idle-timeout", "1", tmp=tmp_path)
+    try:
+        host, port = srv.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as silent:
+            t0 = time.monotonic()
+            assert silent.recv(1024) == b""  # closed by the server, not by our timeout
+            assert 0.8 < time.monotonic() - t0 < 5
+        with socket.create_connection((host, int(port)), timeout=10) as talking:  # one that asks is answered
+            talking.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert talking.recv(1024).startswith(b"HTTP/1.1 200")
+    finally:
+        srv.stop()

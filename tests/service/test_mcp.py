@@ -41,9 +41,11 @@ def run(scenario: Callable[[], Awaitable[None]]) -> None:
 
 
 def ok(result: Any) -> dict[str, Any]:
-    """The structured content of a successful tool call."""
+    """The structured content of a successful tool call, whose text (what the model reads) is compact, not JSON."""
     assert not result.is_error, result.content[0].text
-    assert json.loads(result.content[0].text) == result.structured_content  # the text is the same JSON
+    assert result.structured_content is not None
+    with pytest.raises(ValueError):  # compact lines, not JSON (format=json asks for JSON)
+        json.loads(result.content[0].text)
     return result.structured_content
 
 
@@ -63,7 +65,7 @@ def error(result: Any) -> str:
 
 def stdio(db: Path, *extra: str, env: dict[str, str] | None = None) -> Client:
     """An MCP client that starts ``memgas mcp --db db`` as its subprocess."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "memgas.cli", "mcp", "--db", str(db), *extra],
+    params = StdioServerParameters(command=sys.executable, args=["-m", "memgas.cli", "mcp", "--db", str(db), "--create", *extra],
                                    env=env or ENV)
     return Client(params)
 
@@ -95,8 +97,14 @@ async def roundtrip(client: Client, user: str) -> None:
         "user_id": user, "query": "which city do I live in?", "exclude_session": "trip"}))
     assert text_of(await client.call_tool("get_context", {"user_id": "newcomer", "query": "x"})) == "(no memories yet)"
 
-    hits = ok(await client.call_tool("search_memory", {"user_id": user, "query": "which city do I live in?",
-                                                       "k": 1}))["hits"]
+    compact = await client.call_tool("search_memory", {"user_id": user, "query": "which city do I live in?", "k": 1})
+    as_json = await client.call_tool("search_memory", {"user_id": user, "query": "which city do I live in?", "k": 1,
+                                                       "format": "json"})
+    assert json.loads(as_json.content[0].text) == as_json.structured_content == ok(compact)  # JSON on request
+    text = compact.content[0].text
+    assert text.startswith("[1] session trip · 2024-05-01 10:00 · relevance ") and "Lisbon" in text
+    assert "seed_score" not in text and "weights" not in text and len(text) < len(as_json.content[0].text) / 2
+    hits = ok(compact)["hits"]
     assert [h["session_id"] for h in hits] == ["trip"] and "Lisbon" in hits[0]["turns"][0]["text"]
     assert ok(await client.call_tool("search_memory", {"user_id": user, "query": "tiles",
                                                        "min_score": 1.0}))["hits"] == []
@@ -186,7 +194,7 @@ def test_stdio_writes_only_protocol_to_stdout(tmp_path: Path) -> None:
                  "params": {"name": "add_memory", "arguments": {"user_id": "u", "messages": TEA}}},
                 {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                  "params": {"name": "search_memory", "arguments": {"user_id": "u", "query": "drink"}}}]
-    proc = subprocess.Popen([sys.executable, "-m", "memgas.cli", "mcp", "--db", str(tmp_path / "m.db")],
+    proc = subprocess.Popen([sys.executable, "-m", "memgas.cli", "mcp", "--db", str(tmp_path / "m.db"), "--create"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
     assert proc.stdin is not None and proc.stdout is not None
     replies = []

@@ -17,11 +17,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import inspect
+import json
 import re
 import sys
 import uuid
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Annotated, Any, AsyncContextManager, Callable, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, AsyncContextManager, Callable, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -29,8 +30,9 @@ from fastapi import FastAPI, Request
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import CallToolResult, TextContent
 from mcp_types import ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from memgas.core.errors import MemgasError
 from memgas.core.validate import MAX_K, MAX_QUERY_CHARS
@@ -39,6 +41,7 @@ from memgas.memory import Memory
 from memgas.service.deps import ServiceState, api_key_header, bearer_scheme, principal
 from memgas.service.errors import error_response, status_of
 from memgas.service.keys import ANONYMOUS, Principal, parse_scope
+from memgas.service.mcp_text import render
 from memgas.service.metrics import Metrics
 from memgas.service.schemas import (
     AgentId,
@@ -101,6 +104,8 @@ ExperienceAgent = Annotated[AgentId | None, Field(description=(
     "whose experience: an agent's, shared by its users (give agent_id or user_id, not both)"))]
 ExperienceUser = Annotated[UserId | None, Field(description="or one user's own experience")]
 ItemsK = Annotated[int, Field(ge=1, le=MAX_K, description=f"how many items to return, 1-{MAX_K:,}")]
+Format = Annotated[Literal["text", "json"], Field(description=(
+    "text (default): compact lines for you to read; json: the whole result as JSON"))]
 
 
 class _Server(MCPServer):
@@ -130,6 +135,13 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
     """
     server = _Server("memgas", version=__version__, instructions=_INSTRUCTIONS, log_level="WARNING")
 
+    def reply(tool: str, model: BaseModel, fmt: str) -> Any:
+        """The tool's result: compact text (:mod:`memgas.service.mcp_text`) or JSON text, the whole result as
+        structured content either way."""
+        data = model.model_dump(mode="json")
+        text = json.dumps(data, ensure_ascii=False) if fmt == "json" else render(tool, data)
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
     async def call(fn: Callable[[ScopedMemory], _T], counter: str | None = None) -> _T:
         """Run ``fn`` on the caller's scoped memory in a worker thread; memgas's errors become tool errors."""
         try:
@@ -145,7 +157,8 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
         return result
 
     async def add_memory(user_id: UserId, messages: Messages, session_id: SessionId | None = None,
-                         timestamp: Timestamp | None = None, metadata: Metadata = None) -> AppendResult:
+                         timestamp: Timestamp | None = None, metadata: Metadata = None,
+                         format: Format = "text") -> AppendResult:
         """Store messages of a conversation in the user's long-term memory.
 
         Call it every turn with the new messages and the same `session_id`: they are added to the end of
@@ -157,7 +170,7 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
         result = await call(lambda mem: mem.append(user_id, sid, plain, timestamp=timestamp, metadata=metadata))
         if result["created"] and metrics is not None:
             metrics.inc("adds")
-        return AppendResult(**result)
+        return reply("add_memory", AppendResult(**result), format)
 
     async def get_context(user_id: UserId, query: Query, k: K = 5, max_tokens: MaxTokens = 1000,
                           exclude_session: ExcludeSession = None) -> str:
@@ -173,7 +186,7 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
         return text or "(no memories yet)"
 
     async def search_memory(user_id: UserId, query: Query, k: K = 5, query_time: QueryTime = None,
-                            min_score: MinScore = 0.0) -> SearchResponse:
+                            min_score: MinScore = 0.0, format: Format = "text") -> SearchResponse:
         """Find what the user said or was told in earlier conversations.
 
         Use it before answering anything that may depend on the past (preferences, facts about the
@@ -182,56 +195,59 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
         """
         hits = await call(lambda mem: mem.search(user_id, query, k=k, query_time=query_time, min_score=min_score),
                           "searches")
-        return SearchResponse(hits=hits)
+        return reply("search_memory", SearchResponse(hits=hits), format)
 
-    async def get_session(user_id: UserId, session_id: SessionId) -> SessionOut:
+    async def get_session(user_id: UserId, session_id: SessionId, format: Format = "text") -> SessionOut:
         """The full stored conversation of one session (its messages, timestamp and metadata).
 
         Use it when a search hit's turns are not enough context.
         """
-        return SessionOut(**await call(lambda mem: mem.get(user_id, session_id)))
+        return reply("get_session", SessionOut(**await call(lambda mem: mem.get(user_id, session_id))), format)
 
-    async def list_sessions(user_id: UserId) -> SessionList:
+    async def list_sessions(user_id: UserId, format: Format = "text") -> SessionList:
         """The user's stored sessions, oldest first: ids, timestamps and sizes (not their content)."""
-        return SessionList(sessions=await call(lambda mem: mem.sessions(user_id)))
+        return reply("list_sessions", SessionList(sessions=await call(lambda mem: mem.sessions(user_id))), format)
 
     async def delete_memory(user_id: UserId, session_id: OptionalSession = None,
-                            all_sessions: AllSessions = False) -> DeleteResult:
+                            all_sessions: AllSessions = False, format: Format = "text") -> DeleteResult:
         """Forget: delete one session of the user, or everything stored about the user.
 
         Pass `session_id` to delete that session. To delete ALL of the user's memory, leave out
         `session_id` and pass `all_sessions: true`. Deletion cannot be undone.
         """
         if (session_id is not None) != all_sessions:
-            return DeleteResult(**await call(lambda mem: mem.delete(user_id, session_id)))
+            return reply("delete_memory", DeleteResult(**await call(lambda mem: mem.delete(user_id, session_id))),
+                         format)
         if session_id is None:
             raise ToolError("pass session_id to delete one session, or all_sessions=true to delete all the memory "
                             f"of user {user_id!r}")
         raise ToolError("pass either session_id or all_sessions=true, not both")
 
     async def recall_principles(context: Query, agent_id: ExperienceAgent = None, user_id: ExperienceUser = None,
-                                k: ItemsK = 3, min_similarity: MinSimilarity = None) -> PrincipleMatches:
+                                k: ItemsK = 3, min_similarity: MinSimilarity = None,
+                                format: Format = "text") -> PrincipleMatches:
         """Strategy principles learned from earlier conversations that fit the situation at hand.
 
         Pass the conversation so far (or a summary of the situation) as `context`. Each principle says
         in which situation it applies, what to do, what to avoid and why, with its similarity to the
         context (0-1), best first. Follow the best ones in your next reply.
         """
-        return PrincipleMatches(matches=await call(lambda mem: ScopedExperience(
+        return reply("recall_principles", PrincipleMatches(matches=await call(lambda mem: ScopedExperience(
             mem.memory, mem.principal, agent_id=agent_id, user_id=user_id).recall_principles(
-                context, k=k, min_similarity=min_similarity)))
+                context, k=k, min_similarity=min_similarity))), format)
 
     async def match_templates(description: Query, agent_id: ExperienceAgent = None, user_id: ExperienceUser = None,
-                              k: ItemsK = 1, min_similarity: MinSimilarity = None) -> TemplateMatches:
+                              k: ItemsK = 1, min_similarity: MinSimilarity = None,
+                              format: Format = "text") -> TemplateMatches:
         """Reasoning templates (Buffer of Thoughts) for a kind of problem, learned from problems solved before.
 
         Describe the problem in general terms as `description`: the kind of task and what it asks for,
         without its particular numbers, words or dates. Each template lists general reasoning steps, with
         its similarity to the description (0-1), best first; follow its steps with your problem's values.
         """
-        return TemplateMatches(matches=await call(lambda mem: ScopedExperience(
+        return reply("match_templates", TemplateMatches(matches=await call(lambda mem: ScopedExperience(
             mem.memory, mem.principal, agent_id=agent_id, user_id=user_id).match_templates(
-                description, k=k, min_similarity=min_similarity)))
+                description, k=k, min_similarity=min_similarity))), format)
 
     def add(fn: Callable[..., Any], annotations: ToolAnnotations) -> None:
         server.add_tool(fn, description=inspect.getdoc(fn), annotations=annotations)
@@ -249,14 +265,15 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
     add(match_templates, read_only)
 
     if memory.llm is not None:
-        async def answer(user_id: UserId, question: Query, k: K = 5, question_date: QueryTime = None) -> AnswerOut:
+        async def answer(user_id: UserId, question: Query, k: K = 5, question_date: QueryTime = None,
+                         format: Format = "text") -> AnswerOut:
             """Answer a question from the user's memories with the server's LLM, citing the sessions used.
 
             Use it when you want a short answer rather than the raw search hits; `sources` lists the
             session ids the answer rests on.
             """
-            return AnswerOut(**await call(lambda mem: mem.answer(user_id, question, question_date=question_date,
-                                                                 k=k), "answers"))
+            return reply("answer", AnswerOut(**await call(lambda mem: mem.answer(
+                user_id, question, question_date=question_date, k=k), "answers")), format)
 
         add(answer, read_only)
     return server

@@ -24,6 +24,10 @@ __all__ = ["ServeConfig", "build_app", "app_from_env", "serve", "CONFIG_ENV"]
 CONFIG_ENV = "MEMGAS_SERVE_CONFIG"
 
 
+#: Seconds a connection may stay open without sending a request (the first one included), by default.
+IDLE_TIMEOUT = 10.0
+
+
 @dataclass(frozen=True)
 class ServeConfig:
     """What a server process needs to build its app (see ``memgas serve --help``)."""
@@ -35,6 +39,7 @@ class ServeConfig:
     rate_limit: float | None = None
     max_body: int | None = None
     mcp: bool = True
+    idle_timeout: float = IDLE_TIMEOUT
 
 
 def build_app(config: ServeConfig) -> Any:
@@ -63,6 +68,20 @@ def _configure_logging() -> None:
         log.addHandler(handler)
         log.setLevel(logging.INFO)
         log.propagate = False
+
+
+def idle_protocol(seconds: float) -> type:
+    """uvicorn's h11 protocol, closing a connection that sends nothing for ``seconds`` from the moment it opens
+    (uvicorn's own keep-alive timeout starts only after a first response, so a silent client held a
+    connection forever). Data arriving cancels the timer, as it does uvicorn's keep-alive one."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class IdleClosingH11(H11Protocol):
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self.timeout_keep_alive_task = self.loop.call_later(seconds, self.timeout_keep_alive_handler)
+
+    return IdleClosingH11
 
 
 def _check_port(host: str, port: int) -> None:
@@ -107,4 +126,5 @@ def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, wor
     print(f"memgas: serving http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''}); Ctrl-C stops it",
           file=sys.stderr)
     uvicorn.run("memgas.service.serve:app_from_env", factory=True, host=host, port=port, workers=workers,
-                log_level=log_level, access_log=False, timeout_graceful_shutdown=10)
+                log_level=log_level, access_log=False, timeout_graceful_shutdown=10,
+                http=idle_protocol(config.idle_timeout), timeout_keep_alive=int(max(1, config.idle_timeout)))
