@@ -246,7 +246,7 @@ def test_no_auth_only_on_loopback_and_with_a_warning(tmp_path: Path) -> None:
 
 
 def test_sqlite_refuses_several_workers(tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "memgas.cli", "serve", "--db", str(tmp_path / "w.db"), "--workers", "2"],
+    r = subprocess.run([sys.executable, "-m", "memgas.cli", "serve", "--db", str(tmp_path / "w.db"), "--create", "--workers", "2"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "PostgreSQL" in r.stderr
 
