@@ -17,7 +17,7 @@ from memgas.core.types import GRANULARITIES, Session
 from memgas.store import Store, UnitTable
 
 __all__ = [
-    "IndexCache", "UserIndex", "RowBuffer", "build_user_index", "extend_user_index", "update_user_index",
+    "IndexCache", "UserIndex", "RowBuffer", "build_user_index", "extend_user_index", "compacted_index", "update_user_index",
     "turn_docs",
 ]
 
@@ -92,7 +92,7 @@ def build_user_index(store: Store, user_id: str) -> UserIndex:
     return UserIndex(table, session_of, tuple(pos), timestamps, masks, rows)
 
 
-def _compacted(index: UserIndex, alive: np.ndarray) -> UserIndex:
+def compacted_index(index: UserIndex, alive: np.ndarray) -> UserIndex:
     """``index`` without the rows where ``alive`` is false (units a rewrite replaced), rows renumbered in order."""
     table = index.table.select(alive)
     rows = RowBuffer(table.vectors, capacity=len(table) + len(table) // 4 + 16)
@@ -123,7 +123,7 @@ def extend_user_index(store: Store, user_id: str, index: UserIndex, *, compact: 
         alive = np.isin(old.ids, store.unit_ids(user_id), assume_unique=True)
         if np.unique(index.session_of[alive]).size != len(index.sessions):
             return None  # a session lost every unit: a fresh build orders the sessions differently
-        index = _compacted(index, alive)
+        index = compacted_index(index, alive)
         old = index.table
     if len(added) == 0:
         return index, {}, alive

@@ -22,7 +22,7 @@ Long-Term Conversational Agents" (MemGAS), 2025.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
@@ -37,7 +37,7 @@ from memgas.kernels.router import granularity_weights
 from memgas.kernels.temporal import parse_time_window
 from memgas.kernels.turnscore import own_turn_scores
 from memgas.methods.base import ConfiguredMethod, IngestStats
-from memgas.methods.index import IndexCache, UserIndex, build_user_index, extend_user_index
+from memgas.methods.index import IndexCache, UserIndex, build_user_index, compacted_index, extend_user_index
 from memgas.methods.ranking import Scored
 from memgas.methods.units import embedding_view
 from memgas.store import EdgeTable, Store, UnitTable
@@ -239,11 +239,10 @@ def _refresh_table(store: Store, user_id: str, table: UnitTable) -> UnitTable | 
 def _without_rows(index: _Index, alive: np.ndarray) -> _Index:
     """The graph of ``index`` (and its BM25, whose turns all stay) over the rows where ``alive`` holds, for the
     compacted units :func:`~memgas.methods.index.extend_user_index` made; the matrix is made anew on first use."""
-    position = np.cumsum(alive) - 1
+    position = np.cumsum(alive) - 1  # old row -> new row, as compacted_index numbers them
     keep = alive[index.src] & alive[index.dst]
-    units = replace(index.units, table=index.units.table.select(alive), session_of=index.units.session_of[alive],
-                    masks={g: position[m[alive[m]]] for g, m in index.units.masks.items()}, rows=None)
-    return _Index(units, position[index.src[keep]], position[index.dst[keep]], index.weight[keep], index.lexical)
+    return _Index(compacted_index(index.units, alive), position[index.src[keep]], position[index.dst[keep]],
+                  index.weight[keep], index.lexical)
 
 
 class MemGAS(ConfiguredMethod[MemGASConfig]):
