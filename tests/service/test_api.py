@@ -391,3 +391,34 @@ def test_a_connection_that_sends_nothing_is_closed(tmp_path: Path) -> None:
             assert talking.recv(1024).startswith(b"HTTP/1.1 200")
     finally:
         srv.stop()
+
+
+def test_append_takes_the_formats_agents_send(server: LiveServer) -> None:
+    admin = server.keys["admin"]
+    path = "/v1/sessions/agent%2Fchat/messages"  # a session id with a slash, before /messages
+    openai = [{"role": "user", "content": [{"type": "text", "text": "Weather in Oslo?"}]},
+              {"role": "assistant", "content": None, "tool_calls": [
+                  {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+              {"role": "tool", "tool_call_id": "c1", "content": "3C, snow"}]
+    first = call(server, "POST", path, admin, json={"user_id": "fmt", "messages": openai})
+    assert first.status_code == 201 and first.json()["created"] is True and first.json()["messages"] == 3
+    anthropic = [{"role": "assistant", "content": [{"type": "text", "text": "It is snowing in Oslo."}]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"},
+                                              {"type": "text", "text": "Thanks"}]}]
+    second = call(server, "POST", path, admin, json={"user_id": "fmt", "messages": anthropic, "return_context": True})
+    assert second.status_code == 200 and second.json()["messages"] == 6 and second.json()["context"] == ""
+    plain = call(server, "POST", path, admin, json={"user_id": "fmt", "messages": "I moved to Bergen."})
+    assert plain.status_code == 200 and plain.json()["messages"] == 7
+    got = call(server, "GET", "/v1/sessions/agent%2Fchat", admin, params={"user_id": "fmt"}).json()
+    assert [m["role"] for m in got["messages"]] == ["user", "assistant", "tool", "assistant", "tool", "user", "user"]
+    assert got["messages"][1]["content"] == '[tool call] weather({"city": "Oslo"})'
+    edit = call(server, "PATCH", "/v1/sessions/agent%2Fchat/messages/6", admin, params={"user_id": "fmt"},
+                json={"content": "I moved to Tromsø."})
+    assert edit.status_code == 200 and edit.json()["messages"] == 7
+    gone = call(server, "DELETE", "/v1/sessions/agent%2Fchat/messages/6", admin, params={"user_id": "fmt"})
+    assert gone.status_code == 200 and gone.json()["messages"] == 6
+    assert error_of(call(server, "DELETE", "/v1/sessions/agent%2Fchat/messages/99", admin,
+                         params={"user_id": "fmt"})) == (400, "invalid_input")
+    context = call(server, "POST", "/v1/context", admin, json={"user_id": "fmt", "query": "weather in Oslo",
+                                                               "max_tokens": 60}).json()["context"]
+    assert "session agent/chat" in context and len(context) <= 4 * 60 + 20
