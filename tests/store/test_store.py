@@ -986,3 +986,56 @@ def test_cli_migrate_and_commands_on_a_postgresql_url(pg_url: str, tmp_path: Pat
     assert not (tmp_path / "none.db").exists()
     assert main(["migrate", "--db", "postgresql://me@127.0.0.1:1/x"]) == 1
     assert "cannot open PostgreSQL store" in capsys.readouterr().err
+
+
+def test_rewrite_session_keeps_what_it_is_told_and_writes_the_rest_in_one_transaction(store: Store,
+                                                                                        rng: np.random.Generator) -> None:
+    """What ``Memory.append`` and message edits stand on, on both backends."""
+    old = _session("u", "s1", n_turns=2)
+    ids = store.add_session(old, _units(old, rng), [])
+    other = _session("u", "s2", n_turns=1)
+    other_ids = store.add_session(other, _units(other, rng), [])
+    grown = _session("u", "s1", n_turns=3, timestamp="2024-03-01T00:00:00", topic="x")
+    new_units = [u for u in _units(grown, rng) if u.turn_start == 2]
+    version = store.version("u")
+    new_ids = store.rewrite_session(grown, keep_messages=len(old.messages), drop_units=[ids[0]], units=new_units,
+                                    edges=[Edge(-1, ids[1], 0.5), Edge(-1, other_ids[0], 0.25)])
+    assert store.version("u") > version
+    assert store.get_session("u", "s1") == grown  # messages, timestamp and metadata are the new session's
+    kept = store.session_units("u", "s1")
+    assert kept.ids.tolist() == [*ids[1:], *new_ids] and min(new_ids) > max(other_ids)  # new ids are the largest
+    edges = store.load_edges("u")
+    assert sorted(zip(edges.src.tolist(), edges.dst.tolist())) == sorted(
+        [tuple(sorted((new_ids[0], ids[1]))), tuple(sorted((new_ids[0], other_ids[0])))])
+    assert store.unit_ids("u").tolist() == sorted([*ids[1:], *new_ids, *other_ids])
+    info = {i.session_id: i for i in store.list_sessions("u")}["s1"]
+    assert (info.n_messages, info.n_turns) == (len(grown.messages), 3)
+
+
+def test_rewrite_session_refuses_and_writes_nothing(store: Store, rng: np.random.Generator) -> None:
+    a = _session("u", "a")
+    a_ids = store.add_session(a, _units(a, rng), [])
+    b = _session("u", "b")
+    b_ids = store.add_session(b, _units(b, rng), [])
+    before = (store.version("u"), store.get_session("u", "a"), store.unit_ids("u").tolist())
+    grown = _session("u", "a", n_turns=3)
+    unit = [u for u in _units(grown, rng) if u.turn_start == 2]
+    with pytest.raises(InvalidInputError, match="is not a unit of session 'a'"):
+        store.rewrite_session(grown, keep_messages=2, drop_units=[b_ids[0]], units=unit, edges=[])
+    with pytest.raises(InvalidInputError, match="which is dropped"):
+        store.rewrite_session(grown, keep_messages=2, drop_units=[a_ids[0]], units=unit, edges=[Edge(-1, a_ids[0], 0.5)])
+    with pytest.raises(InvalidInputError, match="keep_messages 9"):
+        store.rewrite_session(grown, keep_messages=9, drop_units=[], units=unit, edges=[])
+    with pytest.raises(NotFoundError, match="no session 'zz'"):
+        store.rewrite_session(_session("u", "zz"), keep_messages=0, drop_units=[], units=[], edges=[])
+    assert (store.version("u"), store.get_session("u", "a"), store.unit_ids("u").tolist()) == before
+    assert store.session_units("u", "nope").ids.tolist() == [] and store.unit_ids("nobody").tolist() == []
+
+
+def test_the_store_records_the_first_method_that_wrote_it(store: Store) -> None:
+    assert store.method is None
+    store.record_method("zep")
+    store.record_method("memgas")  # kept: the first one stays
+    assert store.method == "zep"
+    with pytest.raises(InvalidInputError):
+        store.record_method("not a method name")
