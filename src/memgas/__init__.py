@@ -24,6 +24,7 @@ from memgas.core.lazy import lazy_exports
 from memgas.core.version import __version__
 
 if TYPE_CHECKING:
+    from memgas.async_memory import AsyncMemory
     from memgas.client import AsyncClient, Client
     from memgas.core.errors import (
         AuthError,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 #: Each public name and the submodule that defines it.
 _LAZY: dict[str, str] = {
     "Memory": "memory",
+    "AsyncMemory": "async_memory",
     "Client": "client",
     "AsyncClient": "client",
     "Experience": "experience.facade",

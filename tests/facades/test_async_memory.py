@@ -1,0 +1,69 @@
+"""``AsyncMemory``: Memory's methods as coroutines, off the event loop, on a real store with the real embedder."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from pathlib import Path
+
+import pytest
+
+from memgas import AsyncMemory, Memory, NotFoundError
+from memgas.embed.base import Embedder
+
+
+def test_every_public_method_of_memory_is_a_coroutine_with_its_signature() -> None:
+    public = {n for n, v in vars(Memory).items() if callable(v) and not n.startswith("_")}
+    assert public <= set(vars(AsyncMemory))
+    for name in public:
+        method = getattr(AsyncMemory, name)
+        assert inspect.iscoroutinefunction(method), name
+        assert inspect.signature(method) == inspect.signature(getattr(Memory, name)), name
+        assert method.__doc__ == getattr(Memory, name).__doc__
+
+
+def test_concurrent_tasks_add_and_search_as_memory_does(tmp_path: Path, embedder: Embedder) -> None:
+    async def scenario() -> None:
+        async with AsyncMemory(tmp_path / "a.db", embedder=embedder) as mem:
+            users = [f"u{i}" for i in range(8)]
+            added = await asyncio.gather(*(mem.add([{"role": "user", "content": f"I keep {i} goldfish named Bo{i}."}],
+                                                   user_id=u, session_id="s") for i, u in enumerate(users)))
+            assert [a["session_id"] for a in added] == ["s"] * 8
+            found = await asyncio.gather(*(mem.search(f"how many goldfish named Bo{i}?", user_id=u, k=1)
+                                           for i, u in enumerate(users)))
+            assert [f[0].session_id for f in found] == ["s"] * 8
+            await mem.append("And a cat.", user_id="u0", session_id="s")
+            assert (await mem.get("s", user_id="u0"))["messages"][-1]["content"] == "And a cat."
+            assert await mem.list(user_id="nobody") == []
+            with pytest.raises(NotFoundError):
+                await mem.get("nope", user_id="u0")
+        with Memory(tmp_path / "a.db", embedder=embedder) as sync:  # what the tasks wrote, as Memory sees it
+            assert len(sync.list()) == 8
+
+    asyncio.run(scenario())
+
+
+def test_a_long_call_does_not_block_the_event_loop(embedder: Embedder) -> None:
+    long_session = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}: " + "kayak " * 120}
+                    for i in range(80)]
+
+    async def scenario() -> tuple[int, float]:
+        async with AsyncMemory(embedder=embedder) as mem:
+            beats = 0
+
+            async def heartbeat() -> None:
+                nonlocal beats
+                while True:
+                    beats += 1
+                    await asyncio.sleep(0.005)
+
+            beat = asyncio.create_task(heartbeat())
+            t0 = time.perf_counter()
+            await mem.add(long_session, user_id="u", session_id="long")
+            took = time.perf_counter() - t0
+            beat.cancel()
+            return beats, took
+
+    beats, took = asyncio.run(scenario())
+    assert took > 0.05 and beats >= 3  # the loop kept running while the add worked in a thread
