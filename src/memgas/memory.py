@@ -285,6 +285,8 @@ class Memory:
         """
         check_id("user_id", user_id)
         check_id("session_id", session_id)
+        if return_context:  # checked before anything is written: a refusal writes nothing
+            _check_budget(context_tokens)
         new = make_session(messages, user_id=user_id, session_id=session_id,
                            timestamp=_now() if timestamp is None else timestamp, metadata=metadata)
         t0 = time.perf_counter()
@@ -478,8 +480,7 @@ class Memory:
         Raises:
             InvalidInputError: as :meth:`search`, or ``max_tokens`` not an integer from 1 to 100,000.
         """
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= 100_000:
-            raise InvalidInputError(f"max_tokens must be an integer from 1 to 100,000, got {max_tokens!r}")
+        _check_budget(max_tokens)
         from memgas.answer import context_block
 
         hits = self.search(query, user_id=user_id, k=k, query_time=query_time, min_score=min_score,
@@ -692,3 +693,9 @@ def _now() -> datetime:
 def _some(ids: list[str], shown: int = 5) -> str:
     """``ids`` for an error message, the first few and how many more: a file of 300 clashes is one short line."""
     return f"{ids}" if len(ids) <= shown else f"{ids[:shown]} and {len(ids) - shown} more ({len(ids)} in all)"
+
+
+def _check_budget(max_tokens: object) -> None:
+    """Refuse a context budget that is not an integer from 1 to 100,000 tokens."""
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= 100_000:
+        raise InvalidInputError(f"max_tokens must be an integer from 1 to 100,000, got {max_tokens!r}")

@@ -160,6 +160,8 @@ def test_a_refused_append_writes_nothing(embedder: Embedder) -> None:
                 mem.append(bad, user_id="u", session_id="t")
         with pytest.raises(InvalidInputError):
             mem.append("hi", user_id="u", session_id="bad id")
+        with pytest.raises(InvalidInputError, match="max_tokens"):  # refused before the exchange is stored
+            mem.append("hi", user_id="u", session_id="t", return_context=True, context_tokens=0)
         assert (mem.get("t", user_id="u"), mem.store.version("u")) == before
 
 
