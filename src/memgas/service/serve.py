@@ -7,6 +7,7 @@ Workers are separate processes, so the configuration travels to them in the envi
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -14,6 +15,8 @@ import socket
 import sys
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from memgas.core.errors import InvalidInputError, MemgasError
 from memgas.service.keys import is_loopback
@@ -70,18 +73,22 @@ def _configure_logging() -> None:
         log.propagate = False
 
 
-def idle_protocol(seconds: float) -> type:
-    """uvicorn's h11 protocol, closing a connection that sends nothing for ``seconds`` from the moment it opens
-    (uvicorn's own keep-alive timeout starts only after a first response, so a silent client held a
-    connection forever). Data arriving cancels the timer, as it does uvicorn's keep-alive one."""
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+@functools.cache
+def _idle_timeout() -> float:
+    """This server's idle timeout: from its configuration (every worker process inherits it), else the default."""
+    raw = os.environ.get(CONFIG_ENV)
+    return float(json.loads(raw).get("idle_timeout", IDLE_TIMEOUT)) if raw else IDLE_TIMEOUT
 
-    class IdleClosingH11(H11Protocol):
-        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self.timeout_keep_alive_task = self.loop.call_later(seconds, self.timeout_keep_alive_handler)
 
-    return IdleClosingH11
+class IdleClosingH11(H11Protocol):
+    """uvicorn's h11 protocol, closing a connection that sends nothing for the idle timeout from the moment it
+    opens (uvicorn's own keep-alive timer starts only after a first response, so a silent client held a
+    connection forever). Data arriving cancels the timer, as it does uvicorn's. A module-level class: worker
+    processes unpickle it by name."""
+
+    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.timeout_keep_alive_task = self.loop.call_later(_idle_timeout(), self.timeout_keep_alive_handler)
 
 
 def _check_port(host: str, port: int) -> None:
@@ -127,4 +134,4 @@ def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, wor
           file=sys.stderr)
     uvicorn.run("memgas.service.serve:app_from_env", factory=True, host=host, port=port, workers=workers,
                 log_level=log_level, access_log=False, timeout_graceful_shutdown=10,
-                http=idle_protocol(config.idle_timeout), timeout_keep_alive=int(max(1, config.idle_timeout)))
+                http=IdleClosingH11, timeout_keep_alive=int(max(1, config.idle_timeout)))
