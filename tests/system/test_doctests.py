@@ -33,7 +33,13 @@ def test_modules_with_examples_are_found() -> None:
 
 @pytest.mark.parametrize("name", WITH_EXAMPLES)
 def test_docstring_examples_run(name: str) -> None:
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:  # an adapter whose framework is an optional extra
+        if (exc.name or "").split(".")[0] == "memgas":
+            raise
+        pytest.skip(f"{name} needs {exc.name}, which is not installed")
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0
 
 

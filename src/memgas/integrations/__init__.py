@@ -1,0 +1,9 @@
+"""memgas inside agent frameworks: one module per framework, each behind its own extra, each taking a
+:class:`~memgas.memory.Memory`, an :class:`~memgas.async_memory.AsyncMemory`, or a
+:class:`~memgas.client.Client` / :class:`~memgas.client.AsyncClient` (memgas over HTTP) interchangeably.
+
+- :mod:`memgas.integrations.langchain`: ``MemgasRetriever`` (a ``BaseRetriever``) and
+  ``MemgasChatMessageHistory`` (a ``BaseChatMessageHistory`` over one session); extra ``langchain``.
+
+Only the facades are called: an adapter maps the framework's objects to memgas's calls and back.
+"""
