@@ -3,7 +3,8 @@
 :class:`~memgas.client.Client` / :class:`~memgas.client.AsyncClient` (memgas over HTTP) interchangeably.
 
 - :mod:`memgas.integrations.langchain`: ``MemgasRetriever`` (a ``BaseRetriever``) and
-  ``MemgasChatMessageHistory`` (a ``BaseChatMessageHistory`` over one session); extra ``langchain``.
+  ``MemgasChatMessageHistory`` (a ``BaseChatMessageHistory`` over one session); extra ``langchain``;
+- :mod:`memgas.integrations.langgraph`: ``MemgasStore`` (a ``BaseStore``); extra ``langgraph``.
 
 Only the facades are called: an adapter maps the framework's objects to memgas's calls and back.
 """

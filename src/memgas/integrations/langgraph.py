@@ -1,0 +1,183 @@
+"""LangGraph: ``MemgasStore``, a ``langgraph.store.base.BaseStore`` over memgas. Extra ``langgraph``.
+
+What maps to what:
+
+- an item's namespace ``(user_id, *rest)``: its first element is the memgas user (a memgas id: letters, digits and
+  ``. : @ / + - _``); ``rest`` and the key are kept with the item and filterable;
+- an item is one memgas session (its id encodes ``rest`` and the key, so ids never collide), whose one message
+  is the item's **text**: ``value["text"]`` (or ``value["content"]``) when it is a string, else the value as
+  ``key: value`` lines (nested values as JSON); that text is what search ranks. The value itself is kept
+  whole in the session's metadata, with the namespace, the key and the creation and update times;
+- ``put`` replaces the item (``None`` as the value deletes it) and returns only once memgas has committed and
+  indexed it: an item is searchable as soon as ``put`` returns;
+- ``search(namespace_prefix, query=...)`` ranks the user's items with memgas (``score`` is the hit's relevance,
+  0-1) and keeps those under the prefix that match ``filter`` (equality on value keys); without a query, the
+  items under the prefix, newest first. ``list_namespaces`` reads the namespaces of the stored items.
+
+>>> from memgas import Memory
+>>> from memgas.integrations.langgraph import MemgasStore
+>>> store = MemgasStore(Memory())
+>>> store.put(("ana", "memories"), "gym", {"text": "My locker code is 4512."})
+>>> [i.key for i in store.search(("ana",), query="locker code?")]
+['gym']
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+from langgraph.store.base import BaseStore, GetOp, Item, ListNamespacesOp, Op, PutOp, Result, SearchItem, SearchOp
+
+from memgas.core.errors import InvalidInputError, NotFoundError
+from memgas.integrations.calls import call
+
+__all__ = ["MemgasStore", "item_text"]
+
+#: Marks a memgas session as a LangGraph item (the key of its metadata).
+MARK = "langgraph"
+#: Characters an item's id keeps as they are; every other is written ``+XX`` (its UTF-8 bytes in hex).
+_PLAIN = re.compile(r"[A-Za-z0-9._:@-]")
+#: How many of a user's hits a filtered search reads at most.
+SEARCH_CAP = 1000
+
+
+def _encode(part: str) -> str:
+    return "".join(c if _PLAIN.fullmatch(c) else "".join(f"+{b:02X}" for b in c.encode("utf-8")) for c in part)
+
+
+def _session_id(rest: tuple[str, ...], key: str) -> str:
+    """The memgas session id of an item: ``lg/<part>/.../<key>``, each part encoded (reversible, never ``/``)."""
+    sid = "/".join(["lg", *(_encode(p) for p in rest), _encode(key)])
+    if len(sid) > 256:
+        raise InvalidInputError(f"namespace and key too long for a memgas id ({len(sid)} characters encoded, "
+                                "256 at most)")
+    return sid
+
+
+def item_text(value: dict[str, Any]) -> str:
+    """The text memgas stores and ranks for an item's value (see the module docstring)."""
+    for field in ("text", "content"):
+        if isinstance(value.get(field), str) and value[field].strip():
+            return value[field]
+    lines = [f"{k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, sort_keys=True)}"
+             for k, v in value.items()]
+    return "\n".join(lines) or "(empty)"
+
+
+class MemgasStore(BaseStore):
+    """LangGraph's long-term memory store over a memgas facade (see the module docstring).
+
+    Args:
+        memory: a ``Memory``, ``AsyncMemory``, ``Client`` or ``AsyncClient``.
+    """
+
+    def __init__(self, memory: Any) -> None:
+        self.memory = memory
+
+    # -- the one operation LangGraph calls ----------------------------------------------------
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the operations in order (puts commit one by one)."""
+        return [self._run(op, self._call) for op in ops]
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return call(self.memory, method, *args, **kwargs)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` in a worker thread, off the event loop (an ``AsyncMemory`` is driven from there; with
+        an ``AsyncClient``, whose connections belong to its own event loop, prefer a ``Client`` here)."""
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    def _run(self, op: Op, do: Any) -> Result:
+        if isinstance(op, GetOp):
+            return self._get(op.namespace, op.key, do)
+        if isinstance(op, PutOp):
+            self._put(op.namespace, op.key, op.value, do)
+            return None
+        if isinstance(op, SearchOp):
+            return self._search(op, do)
+        if isinstance(op, ListNamespacesOp):
+            return self._namespaces(op, do)
+        raise InvalidInputError(f"unknown store operation {type(op).__name__}")
+
+    @staticmethod
+    def _split(namespace: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+        if not namespace:
+            raise InvalidInputError("a memgas item's namespace starts with the user id")
+        return namespace[0], tuple(namespace[1:])
+
+    def _stored(self, user: str, sid: str, do: Any) -> dict[str, Any] | None:
+        try:
+            return do("get", sid, user_id=user)
+        except NotFoundError:
+            return None
+
+    @staticmethod
+    def _item(user: str, meta: dict[str, Any], *, search: bool = False, score: float | None = None) -> Item:
+        lg = meta[MARK]
+        fields = {"namespace": (user, *lg["namespace"]), "key": lg["key"], "value": lg["value"],
+                  "created_at": datetime.fromisoformat(lg["created_at"]),
+                  "updated_at": datetime.fromisoformat(lg["updated_at"])}
+        return SearchItem(**fields, score=score) if search else Item(**fields)
+
+    def _get(self, namespace: tuple[str, ...], key: str, do: Any) -> Item | None:
+        user, rest = self._split(namespace)
+        stored = self._stored(user, _session_id(rest, key), do)
+        return None if stored is None or MARK not in stored["metadata"] else self._item(user, stored["metadata"])
+
+    def _put(self, namespace: tuple[str, ...], key: str, value: dict[str, Any] | None, do: Any) -> None:
+        user, rest = self._split(namespace)
+        sid = _session_id(rest, key)
+        stored = self._stored(user, sid, do)
+        if stored is not None:
+            do("delete", sid, user_id=user)
+        if value is None:
+            return
+        now = datetime.now(timezone.utc).isoformat()
+        created = stored["metadata"][MARK]["created_at"] if stored is not None and MARK in stored["metadata"] else now
+        meta = {MARK: {"namespace": list(rest), "key": key, "value": value, "created_at": created, "updated_at": now}}
+        do("add", [{"role": "user", "content": item_text(value)}], user_id=user, session_id=sid, metadata=meta)
+
+    def _items(self, user: str, do: Any) -> list[dict[str, Any]]:
+        """Every item of ``user`` as its stored session (newest first)."""
+        rows = do("list", user_id=user)
+        sessions = [self._stored(user, r["session_id"], do) for r in rows if r["session_id"].startswith("lg/")]
+        items = [s for s in sessions if s is not None and MARK in s["metadata"]]
+        return sorted(items, key=lambda s: s["metadata"][MARK]["updated_at"], reverse=True)
+
+    def _search(self, op: SearchOp, do: Any) -> list[SearchItem]:
+        user, prefix = self._split(op.namespace_prefix)
+
+        def wanted(meta: dict[str, Any]) -> bool:
+            lg = meta.get(MARK)
+            return (lg is not None and tuple(lg["namespace"][: len(prefix)]) == prefix
+                    and all(lg["value"].get(k) == v for k, v in (op.filter or {}).items()))
+
+        if op.query:
+            hits = do("search", op.query, user_id=user, k=SEARCH_CAP)  # other sessions and items may rank first
+            found = []
+            for hit in hits:
+                stored = self._stored(user, hit.session_id, do)
+                if stored is not None and wanted(stored["metadata"]):
+                    found.append(self._item(user, stored["metadata"], search=True, score=float(hit.relevance)))
+            return found[op.offset: op.offset + op.limit]
+        items = [s for s in self._items(user, do) if wanted(s["metadata"])]
+        return [self._item(user, s["metadata"], search=True) for s in items][op.offset: op.offset + op.limit]
+
+    def _namespaces(self, op: ListNamespacesOp, do: Any) -> list[tuple[str, ...]]:
+        users = [u["user_id"] for u in do("list")]
+        spaces = sorted({(u, *s["metadata"][MARK]["namespace"]) for u in users for s in self._items(u, do)})
+        for cond in op.match_conditions or ():
+            path = tuple(cond.path)
+
+            def fits(ns: tuple[str, ...], path: tuple[str, ...] = path, kind: str = cond.match_type) -> bool:
+                part = ns[: len(path)] if kind == "prefix" else ns[-len(path):]
+                return len(ns) >= len(path) and all(p == "*" or p == q for p, q in zip(path, part))
+
+            spaces = [ns for ns in spaces if fits(ns)]
+        if op.max_depth is not None:
+            spaces = sorted({ns[: op.max_depth] for ns in spaces})
+        return spaces[op.offset: op.offset + op.limit]

@@ -1,0 +1,103 @@
+"""``MemgasStore`` with LangGraph's own package: the BaseStore protocol (sync and async) on a real store, items
+searchable as soon as ``put`` returns, and a compiled graph whose node reads the store and whose (scripted)
+model receives, in its prompt, a fact put in an earlier run."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pytest
+
+pytest.importorskip("langgraph.store.base", reason="langgraph is not installed (pip install 'memgas[langgraph]')")
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage  # noqa: E402
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+from langgraph.store.base import BaseStore, Item, SearchItem  # noqa: E402
+
+from memgas import AsyncMemory, Memory  # noqa: E402
+from memgas.core.errors import InvalidInputError  # noqa: E402
+from memgas.embed.base import Embedder  # noqa: E402
+from memgas.integrations.langgraph import MemgasStore, item_text  # noqa: E402
+
+
+def test_put_get_search_delete_and_namespaces(tmp_path: Path, embedder: Embedder) -> None:
+    with Memory(tmp_path / "lg.db", embedder=embedder) as mem:
+        store = MemgasStore(mem)
+        assert isinstance(store, BaseStore)
+        store.put(("ana", "memories"), "gym", {"text": "My locker code is 4512.", "kind": "fact"})
+        store.put(("ana", "memories"), "dog", {"text": "I adopted a greyhound called Pixel.", "kind": "fact"})
+        store.put(("ana", "prefs", "food"), "nuts", {"allergy": "peanuts", "severity": 3})
+        store.put(("bo", "memories"), "gym", {"text": "Bo's locker code is 9999."})
+        got = store.get(("ana", "memories"), "gym")
+        assert isinstance(got, Item) and got.value == {"text": "My locker code is 4512.", "kind": "fact"}
+        assert got.namespace == ("ana", "memories") and got.created_at <= got.updated_at
+        hits = store.search(("ana",), query="what is my locker code?")  # searchable as soon as put returned
+        assert [h.key for h in hits][0] == "gym" and isinstance(hits[0], SearchItem) and 0 < hits[0].score <= 1
+        assert "9999" not in str([h.value for h in hits])  # another user's items never show
+        assert [h.key for h in store.search(("ana", "prefs"), query="allergy")] == ["nuts"]
+        assert [h.key for h in store.search(("ana",), query="pet", filter={"kind": "fact"}, limit=1)] == ["dog"]
+        assert {h.key for h in store.search(("ana", "memories"))} == {"gym", "dog"}  # no query: the items
+        assert store.list_namespaces(prefix=("ana",)) == [("ana", "memories"), ("ana", "prefs", "food")]
+        assert store.list_namespaces(max_depth=2) == [("ana", "memories"), ("ana", "prefs"), ("bo", "memories")]
+        first = store.get(("ana", "memories"), "gym")
+        store.put(("ana", "memories"), "gym", {"text": "My locker code is now 7781."})
+        again = store.get(("ana", "memories"), "gym")
+        assert again.value["text"].endswith("7781.") and again.created_at == first.created_at  # replaced
+        assert "4512" not in str(mem.get(mem.list(user_id="ana")[0]["session_id"], user_id="ana"))
+        store.delete(("ana", "memories"), "gym")
+        assert store.get(("ana", "memories"), "gym") is None
+        assert [h.key for h in store.search(("ana",), query="locker code")] != ["gym"]
+        store.put(("ana", "odd names/with spaces"), "key with ü & /", {"text": "kept"})
+        assert store.get(("ana", "odd names/with spaces"), "key with ü & /").value == {"text": "kept"}
+        with pytest.raises(InvalidInputError, match="user_id"):  # the first element is a memgas user id
+            store.put(("not a user id", "m"), "k", {"text": "no user"})
+        assert item_text({"a": 1, "b": {"c": [2]}}) == 'a: 1\nb: {"c": [2]}'
+
+
+def test_the_async_operations_over_an_async_memory(embedder: Embedder) -> None:
+    async def scenario() -> list[str]:
+        async with AsyncMemory(embedder=embedder) as mem:
+            store = MemgasStore(mem)
+            await store.aput(("ana", "m"), "k1", {"text": "I play the cello on Sundays."})
+            await store.aput(("ana", "m"), "k2", {"text": "My sister lives in Bergen."})
+            assert (await store.aget(("ana", "m"), "k1")).value["text"].startswith("I play")
+            return [h.key for h in await store.asearch(("ana",), query="where does my sister live?")]
+
+    assert asyncio.run(scenario())[0] == "k2"
+
+
+class State(TypedDict):
+    user: str
+    question: str
+    prompt: str
+    answer: str
+
+
+def test_a_fact_put_in_one_run_reaches_the_models_prompt_in_the_next(embedder: Embedder) -> None:
+    model = GenericFakeChatModel(messages=iter([AIMessage("Noted."), AIMessage("Your locker code is 4512.")]))
+
+    def remember(state: State, *, store: BaseStore) -> dict[str, Any]:
+        if "remember" in state["question"].lower():
+            store.put((state["user"], "memories"), "fact-1", {"text": state["question"]})
+        return {}
+
+    def respond(state: State, *, store: BaseStore) -> dict[str, Any]:
+        memories = store.search((state["user"], "memories"), query=state["question"], limit=3)
+        prompt = "Memories:\n" + "\n".join(m.value["text"] for m in memories)
+        reply = model.invoke([SystemMessage(prompt), HumanMessage(state["question"])])
+        return {"prompt": prompt, "answer": reply.content}
+
+    with Memory(embedder=embedder) as mem:
+        graph = StateGraph(State)
+        graph.add_node("remember", remember)
+        graph.add_node("respond", respond)
+        graph.add_edge(START, "remember")
+        graph.add_edge("remember", "respond")
+        graph.add_edge("respond", END)
+        app = graph.compile(store=MemgasStore(mem))
+        app.invoke({"user": "ana", "question": "Remember: my locker code is 4512."})
+        later = app.invoke({"user": "ana", "question": "What is my locker code?"})
+        assert "my locker code is 4512" in later["prompt"] and later["answer"] == "Your locker code is 4512."
