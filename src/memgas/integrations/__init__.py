@@ -5,7 +5,8 @@
 - :mod:`memgas.integrations.langchain`: ``MemgasRetriever`` (a ``BaseRetriever``) and
   ``MemgasChatMessageHistory`` (a ``BaseChatMessageHistory`` over one session); extra ``langchain``;
 - :mod:`memgas.integrations.langgraph`: ``MemgasStore`` (a ``BaseStore``); extra ``langgraph``;
-- :mod:`memgas.integrations.llamaindex`: ``MemgasMemoryBlock`` (a ``BaseMemoryBlock``); extra ``llamaindex``.
+- :mod:`memgas.integrations.llamaindex`: ``MemgasMemoryBlock`` (a ``BaseMemoryBlock``); extra ``llamaindex``;
+- :mod:`memgas.integrations.autogen`: ``MemgasMemory`` (an ``autogen_core.memory.Memory``); extra ``autogen``.
 
 Only the facades are called: an adapter maps the framework's objects to memgas's calls and back.
 """

@@ -1,0 +1,62 @@
+"""``MemgasMemory`` with AutoGen's own packages: the Memory protocol on a real store, and an ``AssistantAgent`` whose
+(scripted) model, AutoGen's ``ReplayChatCompletionClient``, is called with a fact stored in an earlier run."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+pytest.importorskip("autogen_core.memory", reason="autogen-core is not installed (pip install 'memgas[autogen]')")
+
+from autogen_core.memory import MemoryContent, MemoryMimeType  # noqa: E402
+from autogen_core.model_context import BufferedChatCompletionContext  # noqa: E402
+from autogen_core.models import SystemMessage, UserMessage  # noqa: E402
+
+from memgas import AsyncMemory, Memory  # noqa: E402
+from memgas.embed.base import Embedder  # noqa: E402
+from memgas.integrations.autogen import MemgasMemory  # noqa: E402
+
+
+def test_add_query_update_context_and_clear(embedder: Embedder) -> None:
+    async def scenario() -> None:
+        with Memory(embedder=embedder) as mem:
+            memory = MemgasMemory(AsyncMemory(mem), user_id="ana", k=2)
+            await memory.add(MemoryContent(content="My locker code is 4512.", mime_type=MemoryMimeType.TEXT,
+                                           metadata={"source": "gym"}))
+            await memory.add(MemoryContent(content="I adopted a greyhound called Pixel.",
+                                           mime_type=MemoryMimeType.TEXT))
+            found = await memory.query("what is my locker code?")
+            assert "4512" in found.results[0].content and 0 < found.results[0].metadata["relevance"] <= 1
+            stored = mem.get(found.results[0].metadata["session_id"], user_id="ana")
+            assert stored["metadata"]["autogen"]["metadata"] == {"source": "gym"}
+            context = BufferedChatCompletionContext(buffer_size=10)
+            await context.add_message(UserMessage(content="What is my locker code?", source="user"))
+            result = await memory.update_context(context)
+            messages = await context.get_messages()
+            assert result.memories.results and isinstance(messages[-1], SystemMessage)
+            assert "4512" in messages[-1].content and "session " in messages[-1].content
+            await memory.clear()
+            assert mem.list(user_id="ana") == [] and (await memory.query("locker")).results == []
+            await memory.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_assistant_agent_sees_a_fact_from_an_earlier_run(embedder: Embedder) -> None:
+    agents = pytest.importorskip("autogen_agentchat.agents", reason="autogen-agentchat is not installed")
+    replay = pytest.importorskip("autogen_ext.models.replay", reason="autogen-ext is not installed")
+
+    async def scenario() -> list[str]:
+        with Memory(embedder=embedder) as mem:
+            memory = MemgasMemory(mem, user_id="bo")
+            await memory.add(MemoryContent(content="My locker code is 4512.", mime_type=MemoryMimeType.TEXT))
+            client = replay.ReplayChatCompletionClient(["Your locker code is 4512."])
+            agent = agents.AssistantAgent("assistant", model_client=client, memory=[memory])
+            result = await agent.run(task="What is my locker code?")
+            assert result.messages[-1].content == "Your locker code is 4512."
+            seen = await agent.model_context.get_messages()  # what the model was given
+            return [str(m.content) for m in seen]
+
+    prompt = asyncio.run(scenario())
+    assert any("My locker code is 4512." in text for text in prompt)
