@@ -36,26 +36,23 @@ def _positive_number(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
-    """An argparse type: an integer above 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
-    return value
+def _integer(low: int, high: int | None, what: str) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` to ``high`` (no upper bound when ``None``), named ``what``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{value} is not {what}")
+        return value
+
+    return parse
 
 
-def _port(text: str) -> int:
-    """An argparse type: a TCP port, 0 to 65535 (0: any free port)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{value} is not a port (0-65535)")
-    return value
+_positive_int = _integer(1, None, "a positive integer")
+_port = _integer(0, 65535, "a port (0-65535)")  # 0: any free port
 
 
 def open_or_create(args: argparse.Namespace) -> str:
