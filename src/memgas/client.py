@@ -172,8 +172,9 @@ def _message_path(session_id: str, index: int) -> str:
 
 
 def _session(body: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored session as :meth:`Memory.get` gives it (a message's ``name`` only when it has one)."""
-    messages = [{k: v for k, v in m.items() if k != "name" or v is not None} for m in body["messages"]]
+    """A stored session as :meth:`Memory.get` gives it (a message's ``name`` and ``metadata`` only when set)."""
+    messages = [{k: v for k, v in m.items() if k not in ("name", "metadata") or v is not None}
+                for m in body["messages"]]
     return {**body, "messages": messages}
 
 
@@ -220,7 +221,8 @@ class _Requests:
 
     @staticmethod
     def add(messages: Iterable[Any], *, user_id: str, session_id: str | None = None, timestamp: Timestamp = None,
-            metadata: dict[str, Any] | None = None) -> _Call[dict[str, Any]]:
+            metadata: dict[str, Any] | None = None, agent_id: str | None = None,
+            run_id: str | None = None) -> _Call[dict[str, Any]]:
         """Store one conversation session (:meth:`Memory.add`): ``{"session_id", "units", "edges", "seconds"}``.
 
         Raises:
@@ -228,7 +230,8 @@ class _Requests:
             DuplicateSessionError: the user already has this session id (nothing is written).
         """
         body = _json_body({"user_id": user_id, "messages": _as_list(messages), "session_id": session_id,
-                           "timestamp": _iso(timestamp), "metadata": metadata})
+                           "timestamp": _iso(timestamp), "metadata": metadata, "agent_id": agent_id,
+                           "run_id": run_id})
         return _Call("POST", "/v1/sessions", lambda r: _add_result(_json(r)), body=body)
 
     @staticmethod
@@ -252,8 +255,8 @@ class _Requests:
 
     @staticmethod
     def append(messages: Any, *, user_id: str, session_id: str, timestamp: Timestamp = None,
-               metadata: dict[str, Any] | None = None, return_context: bool = False,
-               context_tokens: int = 1000) -> _Call[dict[str, Any]]:
+               metadata: dict[str, Any] | None = None, agent_id: str | None = None, run_id: str | None = None,
+               return_context: bool = False, context_tokens: int = 1000) -> _Call[dict[str, Any]]:
         """Add messages to the end of a session, making it if new (:meth:`Memory.append`):
         ``{"session_id", "created", "messages", "units", "edges", "seconds"}`` and ``"context"`` when asked.
 
@@ -261,7 +264,8 @@ class _Requests:
             InvalidInputError: bad messages, ids, timestamp or metadata (nothing is written).
         """
         body = _json_body({"user_id": user_id, "messages": _as_list(messages), "timestamp": _iso(timestamp),
-                           "metadata": metadata, "return_context": return_context, "context_tokens": context_tokens})
+                           "metadata": metadata, "agent_id": agent_id, "run_id": run_id,
+                           "return_context": return_context, "context_tokens": context_tokens})
         return _Call("POST", f"/v1/sessions/{_segment('session_id', session_id)}/messages", _appended, body=body)
 
     @staticmethod
@@ -287,20 +291,24 @@ class _Requests:
 
     @staticmethod
     def search(query: str, *, user_id: str, k: int = 5, query_time: Timestamp = None,
-               min_score: float = 0.0, exclude_sessions: Iterable[str] = ()) -> _Call[list[Hit]]:
+               min_score: float = 0.0, exclude_sessions: Iterable[str] = (),
+               filters: Mapping[str, Any] | None = None) -> _Call[list[Hit]]:
         """The ``k`` sessions of ``user_id`` most relevant to ``query``, best first (:meth:`Memory.search`);
         none for a user with no memory yet.
 
         Raises:
-            InvalidInputError: an empty or too long query, a bad ``k``, user id, ``query_time`` or ``min_score``.
+            InvalidInputError: an empty or too long query, a bad ``k``, user id, ``query_time``, ``min_score`` or
+                filter.
         """
         body = _json_body({"user_id": user_id, "query": query, "k": k, "query_time": _iso(query_time),
-                           "min_score": min_score, "exclude_sessions": _as_list(exclude_sessions)})
+                           "min_score": min_score, "exclude_sessions": _as_list(exclude_sessions),
+                           "filters": filters})
         return _Call("POST", "/v1/search", lambda r: [Hit.from_dict(h) for h in _json(r)["hits"]], body=body)
 
     @staticmethod
     def context(query: str, *, user_id: str, k: int = 5, max_tokens: int = 1000, exclude_sessions: Iterable[str] = (),
-                query_time: Timestamp = None, min_score: float = 0.0) -> _Call[str]:
+                query_time: Timestamp = None, min_score: float = 0.0,
+                filters: Mapping[str, Any] | None = None) -> _Call[str]:
         """Prompt-ready text of the relevant memories, within ``max_tokens`` (:meth:`Memory.context`).
 
         Raises:
@@ -308,7 +316,7 @@ class _Requests:
         """
         body = _json_body({"user_id": user_id, "query": query, "k": k, "max_tokens": max_tokens,
                            "exclude_sessions": _as_list(exclude_sessions), "query_time": _iso(query_time),
-                           "min_score": min_score})
+                           "min_score": min_score, "filters": filters})
         return _Call("POST", "/v1/context", lambda r: str(_json(r)["context"]), body=body)
 
     @staticmethod
@@ -323,16 +331,23 @@ class _Requests:
                      params={"user_id": user_id})
 
     @staticmethod
-    def delete(session_id: str | None = None, *, user_id: str) -> _Call[dict[str, Any]]:
-        """Delete one session, or all of the user's memory when ``session_id`` is None (:meth:`Memory.delete`).
+    def delete(session_id: str | None = None, *, user_id: str,
+               filters: Mapping[str, Any] | None = None) -> _Call[dict[str, Any]]:
+        """Delete one session, the sessions that pass ``filters``, or all of the user's memory when neither is
+        given (:meth:`Memory.delete`).
 
         Returns:
             ``{"user_id", "deleted_sessions"}``.
 
         Raises:
-            InvalidInputError: a malformed user or session id.
+            InvalidInputError: a malformed user or session id, a malformed or empty filter, or both.
             NotFoundError: unknown user or session.
         """
+        if filters is not None:
+            if session_id is not None:
+                raise InvalidInputError("give a session_id or filters, not both")
+            return _Call("POST", "/v1/sessions/delete", _json,
+                         body=_json_body({"user_id": user_id, "filters": filters}))
         if session_id is None:
             return _Call("DELETE", f"/v1/users/{_segment('user_id', user_id)}", _json)
         return _Call("DELETE", f"/v1/sessions/{_segment('session_id', session_id)}", _json,
@@ -523,16 +538,20 @@ class _Requests:
         return _Call("POST", "/v1/principles/recall", _matches("principle", _principle), body=body)
 
     @staticmethod
-    def list(*, user_id: str | None = None) -> _Call[list[dict[str, Any]]]:
-        """The user's sessions (oldest first), or the users this key may see with their session counts when
-        ``user_id`` is None (:meth:`Memory.list`).
+    def list(*, user_id: str | None = None, filters: Mapping[str, Any] | None = None, limit: int | None = None,
+             cursor: str | None = None, order: str = "oldest") -> _Call[list[dict[str, Any]]]:
+        """The user's session headers (a page: ``limit``, ``cursor``, ``order`` and ``filters`` as in
+        :meth:`Memory.list`), or the users this key may see with their session counts when ``user_id`` is None.
 
         Raises:
-            NotFoundError: the user has no memory.
+            InvalidInputError: a bad filter, limit, cursor or order, or any of them without ``user_id``.
         """
         if user_id is None:
+            if filters is not None or limit is not None or cursor is not None or order != "oldest":
+                raise InvalidInputError("filters, limit, cursor and order page one user's sessions: give user_id")
             return _Call("GET", "/v1/users", lambda r: _json(r)["users"])
-        return _Call("GET", "/v1/sessions", lambda r: _json(r)["sessions"], params={"user_id": user_id})
+        body = _json_body({"user_id": user_id, "filters": filters, "limit": limit, "cursor": cursor, "order": order})
+        return _Call("POST", "/v1/sessions/query", lambda r: _json(r)["sessions"], body=body)
 
 
 # -- response decoding ----------------------------------------------------------------------------------------

@@ -5,8 +5,9 @@ between backends (SQLite, PostgreSQL) and between files. Format version :data:`D
 object per line, UTF-8:
 
 * a header ``{"format": "memgas-dump", "version": 1, "embedder_id", "dim", "created_at"}``;
-* one line per session, ``{"type": "session", "user_id", "session_id", "timestamp", "metadata", "messages",
-  "units", "edges"}``. A user's sessions are on consecutive lines, in the order their units were written.
+* one line per session, ``{"type": "session", "user_id", "session_id", "timestamp", "metadata", "agent_id"?,
+  "run_id"?, "messages", "units", "edges"}`` (a message ``{"role", "content", "name"?, "metadata"?}``; the scope
+  ids and a message's metadata only when set, so a dump without them reads as before). A user's sessions are on consecutive lines, in the order their units were written.
   ``units`` are ``{"granularity", "turn_start", "turn_end", "chunk", "text", "vector"}``, ``vector`` being
   base64 of the little-endian float32 values. ``edges`` are ``[i, j, weight]``: ``i`` and ``j`` number the
   user's units in dump order from 0, at least one of them is a unit of this line and the other one of this
@@ -130,8 +131,9 @@ def _user_lines(store: Store, user_id: str, table: UnitTable) -> Iterator[dict[s
             "type": "session", "user_id": user_id, "session_id": sid,
             "timestamp": session.timestamp.isoformat() if session.timestamp else None,
             "metadata": dict(session.metadata),
-            "messages": [{"role": m.role, "content": m.content, **({"name": m.name} if m.name else {})}
-                         for m in session.messages],
+            **({"agent_id": session.agent_id} if session.agent_id else {}),
+            **({"run_id": session.run_id} if session.run_id else {}),
+            "messages": [m.to_dict() for m in session.messages],
             "units": [{"granularity": GRANULARITIES[table.granularity[r]], "turn_start": int(table.turn_start[r]),
                        "turn_end": int(table.turn_end[r]), "chunk": int(table.chunk[r]), "text": table.texts[r],
                        "vector": base64.b64encode(vectors[r].tobytes()).decode("ascii")}
@@ -246,7 +248,8 @@ class _Dump:
             raise InvalidInputError("'units' and 'edges' must be lists")
         session = make_session(obj.get("messages"), user_id=obj.get("user_id"),  # type: ignore[arg-type]
                                session_id=obj.get("session_id"), timestamp=obj.get("timestamp"),  # type: ignore[arg-type]
-                               metadata=obj.get("metadata"))
+                               metadata=obj.get("metadata"), agent_id=obj.get("agent_id"),
+                               run_id=obj.get("run_id"))
         n_turns = len(session.turns)
         parsed = [self._unit(i, u, session.session_id, n_turns) for i, u in enumerate(units)]
         end = first + len(parsed)
@@ -406,5 +409,5 @@ def _stored_ids(stored: UnitTable, record: _Record) -> list[int | None]:
 def _session_input(session: Session) -> dict[str, Any]:
     """A stored session as :meth:`Memory.add_many` takes it."""
     return {"session_id": session.session_id, "timestamp": session.timestamp, "metadata": dict(session.metadata),
-            "messages": [{"role": m.role, "content": m.content, **({"name": m.name} if m.name else {})}
-                         for m in session.messages]}
+            "agent_id": session.agent_id, "run_id": session.run_id,
+            "messages": [m.to_dict() for m in session.messages]}

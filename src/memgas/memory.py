@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from memgas.core import provenance
 from memgas.core.errors import DuplicateSessionError, EmbedderMismatchError, InvalidInputError, NotFoundError
+from memgas.core.filters import compile_filter
 from memgas.core.paths import default_llm_cache_path
 from memgas.core.types import Hit, Session
 from memgas.core.validate import (
@@ -36,6 +37,7 @@ from memgas.embed.cache import CachedEmbedder, EmbeddingCache
 from memgas.embed.factory import get_embedder
 from memgas.llm.base import ChatModel, Usage, track_usage
 from memgas.llm.factory import get_llm
+from memgas.listing import SessionCatalog, header_dict, ordered_page
 from memgas.llm.wrapper import LLM
 from memgas.methods import METHODS, MemoryMethod, get_method
 from memgas.store import Store, open_store
@@ -120,6 +122,7 @@ class Memory:
         self._lock = threading.Lock()
         self._method_recorded = self.store.method is not None
         self._fallback_method: MemoryMethod | None = None
+        self._catalog = SessionCatalog()  # the session headers that filters read, per user
         self._timing_lock = threading.Lock()  # searches run in parallel threads and count themselves here
         # Per call kind: [count, seconds]. Totals, not lists: a server process runs for months.
         self._timings: dict[str, list[float]] = {"add": [0, 0.0], "search": [0, 0.0], "answer": [0, 0.0]}
@@ -134,11 +137,14 @@ class Memory:
         session_id: str | None = None,
         timestamp: str | datetime | None = None,
         metadata: dict[str, Any] | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
     ) -> dict[str, Any]:
         """Store one conversation session and associate it with the user's history.
 
         Args:
-            messages: ``[{"role": "user"|"assistant"|"system", "content": str, "name"?: str}, ...]``.
+            messages: ``[{"role": "user"|"assistant"|"system"|"tool", "content": str, "name"?: str,
+                "metadata"?: {...}}, ...]``, or a transcript :func:`~memgas.core.transcripts.to_messages` reads.
             user_id: whose memory this is.
             session_id: a unique id within the user; a random one is made when it is ``None``.
             timestamp: when the session happened (ISO 8601; without a zone it is read as UTC), used
@@ -146,6 +152,8 @@ class Memory:
                 of the add (UTC), so "last week" in a later query can match it.
             metadata: a JSON object kept with the session (see :func:`memgas.core.validate.check_metadata`
                 for its limits).
+            agent_id, run_id: optional scope ids (the agent that held the conversation, one run of a workflow),
+                stored with the session, returned on its hits and listings, and filterable (``filters``).
 
         Returns:
             ``{"session_id", "units", "edges", "seconds"}``.
@@ -156,7 +164,7 @@ class Memory:
         """
         session = make_session(
             messages, user_id=user_id, session_id=uuid.uuid4().hex if session_id is None else session_id,
-            timestamp=_now() if timestamp is None else timestamp, metadata=metadata,
+            timestamp=_now() if timestamp is None else timestamp, metadata=metadata, agent_id=agent_id, run_id=run_id,
         )
         t0 = time.perf_counter()
         # One writer at a time: association reads the history it extends. Cache rows written meanwhile
@@ -184,7 +192,8 @@ class Memory:
         midway (or a crash) leaves the store as it was.
 
         Args:
-            sessions: objects ``{"messages": [...], "session_id"?, "timestamp"?, "metadata"?}`` (as :meth:`add`
+            sessions: objects ``{"messages": [...], "session_id"?, "timestamp"?, "metadata"?, "agent_id"?,
+                "run_id"?}`` (as :meth:`add`
                 takes them); a session without an id gets a random one, without a timestamp the time of the call
                 (``"timestamp": None`` keeps it undated, as an imported dump's undated sessions stay).
             user_id: whose memory they are.
@@ -204,16 +213,16 @@ class Memory:
         for i, raw in enumerate(sessions):
             if not isinstance(raw, Mapping):
                 raise InvalidInputError(f"session {i}: expected an object with 'messages', got {type(raw).__name__}")
-            unknown = sorted(map(str, set(raw) - {"messages", "session_id", "timestamp", "metadata"}))
+            unknown = sorted(map(str, set(raw) - _SESSION_KEYS))
             if unknown:
-                raise InvalidInputError(f"session {i}: unknown keys {unknown}; expected messages, session_id, "
-                                        "timestamp, metadata")
+                raise InvalidInputError(f"session {i}: unknown keys {unknown}; expected "
+                                        f"{', '.join(sorted(_SESSION_KEYS))}")
             session_id = raw.get("session_id")
             try:
                 stamp = raw["timestamp"] if "timestamp" in raw else _now()  # null: undated on purpose (a dump's)
                 batch.append(make_session(
                     raw.get("messages"), user_id=user_id, timestamp=stamp,
-                    metadata=raw.get("metadata"),
+                    metadata=raw.get("metadata"), agent_id=raw.get("agent_id"), run_id=raw.get("run_id"),
                     session_id=uuid.uuid4().hex if session_id is None else session_id,
                 ))
             except InvalidInputError as e:
@@ -254,6 +263,8 @@ class Memory:
         session_id: str,
         timestamp: str | datetime | None = None,
         metadata: dict[str, Any] | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
         return_context: bool = False,
         context_tokens: int = 1000,
     ) -> dict[str, Any]:
@@ -272,6 +283,8 @@ class Memory:
             timestamp: when a new session happened (default: now); given on a later append, it becomes the
                 session's time (its latest activity).
             metadata: a JSON object; on a later append its keys are merged into the session's.
+            agent_id, run_id: the scope of a new session (as :meth:`add`'s); on a later append, left out or the
+                stored ones (a session does not move to another agent or run).
             return_context: also return ``"context"``: :meth:`context` for the last user message appended (or
                 the last message), leaving this session out. One call per turn: persist, then recall.
             context_tokens: the context's budget (``max_tokens`` of :meth:`context`).
@@ -281,14 +294,16 @@ class Memory:
             count now; ``units``: the units written by this call) and ``"context"`` when asked.
 
         Raises:
-            InvalidInputError: bad messages, ids, timestamp or metadata (nothing is written).
+            InvalidInputError: bad messages, ids, timestamp or metadata, or scope ids other than the stored
+                session's (nothing is written).
         """
         check_id("user_id", user_id)
         check_id("session_id", session_id)
         if return_context:  # checked before anything is written: a refusal writes nothing
             _check_budget(context_tokens)
         new = make_session(messages, user_id=user_id, session_id=session_id,
-                           timestamp=_now() if timestamp is None else timestamp, metadata=metadata)
+                           timestamp=_now() if timestamp is None else timestamp, metadata=metadata,
+                           agent_id=agent_id, run_id=run_id)
         t0 = time.perf_counter()
         with self._lock, track_usage() as usage, provenance.source(user_id, session_id), \
                 self.store.writing(user_id):
@@ -300,6 +315,11 @@ class Memory:
                 stats = self.method.ingest(self.store, new)
                 session = new
             else:
+                for kind in ("agent_id", "run_id"):
+                    given = getattr(new, kind)
+                    if given is not None and given != getattr(stored, kind):
+                        raise InvalidInputError(f"session {session_id!r} has {kind} {getattr(stored, kind)!r}, not "
+                                                f"{given!r}: a session keeps its scope (leave {kind} out)")
                 session = replace(
                     stored, messages=stored.messages + new.messages,
                     timestamp=stored.timestamp if timestamp is None else new.timestamp,
@@ -376,8 +396,10 @@ class Memory:
         return {"session_id": session_id, "messages": len(messages), "units": stats.n_units,
                 "edges": stats.n_edges, "seconds": round(seconds, 4)}
 
-    def delete(self, session_id: str | None = None, *, user_id: str) -> dict[str, Any]:
-        """Delete one session (with its units and edges), or all of a user's memory when ``session_id`` is None.
+    def delete(self, session_id: str | None = None, *, user_id: str,
+               filters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Delete one session (with its units and edges), the sessions that pass ``filters`` (the language of
+        :mod:`memgas.core.filters`; all in one transaction), or all of a user's memory when neither is given.
 
         The store's rows go, and so do the rows of the embedding cache and the LLM response cache that
         only the deleted sessions produced; every file is checkpointed so their bytes leave the WAL too
@@ -385,12 +407,15 @@ class Memory:
         forgetting when it is retried (it then raises :class:`NotFoundError`).
 
         Raises:
-            InvalidInputError: a malformed user or session id.
-            NotFoundError: unknown user or session.
+            InvalidInputError: a malformed user or session id, a malformed or empty filter, or both a session id
+                and filters.
+            NotFoundError: unknown user or session (a filter that matches nothing deletes nothing: 0 sessions).
         """
         check_id("user_id", user_id)
         if session_id is not None:
             check_id("session_id", session_id)
+        if filters is not None:
+            return self._delete_matching(user_id, session_id, filters)
         with self._lock:
             try:
                 if session_id is None:
@@ -404,6 +429,24 @@ class Memory:
             self._forget_derived(user_id, session_id)
         return {"user_id": user_id, "deleted_sessions": deleted}
 
+    def _delete_matching(self, user_id: str, session_id: str | None, filters: Mapping[str, Any]) -> dict[str, Any]:
+        """``delete(user_id=..., filters=...)``: the matching sessions, read and deleted in one write transaction."""
+        if session_id is not None:
+            raise InvalidInputError("give a session_id or filters, not both")
+        flt = compile_filter(filters)
+        if not filters:
+            raise InvalidInputError("an empty filter matches every session: to delete all of a user's memory, "
+                                    "leave filters out")
+        with self._lock:
+            self._require_user(user_id)
+            with self.store.writing(user_id):
+                ids = [h.session_id for h in self._catalog.matching(self.store, user_id, flt)]
+                for sid in ids:
+                    self.store.delete_session(user_id, sid)
+            for sid in ids:
+                self._forget_derived(user_id, sid)
+        return {"user_id": user_id, "deleted_sessions": len(ids)}
+
     def _forget_derived(self, user_id: str, session_id: str | None) -> None:
         """Drop the cache rows only ``user_id``'s deleted session(s) produced (see :meth:`delete`)."""
         if isinstance(self.embedder, CachedEmbedder):
@@ -414,7 +457,7 @@ class Memory:
     # -- reads -------------------------------------------------------------------------------
     def search(
         self, query: str, *, user_id: str, k: int = 5, query_time: str | datetime | None = None,
-        min_score: float = 0.0, exclude_sessions: Iterable[str] = (),
+        min_score: float = 0.0, exclude_sessions: Iterable[str] = (), filters: Mapping[str, Any] | None = None,
     ) -> list[Hit]:
         """The ``k`` sessions of ``user_id`` most relevant to ``query``, best first.
 
@@ -427,10 +470,15 @@ class Memory:
         ``exclude_sessions`` (the conversation already in the prompt) are left out, and ``k`` others returned
         when there are. A user with no memory yet has no hits (``[]``), not an error.
 
+        ``filters`` (:mod:`memgas.core.filters`: scope ids, times, metadata) narrow the search to the sessions
+        that pass, inside the ranking: ``k`` hits whenever ``k`` sessions pass (and are relevant enough), scored
+        as the method scores a store of those sessions alone (MemGAS: exactly so; README, "Scopes and
+        filters"). Each hit carries its session's ``metadata``, ``agent_id``, ``run_id`` and ``created_at``.
+
         Raises:
             InvalidInputError: an empty query or one over :data:`~memgas.core.validate.MAX_QUERY_CHARS`, k not
                 an integer from 1 to :data:`~memgas.core.validate.MAX_K`, a bad user id, session id or
-                ``query_time``, ``min_score`` not a number in [0, 1].
+                ``query_time``, ``min_score`` not a number in [0, 1], a malformed filter.
         """
         check_query(query)
         k = check_k(k)
@@ -440,12 +488,20 @@ class Memory:
             raise InvalidInputError("exclude_sessions must be a list of session ids, not one string")
         excluded = {check_id("session_id", sid) for sid in exclude_sessions}
         check_id("user_id", user_id)
+        flt = None if filters is None else compile_filter(filters)
         when = naive_utc(parse_timestamp(query_time) if query_time is not None else datetime.now(timezone.utc))
         if not self.store.has_user(user_id):
             return []
         t0 = time.perf_counter()
+        within = None
         want = min(k + len(excluded), MAX_K)
-        hits = self.method.search(self.store, user_id, query, k=want, query_time=when, min_score=float(min_score))
+        if flt is not None:  # the sessions searched: those that pass, less the excluded ones
+            within = {h.session_id for h in self._catalog.matching(self.store, user_id, flt)} - excluded
+            if not within:
+                return []
+            want = k
+        hits = self.method.search(self.store, user_id, query, k=want, query_time=when, min_score=float(min_score),
+                                  within=within)
         reason = self.method.degraded(self.store, user_id)
         if reason is not None:  # e.g. zep with its LLM down: say so, and do not answer with nothing
             fallback = self._fallback()
@@ -454,9 +510,21 @@ class Memory:
             if fallback is not None:
                 seen = {h.session_id for h in hits}
                 hits += [h for h in fallback.search(self.store, user_id, query, k=want, query_time=when,
-                                                    min_score=float(min_score)) if h.session_id not in seen]
+                                                    min_score=float(min_score), within=within)
+                         if h.session_id not in seen]
+        hits = self._with_headers(user_id, [h for h in hits if h.session_id not in excluded][:k])
         self._timed("search", time.perf_counter() - t0)
-        return [h for h in hits if h.session_id not in excluded][:k]
+        return hits
+
+    def _with_headers(self, user_id: str, hits: list[Hit]) -> list[Hit]:
+        """``hits`` with their sessions' metadata, scope ids and creation times (one read of ``k`` headers)."""
+        infos = self.store.session_infos(user_id, [h.session_id for h in hits])
+        for h in hits:
+            info = infos.get(h.session_id)
+            if info is not None:  # None: deleted since the ranking read the index
+                h.metadata, h.agent_id, h.run_id, h.created_at = (dict(info.metadata), info.agent_id, info.run_id,
+                                                                  info.created_at)
+        return hits
 
     def _fallback(self) -> MemoryMethod | None:
         """The registry's fallback of this memory's method (made on first use), or ``None``."""
@@ -469,13 +537,13 @@ class Memory:
 
     def context(
         self, query: str, *, user_id: str, k: int = 5, max_tokens: int = 1000, exclude_sessions: Iterable[str] = (),
-        query_time: str | datetime | None = None, min_score: float = 0.0,
+        query_time: str | datetime | None = None, min_score: float = 0.0, filters: Mapping[str, Any] | None = None,
     ) -> str:
         """Prompt-ready text of what matters from the past for ``query``: dated, session-cited excerpts of the
         ``k`` best sessions, the best turns first, within ``max_tokens`` (counted as one token per four
         characters, rounded up; see :func:`memgas.answer.context_block`). Empty when nothing is found.
 
-        ``exclude_sessions``, ``query_time`` and ``min_score`` are those of :meth:`search`.
+        ``exclude_sessions``, ``query_time``, ``min_score`` and ``filters`` are those of :meth:`search`.
 
         Raises:
             InvalidInputError: as :meth:`search`, or ``max_tokens`` not an integer from 1 to 100,000.
@@ -484,7 +552,7 @@ class Memory:
         from memgas.answer import context_block
 
         hits = self.search(query, user_id=user_id, k=k, query_time=query_time, min_score=min_score,
-                           exclude_sessions=exclude_sessions)
+                           exclude_sessions=exclude_sessions, filters=filters)
         return context_block(hits, max_tokens)
 
     def answer(
@@ -586,7 +654,7 @@ class Memory:
         return self.method
 
     def get(self, session_id: str, *, user_id: str) -> dict[str, Any]:
-        """One stored session: its id, timestamp, metadata and messages.
+        """One stored session: its id, timestamp, metadata, scope ids and messages.
 
         Raises:
             InvalidInputError: a malformed user or session id.
@@ -600,21 +668,35 @@ class Memory:
             "user_id": s.user_id,
             "timestamp": s.timestamp.isoformat() if s.timestamp else None,
             "metadata": dict(s.metadata),
-            "messages": [{"role": m.role, "content": m.content, **({"name": m.name} if m.name else {})}
-                         for m in s.messages],
+            "agent_id": s.agent_id,
+            "run_id": s.run_id,
+            "messages": [m.to_dict() for m in s.messages],
         }
 
-    def list(self, *, user_id: str | None = None) -> list[dict[str, Any]]:
-        """The user's sessions (oldest first; ``[]`` for a user with no memory yet), or all user ids with their
-        session counts when ``user_id`` is None."""
+    def list(self, *, user_id: str | None = None, filters: Mapping[str, Any] | None = None,
+             limit: int | None = None, cursor: str | None = None, order: str = "oldest") -> list[dict[str, Any]]:
+        """The user's session headers (``[]`` for a user with no memory yet), or all user ids with their session
+        counts when ``user_id`` is None.
+
+        A header is ``{"session_id", "timestamp", "messages", "turns", "created_at", "agent_id", "run_id",
+        "metadata", "preview", "cursor"}``: ``preview`` is the start of its first user message, ``cursor`` the
+        place after it. Pages: ``limit`` headers at most, those after ``cursor`` (a listed header's, from a call
+        with the same ``order``); a page shorter than ``limit`` is the last. ``order`` is ``"oldest"`` (by
+        timestamp, undated sessions last, then by when they were stored) or ``"newest"`` (the reverse, undated
+        still last); see :mod:`memgas.listing`. ``filters`` as in :meth:`search`.
+
+        Raises:
+            InvalidInputError: a bad user id, filter, limit (1 to 10,000), cursor or order; filters, a limit,
+                a cursor or an order without ``user_id``.
+        """
         if user_id is None:
+            if filters is not None or limit is not None or cursor is not None or order != "oldest":
+                raise InvalidInputError("filters, limit, cursor and order page one user's sessions: give user_id")
             return [{"user_id": u, "sessions": len(self.store.list_sessions(u))} for u in self.store.list_users()]
         check_id("user_id", user_id)
-        return [
-            {"session_id": i.session_id, "timestamp": i.timestamp.isoformat() if i.timestamp else None,
-             "messages": i.n_messages, "turns": i.n_turns}
-            for i in self.store.list_sessions(user_id)
-        ]
+        flt = None if filters is None else compile_filter(filters)
+        headers = self._catalog.matching(self.store, user_id, flt)
+        return [header_dict(h, c) for h, c in ordered_page(headers, order=order, limit=limit, cursor=cursor)]
 
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
         """Store counts (sessions, turns, units per granularity, edges), this process's timings and LLM use.
@@ -683,6 +765,10 @@ class Memory:
         check_id("user_id", user_id)
         if not self.store.has_user(user_id):
             raise NotFoundError(f"unknown user {user_id!r}: no memory stored for this user")
+
+
+#: The keys of a session object of :meth:`Memory.add_many`.
+_SESSION_KEYS = frozenset({"messages", "session_id", "timestamp", "metadata", "agent_id", "run_id"})
 
 
 def _now() -> datetime:

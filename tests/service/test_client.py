@@ -113,11 +113,15 @@ def test_every_method_round_trips_with_memorys_types(server: LiveServer, kind: s
 
         assert await done(mem.get("hike", user_id=user)) == {
             "session_id": "hike", "user_id": user, "timestamp": when.isoformat(), "metadata": {"tags": ["trip"]},
-            "messages": [{"role": "user", "content": "I hiked Mount Hood with Ann.", "name": "Bo"},
+            "agent_id": None, "run_id": None, "messages": [{"role": "user", "content": "I hiked Mount Hood with Ann.", "name": "Bo"},
                          {"role": "assistant", "content": "Great climb!"}]}
         sessions = await done(mem.list(user_id=user))
         assert [s["session_id"] for s in sessions][:2] == ["hike", "dog"] and len(sessions) == 3
-        assert sessions[0] == {"session_id": "hike", "timestamp": when.isoformat(), "messages": 2, "turns": 1}
+        head = {k: v for k, v in sessions[0].items() if k not in ("created_at", "cursor")}
+        assert head == {"session_id": "hike", "timestamp": when.isoformat(), "messages": 2, "turns": 1,
+                        "agent_id": None, "run_id": None, "metadata": {"tags": ["trip"]},
+                        "preview": "I hiked Mount Hood with Ann."}
+        assert isinstance(sessions[0]["cursor"], str) and datetime.fromisoformat(sessions[0]["created_at"])
         assert {"user_id": user, "sessions": 3} in await done(mem.list())
         assert (await done(mem.stats(user)))["sessions"] == 3
         assert "calls" in await done(mem.stats())  # store-wide, with the server's timings (admin key)

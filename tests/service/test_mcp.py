@@ -297,7 +297,7 @@ def test_http_tenants_are_isolated(served: LiveServer) -> None:
         async with http(served, keys["acme"]) as acme, http(served, keys["globex"]) as globex:
             ok(await acme.call_tool("add_memory", {"user_id": "alice", "messages": LISBON, "session_id": "trip"}))
             assert ok(await globex.call_tool("search_memory", {"user_id": "alice", "query": "Lisbon"})) == {"hits": []}
-            assert ok(await globex.call_tool("list_sessions", {"user_id": "alice"})) == {"sessions": []}
+            assert ok(await globex.call_tool("list_sessions", {"user_id": "alice"})) == {"sessions": [], "next_cursor": None}
             no_session = "user 'alice' has no session 'trip'"
             for tool, args, expected in [("get_session", {"session_id": "trip"}, no_session),
                                          ("delete_memory", {"session_id": "trip"}, no_session)]:

@@ -779,12 +779,14 @@ _DATA_TABLES = ("users", "sessions", "messages", "units", "edges")
 
 def _is_scoped(statement: str) -> bool:
     """Whether a statement on a data table is limited to one user: an insert that writes ``user_id``
-    first, or a statement whose every table reference and join is constrained by ``user_id``."""
+    first, or a statement whose every table reference and join (or subquery on a scoped table's rows) is
+    constrained by ``user_id``."""
     flat = " ".join(statement.split())
     if flat.startswith("INSERT INTO"):
         return flat.split("(", 1)[1].startswith("user_id,")
     n_tables = len(re.findall(rf"\b(?:FROM|JOIN|UPDATE) ({'|'.join(_DATA_TABLES)})\b", flat))
-    return flat.count("user_id = %s") + flat.count("s.user_id = u.user_id") >= n_tables > 0
+    joined = flat.count("s.user_id = u.user_id") + flat.count("m.user_id = s.user_id")  # to a scoped table
+    return flat.count("user_id = %s") + joined >= n_tables > 0
 
 
 def test_postgres_every_statement_is_scoped_by_user(pg_url: str, rng: np.random.Generator,

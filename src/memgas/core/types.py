@@ -24,11 +24,18 @@ ROLES: frozenset[str] = frozenset({"user", "assistant", "system", "tool"})
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One message of a conversation. ``name`` is the speaker's name when known."""
+    """One message of a conversation. ``name`` is the speaker's name when known; ``metadata`` is a JSON
+    object kept with the message (e.g. a framework's own item, so that it comes back as it was given)."""
 
     role: str
     content: str
     name: str | None = None
+    metadata: Mapping[str, Any] | None = field(default=None, hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The message as the API takes and returns it: ``role``, ``content``, and ``name``/``metadata`` when set."""
+        return {"role": self.role, "content": self.content, **({"name": self.name} if self.name else {}),
+                **({"metadata": dict(self.metadata)} if self.metadata else {})}
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +63,16 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class Session:
-    """A validated conversation session, owned by one user."""
+    """A validated conversation session, owned by one user; ``agent_id`` and ``run_id`` scope it further
+    (the agent that held the conversation, one run of a workflow), both optional."""
 
     user_id: str
     session_id: str
     messages: tuple[Message, ...]
     timestamp: datetime | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    agent_id: str | None = None
+    run_id: str | None = None
 
     @property
     def turns(self) -> tuple[Turn, ...]:
@@ -125,7 +135,9 @@ class Hit:
     the session got more score from graph propagation than from its own seed similarity. ``score``
     ranks the hits of one search against each other; ``relevance`` (in [0, 1]) is the query's best
     cosine similarity with any of the session's units, a measure of that session alone that means
-    the same in every search (see ``min_score`` of ``Memory.search``).
+    the same in every search (see ``min_score`` of ``Memory.search``). ``metadata``, ``agent_id``,
+    ``run_id`` and ``created_at`` (when the session was stored) are the session's, so that a hit needs no
+    second read.
     """
 
     session_id: str
@@ -137,6 +149,10 @@ class Hit:
     seed_score: float = 0.0
     method: str = ""
     relevance: float = 0.0
+    metadata: dict[str, Any] = field(default_factory=dict)
+    agent_id: str | None = None
+    run_id: str | None = None
+    created_at: datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable view of the hit."""
@@ -150,12 +166,16 @@ class Hit:
             "via_association": self.via_association,
             "seed_score": round(float(self.seed_score), 6),
             "method": self.method,
+            "metadata": self.metadata,
+            "agent_id": self.agent_id,
+            "run_id": self.run_id,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Hit:
         """The hit of a :meth:`to_dict` view (as the REST API returns it); the timestamp becomes a datetime again."""
-        stamp = data.get("timestamp")
+        stamp, created = data.get("timestamp"), data.get("created_at")
         return cls(
             session_id=str(data["session_id"]),
             score=float(data["score"]),
@@ -166,6 +186,10 @@ class Hit:
             seed_score=float(data.get("seed_score", 0.0)),
             method=str(data.get("method", "")),
             relevance=float(data.get("relevance", 0.0)),
+            metadata=dict(data.get("metadata") or {}),
+            agent_id=data.get("agent_id"),
+            run_id=data.get("run_id"),
+            created_at=datetime.fromisoformat(created) if created else None,
         )
 
 

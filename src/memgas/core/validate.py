@@ -234,7 +234,7 @@ def _json_value(value: object, where: str, depth: int) -> Any:
 
 def _message(i: int, raw: object, max_chars: int) -> Message:
     if isinstance(raw, Message):
-        raw = {"role": raw.role, "content": raw.content, "name": raw.name}
+        raw = {"role": raw.role, "content": raw.content, "name": raw.name, "metadata": raw.metadata}
     if not isinstance(raw, Mapping):
         raise InvalidInputError(f"message {i}: expected a dict with 'role' and 'content', got {type(raw).__name__}")
     role = raw.get("role")
@@ -257,7 +257,13 @@ def _message(i: int, raw: object, max_chars: int) -> Message:
         raise InvalidInputError(f"message {i}: 'name' must be a string")
     if name:
         check_unicode(f"message {i}: 'name'", name)
-    return Message(role=role, content=content, name=name or None)
+    metadata = raw.get("metadata")
+    if metadata is not None:
+        try:
+            metadata = check_metadata(metadata)
+        except InvalidInputError as e:
+            raise InvalidInputError(f"message {i}: {e}") from None
+    return Message(role=role, content=content, name=name or None, metadata=metadata or None)
 
 
 def make_session(
@@ -267,10 +273,13 @@ def make_session(
     session_id: str,
     timestamp: str | datetime | None = None,
     metadata: Mapping[str, Any] | None = None,
+    agent_id: str | None = None,
+    run_id: str | None = None,
     max_message_chars: int = MAX_MESSAGE_CHARS,
 ) -> Session:
-    """Validate raw input into a :class:`Session`: a list of ``{"role", "content"[, "name"]}`` dicts, or any
-    transcript :func:`memgas.core.transcripts.to_messages` reads (OpenAI or Anthropic messages, a plain string).
+    """Validate raw input into a :class:`Session`: a list of ``{"role", "content"[, "name"][, "metadata"]}``
+    dicts, or any transcript :func:`memgas.core.transcripts.to_messages` reads (OpenAI or Anthropic messages, a
+    plain string). ``agent_id`` and ``run_id`` are optional ids of the same form as ``user_id``.
 
     Raises:
         InvalidInputError: on an empty session, a bad message, a bad id, timestamp or metadata
@@ -278,6 +287,9 @@ def make_session(
     """
     check_id("user_id", user_id)
     check_id("session_id", session_id)
+    for kind, value in (("agent_id", agent_id), ("run_id", run_id)):
+        if value is not None:
+            check_id(kind, value)
     messages = to_messages(messages)
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
         raise InvalidInputError("messages must be a list of {'role', 'content'} dicts")
@@ -290,4 +302,6 @@ def make_session(
         messages=msgs,
         timestamp=parse_timestamp(timestamp),
         metadata=check_metadata(metadata),
+        agent_id=agent_id,
+        run_id=run_id,
     )

@@ -192,10 +192,12 @@ class LexicalIndex:
             out[docs[: int(np.searchsorted(docs, n))]] += 1.0
         return out / len(tokens) if tokens else out
 
-    def scores(self, query: str, n: int | None = None) -> np.ndarray:
+    def scores(self, query: str, n: int | None = None, *, within: np.ndarray | None = None) -> np.ndarray:
         """BM25 score of each of the first ``n`` documents (default: all) for ``query``, as float64.
 
-        All zero when no query token occurs in those documents.
+        With ``within`` (a boolean per document of those ``n``), only the documents it marks are scored, the
+        others 0, and the statistics (N, document frequencies, mean length) are theirs alone: the scores of an
+        index that held only them. All zero when no query token occurs in the documents scored.
         """
         n = self._n if n is None else n
         out = np.zeros(n, dtype=np.float64)
@@ -204,12 +206,20 @@ class LexicalIndex:
             postings = [(_joined(self._docs[t]), _joined(self._tfs[t]))
                         for t in (self._vocab.get(tok) for tok in tokens) if t is not None]
             lengths = _joined(self._lengths)[:n] if postings else None
-        if lengths is None or not lengths.sum():
+        if lengths is None:
             return out
-        norm = self.k1 * (1.0 - self.b + self.b * lengths / lengths.mean())
+        counted = lengths if within is None else lengths[within]
+        if not counted.sum():
+            return out
+        size = counted.size
+        norm = self.k1 * (1.0 - self.b + self.b * lengths / counted.mean())
         for docs, tfs in postings:
-            df = int(np.searchsorted(docs, n))  # documents numbered >= n were added after this snapshot
+            end = int(np.searchsorted(docs, n))  # documents numbered >= n were added after this snapshot
+            d, tf = docs[:end], tfs[:end]
+            if within is not None:
+                keep = within[d]
+                d, tf = d[keep], tf[keep]
+            df = d.size
             if df:
-                d, tf = docs[:df], tfs[:df]
-                out[d] += np.log(1.0 + (n - df + 0.5) / (df + 0.5)) * tf / (tf + norm[d])
+                out[d] += np.log(1.0 + (size - df + 0.5) / (df + 0.5)) * tf / (tf + norm[d])
         return out

@@ -11,7 +11,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Generic, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Collection, Generic, Sequence, TypeVar
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from memgas.store import Store, UnitTable
 if TYPE_CHECKING:
     from memgas.methods.rerank import RerankStage
 from memgas.methods.index import IndexCache, UserIndex
-from memgas.methods.ranking import Ranking, Scored, rank_units, session_hits
+from memgas.methods.ranking import Ranking, Scored, rank_units, session_hits, sessions_within
 
 __all__ = ["MemoryMethod", "ConfiguredMethod", "IngestStats", "match_units"]
 
@@ -134,6 +134,21 @@ class MemoryMethod(ABC):
     def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Scored:
         """Score every unit of ``user_id`` for ``query``."""
 
+    def score_within(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None,
+                     within: Collection[str] | None = None) -> Scored:
+        """Score the units of the sessions ``within`` (``None``: all), the others ``-inf``.
+
+        Here the sessions ``within`` keep the scores an unfiltered :meth:`score` gives them, so a filtered
+        search ranks them as the unfiltered one does, and returns ``k`` of them whenever ``k`` match. A method
+        whose scores depend on what else is stored (MemGAS: standardised channels, PageRank) overrides this to
+        score as if the store held only those sessions.
+        """
+        scored = self.score(store, user_id, query, query_time=query_time)
+        if within is None or len(scored.scores) == 0:
+            return scored
+        keep = sessions_within(scored.index, within)[scored.index.session_of]
+        return replace(scored, scores=np.where(keep, scored.scores, -np.inf))
+
     def search(
         self,
         store: Store,
@@ -144,15 +159,17 @@ class MemoryMethod(ABC):
         query_time: datetime | None = None,
         turns_per_hit: int = 3,
         min_score: float = 0.0,
+        within: Collection[str] | None = None,
     ) -> list[Hit]:
-        """The ``k`` most relevant sessions of ``user_id`` for ``query``, best first.
+        """The ``k`` most relevant sessions of ``user_id`` for ``query``, best first; with ``within``, of those
+        sessions only, scored as :meth:`score_within` says.
 
         Each hit's ``relevance`` is the best cosine similarity between the query and any of the
         session's units, clipped to [0, 1] (:meth:`relevance`): it depends on the query and that
         session alone, unlike ``score``. Hits with ``relevance < min_score`` are dropped, so a query
         about nothing stored can return nothing.
         """
-        s = self._reranked(self.score(store, user_id, query, query_time=query_time), query)
+        s = self._reranked(self.score_within(store, user_id, query, query_time=query_time, within=within), query)
         if len(s.scores) == 0:
             return []
         relevance = s.relevance if s.relevance is not None else self.relevance(s.index, query)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 import numpy as np
 import scipy.sparse as sp
@@ -38,7 +38,7 @@ from memgas.kernels.temporal import parse_time_window
 from memgas.kernels.turnscore import own_turn_scores
 from memgas.methods.base import ConfiguredMethod, IngestStats
 from memgas.methods.index import IndexCache, UserIndex, build_user_index, compacted_index, extend_user_index
-from memgas.methods.ranking import Scored
+from memgas.methods.ranking import Scored, sessions_within
 from memgas.methods.units import embedding_view
 from memgas.store import EdgeTable, Store, UnitTable
 
@@ -399,19 +399,26 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         return prior
 
     def _seeds(
-        self, index: _Index, sims: np.ndarray, query: str
+        self, index: _Index, sims: np.ndarray, query: str, allowed: np.ndarray | None = None
     ) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
         """Router weights per channel and the seed score of every unit.
 
         Channels are the four granularities (cosine similarities of their units) and, over the
         turn units, BM25. Their scales differ (cosines bunch around 0.1–0.6, BM25 is unbounded), so
         each channel's scores are standardised (z-scores over its units) before the entropy router
-        reads them and before they are summed: a unit's seed is Σ_c w_c · max(z_c, 0).
+        reads them and before they are summed: a unit's seed is Σ_c w_c · max(z_c, 0). With ``allowed`` (a
+        boolean per unit row), only those rows take part, BM25 with their own statistics.
         """
         masks = index.units.masks
+        if allowed is not None:
+            masks = {g: rows[allowed[rows]] for g, rows in masks.items()}
         channels = {g: (rows, sims[rows]) for g, rows in masks.items() if rows.size}
         if index.lexical is not None:
-            lexical = index.lexical.scores(query, masks["turn"].size)
+            turns = index.units.masks["turn"]
+            within = None if allowed is None else allowed[turns]
+            lexical = index.lexical.scores(query, turns.size, within=within)
+            if within is not None:
+                lexical = lexical[within]
             if lexical.size and lexical.max() > 0:
                 channels["lexical"] = (masks["turn"], lexical)
         z = {}
@@ -432,29 +439,50 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
             evidence += weights[c] * best
         return weights, seed, evidence
 
-    def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Scored:
-        """Score the user's units for ``query``: router → seeds → Personalized PageRank."""
+    def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None,
+              within: Collection[str] | None = None) -> Scored:
+        """Score the user's units for ``query``: router → seeds → Personalized PageRank.
+
+        With ``within`` (session ids), the units of the other sessions score ``-inf`` and the rest score as in
+        a store that held only those sessions with their units and the edges among them: channels standardised
+        over their units, BM25 with their statistics, PageRank on the graph between them (no mass reaches or
+        leaves through an excluded session).
+        """
         index = self._indexes.get(store, user_id)
         if len(index.units.table) == 0:
             return Scored(index.units, np.zeros(0))
+        allowed = None if within is None else sessions_within(index.units, within)[index.units.session_of]
+        if allowed is not None and allowed.all():
+            allowed = None
         sims = index.units.table.vectors @ self.embed_query(query)
-        weights, seed, evidence = self._seeds(index, sims, query)
+        weights, seed, evidence = self._seeds(index, sims, query, allowed)
         if seed.max() <= 0:  # no unit stands out in any channel: all are equally good seeds
-            seed = np.ones_like(seed)
+            seed = np.ones_like(seed) if allowed is None else allowed.astype(np.float64)
         if query_time is not None and self.cfg.time_weight > 0:
             prior = self._time_prior(index.units, query, query_time)
             seed *= prior[index.units.session_of]
             evidence *= prior
-        top = min(self.cfg.seeds, seed.size)
+        if allowed is not None and not allowed.any():
+            return Scored(index.units, np.full(seed.size, -np.inf), weights, np.zeros_like(seed), relevance=sims)
+        top = min(self.cfg.seeds, seed.size if allowed is None else int(allowed.sum()))
         seed_rows = np.argpartition(-seed, top - 1)[:top]
         personalization = np.zeros_like(seed)
         personalization[seed_rows] = seed[seed_rows]
         adjacency = index.adjacency() if self.cfg.use_ppr else None
+        if adjacency is not None and allowed is not None:
+            adjacency = adjacency[allowed][:, allowed]  # the graph between the sessions searched
         if adjacency is not None and adjacency.nnz:
-            scores = personalized_pagerank(
-                adjacency, personalization,
-                damping=self.cfg.damping, tol=self.cfg.tol, max_iter=self.cfg.max_iter, symmetric=True,
-            ).scores
+            if allowed is None:
+                scores = personalized_pagerank(
+                    adjacency, personalization,
+                    damping=self.cfg.damping, tol=self.cfg.tol, max_iter=self.cfg.max_iter, symmetric=True,
+                ).scores
+            else:
+                scores = np.zeros_like(personalization)
+                scores[allowed] = personalized_pagerank(
+                    adjacency, personalization[allowed],
+                    damping=self.cfg.damping, tol=self.cfg.tol, max_iter=self.cfg.max_iter, symmetric=True,
+                ).scores
         else:
             scores = personalization / personalization.sum()
         if self.cfg.session_weight > 0 and evidence.max() > 0:
@@ -470,4 +498,11 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
                 own = personalization[turns] / personalization.max() + bonus[units.session_of[turns]]
                 scores = own_turn_scores(scores, units.session_of, len(units.sessions), turns, own,
                                          units.masks["session"])
+        if allowed is not None:
+            scores = np.where(allowed, scores, -np.inf)
         return Scored(index.units, scores, weights, personalization, relevance=sims)
+
+    def score_within(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None,
+                     within: Collection[str] | None = None) -> Scored:
+        """:meth:`score` over the sessions ``within`` alone (see there)."""
+        return self.score(store, user_id, query, query_time=query_time, within=within)

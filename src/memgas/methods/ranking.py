@@ -5,13 +5,14 @@ with their best turns.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Collection
 
 import numpy as np
 
 from memgas.core.types import Hit, TurnHit
 from memgas.methods.index import UserIndex
 
-__all__ = ["Scored", "Ranking", "session_hits", "rank_units"]
+__all__ = ["Scored", "Ranking", "session_hits", "rank_units", "sessions_within"]
 
 
 @dataclass(slots=True)
@@ -37,6 +38,12 @@ class Ranking:
 
     sessions: list[str]
     turns: list[tuple[str, int]]  # (session id, turn index)
+
+
+def sessions_within(index: UserIndex, within: Collection[str]) -> np.ndarray:
+    """A boolean per session of ``index``: whether its id is in ``within``."""
+    keep = within if isinstance(within, (set, frozenset)) else set(within)
+    return np.fromiter((sid in keep for sid in index.sessions), bool, len(index.sessions))
 
 
 def _session_scores(index: UserIndex, scores: np.ndarray) -> np.ndarray:

@@ -104,6 +104,12 @@ ExperienceAgent = Annotated[AgentId | None, Field(description=(
     "whose experience: an agent's, shared by its users (give agent_id or user_id, not both)"))]
 ExperienceUser = Annotated[UserId | None, Field(description="or one user's own experience")]
 ItemsK = Annotated[int, Field(ge=1, le=MAX_K, description=f"how many items to return, 1-{MAX_K:,}")]
+McpFilters = Annotated[dict[str, Any] | None, Field(description=(
+    "only the sessions that pass: {\"agent_id\": \"planner\"}, {\"project\": {\"$in\": [\"a\", \"b\"]}}, "
+    "{\"timestamp\": {\"$gte\": \"2026-03-01\"}}, $and/$or/$not; other names are metadata keys"))]
+PageLimit = Annotated[int | None, Field(ge=1, le=10_000, description="sessions per page (default: all)")]
+PageCursor = Annotated[str | None, Field(min_length=1, max_length=2048, description=(
+    "next_cursor of the previous page"))]
 Format = Annotated[Literal["text", "json"], Field(description=(
     "text (default): compact lines for you to read; json: the whole result as JSON"))]
 
@@ -186,15 +192,17 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
         return text or "(no memories yet)"
 
     async def search_memory(user_id: UserId, query: Query, k: K = 5, query_time: QueryTime = None,
-                            min_score: MinScore = 0.0, format: Format = "text") -> SearchResponse:
+                            min_score: MinScore = 0.0, filters: McpFilters = None,
+                            format: Format = "text") -> SearchResponse:
         """Find what the user said or was told in earlier conversations.
 
         Use it before answering anything that may depend on the past (preferences, facts about the
         user, earlier plans). Returns up to `k` sessions, most relevant first, each with its best
         matching turns as text and a relevance score; no hits for a user with nothing stored yet.
+        `filters` narrows the search to sessions of one agent, run or project (their metadata).
         """
-        hits = await call(lambda mem: mem.search(user_id, query, k=k, query_time=query_time, min_score=min_score),
-                          "searches")
+        hits = await call(lambda mem: mem.search(user_id, query, k=k, query_time=query_time, min_score=min_score,
+                                                 filters=filters), "searches")
         return reply("search_memory", SearchResponse(hits=hits), format)
 
     async def get_session(user_id: UserId, session_id: SessionId, format: Format = "text") -> SessionOut:
@@ -204,9 +212,12 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
         """
         return reply("get_session", SessionOut(**await call(lambda mem: mem.get(user_id, session_id))), format)
 
-    async def list_sessions(user_id: UserId, format: Format = "text") -> SessionList:
-        """The user's stored sessions, oldest first: ids, timestamps and sizes (not their content)."""
-        return reply("list_sessions", SessionList(sessions=await call(lambda mem: mem.sessions(user_id))), format)
+    async def list_sessions(user_id: UserId, filters: McpFilters = None, limit: PageLimit = None,
+                            cursor: PageCursor = None, format: Format = "text") -> SessionList:
+        """The user's stored sessions, oldest first: ids, timestamps, sizes, scope and each one's first user line
+        (not their content). Pages with `limit`; pass the result's `next_cursor` as `cursor` for the next."""
+        page = await call(lambda mem: mem.sessions(user_id, filters=filters, limit=limit, cursor=cursor))
+        return reply("list_sessions", SessionList(**page), format)
 
     async def delete_memory(user_id: UserId, session_id: OptionalSession = None,
                             all_sessions: AllSessions = False, format: Format = "text") -> DeleteResult:

@@ -27,7 +27,8 @@ def _search(r: Mapping[str, Any]) -> str:
         return "(no memories found)"
     lines = []
     for n, h in enumerate(r["hits"], 1):
-        lines.append(f"[{n}] session {h['session_id']} · {_date(h['timestamp'])} · relevance {h['relevance']:.2f}")
+        lines.append(f"[{n}] session {h['session_id']} · {_date(h['timestamp'])} · relevance {h['relevance']:.2f}"
+                     f"{_scope(h)}")
         lines += [f"  {_clip(t['text'])}" for t in h["turns"][:2]]
     return "\n".join(lines)
 
@@ -37,10 +38,18 @@ def _session(r: Mapping[str, Any]) -> str:
     return "\n".join([head, *(f"{m.get('name') or m['role']}: {m['content']}" for m in r["messages"])])
 
 
+def _scope(row: Mapping[str, Any]) -> str:
+    return "".join(f" · {name} {row[key]}" for key, name in (("agent_id", "agent"), ("run_id", "run")) if row.get(key))
+
+
 def _sessions(r: Mapping[str, Any]) -> str:
     if not r["sessions"]:
         return "(no sessions yet)"
-    return "\n".join(f"{s['session_id']} · {_date(s['timestamp'])} · {s['messages']} messages" for s in r["sessions"])
+    lines = [f"{s['session_id']} · {_date(s['timestamp'])} · {s['messages']} messages{_scope(s)}"
+             + (f" · {_clip(s['preview'], 80)}" if s.get("preview") else "") for s in r["sessions"]]
+    if r.get("next_cursor"):
+        lines.append(f"(more: cursor {r['next_cursor']})")
+    return "\n".join(lines)
 
 
 def _added(r: Mapping[str, Any]) -> str:

@@ -16,7 +16,8 @@ from memgas.core.validate import ID_CHAR, MAX_K, MAX_MESSAGE_CHARS, MAX_QUERY_CH
 __all__ = [
     "MessageIn", "Messages", "messages_payload", "AppendRequest", "AppendResult", "MessageUpdate", "MessageChange", "ContextRequest",
     "ContextOut", "SessionIn", "AddSessionRequest", "AddManyRequest", "AddResult", "AddManyResponse",
-    "SearchRequest", "SearchResponse", "HitOut", "TurnOut", "SessionOut", "SessionHeader", "SessionList",
+    "SearchRequest", "SearchResponse", "HitOut", "TurnOut", "SessionOut", "SessionHeader", "SessionList", "SessionQuery",
+    "DeleteMatching", "Filters", "ScopeId", "Order", "Limit",
     "UserRow", "UserList", "DeleteResult", "AnswerRequest", "AnswerOut", "FactOut", "FactList", "ErrorBody",
     "ErrorResponse", "Health", "ID_PATTERN", "UserId", "SessionId", "AgentId", "TemplateOut", "TemplateList",
     "TemplateMatchRequest", "TemplateMatch", "TemplateMatches", "PrincipleIn", "PrincipleOut", "PrincipleList",
@@ -35,6 +36,12 @@ SessionId = Annotated[str, Field(min_length=1, max_length=256, pattern=ID_PATTER
 Timestamp = Annotated[str, Field(max_length=64, description="ISO 8601 (UTC when no zone is given), years 1000-8999")]
 AgentId = Annotated[str, Field(min_length=1, max_length=256, pattern=ID_PATTERN,
                                description="whose experience: an agent's, shared by its users (ids as for users)")]
+ScopeId = Annotated[str, Field(min_length=1, max_length=256, pattern=ID_PATTERN,
+                               description="an optional scope of the session (ids as for users)")]
+Filters = Annotated[dict[str, Any] | None, Field(default=None, description=(
+    "which sessions: {field: value}, {field: {$eq|$ne|$in|$nin|$gt|$gte|$lt|$lte|$exists: ...}}, $and, $or, $not; "
+    "fields session_id, timestamp, created_at, agent_id, run_id, else metadata keys (dotted paths); README, "
+    "'Scopes and filters'"))]
 MinSimilarity = Annotated[float | None, Field(ge=-1.0, le=1.0, description=(
     "leave out items whose cosine similarity is below this; default: the method's measured threshold"))]
 
@@ -58,6 +65,7 @@ class MessageIn(BaseModel):
     name: str | None = Field(default=None, max_length=256, description="the speaker's name, when known")
     tool_calls: list[dict[str, Any]] | None = Field(default=None, max_length=128,
                                                     description="an assistant's tool calls (OpenAI)")
+    metadata: dict[str, Any] | None = Field(default=None, description="a JSON object kept with the message")
 
 
 #: The messages of a request: a list of messages, or a plain string as one user message.
@@ -77,6 +85,8 @@ class SessionIn(_Request):
     session_id: SessionId | None = Field(default=None, description="a random id is made when omitted")
     timestamp: Timestamp | None = None
     metadata: dict[str, Any] | None = Field(default=None, description="a JSON object, at most 64 KiB and 32 levels")
+    agent_id: ScopeId | None = Field(default=None, description="the agent that held the conversation")
+    run_id: ScopeId | None = Field(default=None, description="the run (of a workflow) it belongs to")
 
 
 class AddSessionRequest(SessionIn):
@@ -119,6 +129,7 @@ class SearchRequest(_Request):
     min_score: float = Field(default=0.0, ge=0.0, le=1.0, description="leave out hits less relevant than this")
     exclude_sessions: list[SessionId] = Field(default_factory=list, max_length=100,
                                               description="sessions to leave out (the conversation in the prompt)")
+    filters: Filters = None
 
 
 class ContextRequest(SearchRequest):
@@ -140,6 +151,8 @@ class AppendRequest(_Request):
     messages: Messages
     timestamp: Timestamp | None = Field(default=None, description="a new session's time (default now)")
     metadata: dict[str, Any] | None = Field(default=None, description="merged into the session's metadata")
+    agent_id: ScopeId | None = Field(default=None, description="a new session's agent (a stored one keeps its own)")
+    run_id: ScopeId | None = Field(default=None, description="a new session's run (a stored one keeps its own)")
     return_context: bool = Field(default=False, description="also return the context for the last user message")
     context_tokens: int = Field(default=1000, ge=1, le=100_000, description="that context's budget")
 
@@ -193,6 +206,10 @@ class HitOut(BaseModel):
     via_association: bool
     seed_score: float
     method: str
+    metadata: dict[str, Any] = Field(default_factory=dict, description="the session's metadata")
+    agent_id: str | None = None
+    run_id: str | None = None
+    created_at: str | None = Field(default=None, description="when the session was stored")
 
 
 class SearchResponse(BaseModel):
@@ -207,6 +224,7 @@ class MessageOut(BaseModel):
     role: str
     content: str
     name: str | None = None
+    metadata: dict[str, Any] | None = None
 
 
 class SessionOut(BaseModel):
@@ -216,6 +234,8 @@ class SessionOut(BaseModel):
     user_id: str
     timestamp: str | None
     metadata: dict[str, Any]
+    agent_id: str | None = None
+    run_id: str | None = None
     messages: list[MessageOut]
 
 
@@ -226,12 +246,41 @@ class SessionHeader(BaseModel):
     timestamp: str | None
     messages: int
     turns: int
+    created_at: str
+    agent_id: str | None = None
+    run_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    preview: str = Field(description="the start of the session's first user message")
+    cursor: str = Field(description="pass as cursor to list the sessions after this one")
 
 
 class SessionList(BaseModel):
-    """The user's sessions, oldest first."""
+    """A page of the user's sessions, in the order asked for (oldest first by default)."""
 
     sessions: list[SessionHeader]
+    next_cursor: str | None = Field(default=None, description="the cursor of the next page; null on the last")
+
+
+Order = Literal["oldest", "newest"]
+#: Sessions per page when none is asked for.
+Limit = Annotated[int | None, Field(default=None, ge=1, le=10_000, description="sessions per page (default: all)")]
+
+
+class SessionQuery(_Request):
+    """``POST /v1/sessions/query``: a page of the user's sessions that pass ``filters``."""
+
+    user_id: UserId
+    filters: Filters = None
+    limit: Limit = None
+    cursor: str | None = Field(default=None, min_length=1, max_length=2048, description="a listed session's")
+    order: Order = "oldest"
+
+
+class DeleteMatching(_Request):
+    """``POST /v1/sessions/delete``: delete the user's sessions that pass ``filters`` (all in one transaction)."""
+
+    user_id: UserId
+    filters: dict[str, Any] = Field(min_length=1, description="which sessions (an empty filter is refused)")
 
 
 class UserRow(BaseModel):

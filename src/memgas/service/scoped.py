@@ -26,10 +26,11 @@ class ScopedMemory:
         return self.principal.stored_user(user_id)
 
     def add(self, user_id: str, messages: Sequence[Any], *, session_id: str | None = None,
-            timestamp: str | None = None, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+            timestamp: str | None = None, metadata: dict[str, Any] | None = None, agent_id: str | None = None,
+            run_id: str | None = None) -> dict[str, Any]:
         """Store one session (:meth:`Memory.add`)."""
         return self.memory.add(messages, user_id=self._user(user_id), session_id=session_id, timestamp=timestamp,
-                               metadata=metadata)
+                               metadata=metadata, agent_id=agent_id, run_id=run_id)
 
     def add_many(self, user_id: str, sessions: Sequence[Mapping[str, Any]], *,
                  skip_existing: bool = False) -> list[dict[str, Any]]:
@@ -37,11 +38,12 @@ class ScopedMemory:
         return self.memory.add_many(sessions, user_id=self._user(user_id), skip_existing=skip_existing)
 
     def append(self, user_id: str, session_id: str, messages: Any, *, timestamp: str | None = None,
-               metadata: dict[str, Any] | None = None, return_context: bool = False,
-               context_tokens: int = 1000) -> dict[str, Any]:
+               metadata: dict[str, Any] | None = None, agent_id: str | None = None, run_id: str | None = None,
+               return_context: bool = False, context_tokens: int = 1000) -> dict[str, Any]:
         """Add messages to the end of a session, making it if new (:meth:`Memory.append`)."""
         return self.memory.append(messages, user_id=self._user(user_id), session_id=session_id, timestamp=timestamp,
-                                  metadata=metadata, return_context=return_context, context_tokens=context_tokens)
+                                  metadata=metadata, agent_id=agent_id, run_id=run_id,
+                                  return_context=return_context, context_tokens=context_tokens)
 
     def update_message(self, user_id: str, session_id: str, index: int, content: str) -> dict[str, Any]:
         """Replace one message's content (:meth:`Memory.update_message`)."""
@@ -52,25 +54,35 @@ class ScopedMemory:
         return self.memory.delete_message(session_id, index, user_id=self._user(user_id))
 
     def search(self, user_id: str, query: str, *, k: int = 5, query_time: str | None = None,
-               min_score: float = 0.0, exclude_sessions: Sequence[str] = ()) -> list[dict[str, Any]]:
-        """The best sessions for ``query`` (:meth:`Memory.search`), as dicts."""
+               min_score: float = 0.0, exclude_sessions: Sequence[str] = (),
+               filters: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The best sessions for ``query`` (:meth:`Memory.search`), as dicts. A filter only narrows what this
+        principal's user holds: it is applied inside that one user's memory."""
         hits = self.memory.search(query, user_id=self._user(user_id), k=k, query_time=query_time, min_score=min_score,
-                                  exclude_sessions=exclude_sessions)
+                                  exclude_sessions=exclude_sessions, filters=filters)
         return [h.to_dict() for h in hits]
 
     def context(self, user_id: str, query: str, *, k: int = 5, max_tokens: int = 1000,
-                exclude_sessions: Sequence[str] = (), query_time: str | None = None, min_score: float = 0.0) -> str:
+                exclude_sessions: Sequence[str] = (), query_time: str | None = None, min_score: float = 0.0,
+                filters: Mapping[str, Any] | None = None) -> str:
         """Prompt-ready text of the relevant memories (:meth:`Memory.context`)."""
         return self.memory.context(query, user_id=self._user(user_id), k=k, max_tokens=max_tokens,
-                                   exclude_sessions=exclude_sessions, query_time=query_time, min_score=min_score)
+                                   exclude_sessions=exclude_sessions, query_time=query_time, min_score=min_score,
+                                   filters=filters)
 
     def get(self, user_id: str, session_id: str) -> dict[str, Any]:
         """One stored session (:meth:`Memory.get`), with the caller's user id."""
         return {**self.memory.get(session_id, user_id=self._user(user_id)), "user_id": user_id}
 
-    def sessions(self, user_id: str) -> list[dict[str, Any]]:
-        """The user's session headers, oldest first (:meth:`Memory.list`)."""
-        return self.memory.list(user_id=self._user(user_id))
+    def sessions(self, user_id: str, *, filters: Mapping[str, Any] | None = None, limit: int | None = None,
+                 cursor: str | None = None, order: str = "oldest") -> dict[str, Any]:
+        """A page of the user's session headers (:meth:`Memory.list`): ``{"sessions", "next_cursor"}``, the
+        latter ``None`` on the last page."""
+        rows = self.memory.list(user_id=self._user(user_id), filters=filters,
+                                limit=None if limit is None else limit + 1, cursor=cursor, order=order)
+        more = limit is not None and len(rows) > limit
+        rows = rows[:limit] if more else rows
+        return {"sessions": rows, "next_cursor": rows[-1]["cursor"] if more else None}
 
     def users(self) -> list[dict[str, Any]]:
         """The users the caller may see, with their session counts."""
@@ -81,9 +93,11 @@ class ScopedMemory:
                 out.append({**row, "user_id": visible})
         return out
 
-    def delete(self, user_id: str, session_id: str | None = None) -> dict[str, Any]:
-        """Delete one session, or all of the user's memory (:meth:`Memory.delete`)."""
-        result = self.memory.delete(session_id, user_id=self._user(user_id))
+    def delete(self, user_id: str, session_id: str | None = None, *,
+               filters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Delete one session, the sessions that pass ``filters``, or all of the user's memory
+        (:meth:`Memory.delete`)."""
+        result = self.memory.delete(session_id, user_id=self._user(user_id), filters=filters)
         return {**result, "user_id": user_id}
 
     def stats(self, user_id: str | None = None) -> dict[str, Any]:

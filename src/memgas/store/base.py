@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
 
@@ -18,18 +18,30 @@ import numpy as np
 from memgas.core.errors import InvalidInputError
 from memgas.core.types import GRANULARITIES, Edge, Session, Unit
 
-__all__ = ["Store", "UnitTable", "EdgeTable", "SessionInfo", "ApiKeyRecord", "ExperienceRecord", "scope_of"]
+__all__ = ["Store", "UnitTable", "EdgeTable", "SessionInfo", "ApiKeyRecord", "ExperienceRecord", "scope_of",
+           "PREVIEW_CHARS"]
+
+#: Characters of a session's first user message that its header keeps as a preview.
+PREVIEW_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True)
 class SessionInfo:
-    """A stored session's header."""
+    """A stored session's header: what a filter reads (:mod:`memgas.core.filters`) and a listing shows.
+
+    ``preview`` is the start of the session's first user message (its first message when none is the user's),
+    at most :data:`PREVIEW_CHARS` characters.
+    """
 
     session_id: str
     timestamp: datetime | None
     n_messages: int
     n_turns: int
     created_at: datetime
+    agent_id: str | None = None
+    run_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    preview: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +247,10 @@ class Store(ABC):
     @abstractmethod
     def list_sessions(self, user_id: str) -> list[SessionInfo]:
         """The user's sessions, oldest first (by timestamp, then insertion)."""
+
+    @abstractmethod
+    def session_infos(self, user_id: str, session_ids: Sequence[str]) -> dict[str, SessionInfo]:
+        """The headers of the given sessions of the user, by id (ids the user does not have are left out)."""
 
     @abstractmethod
     def get_session(self, user_id: str, session_id: str) -> Session:

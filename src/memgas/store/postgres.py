@@ -10,7 +10,8 @@ and columns of :mod:`memgas.store.sqlite`, so the two backends stay one design, 
 * sequences ``version_seq`` (user versions) and ``unit_ids`` (unit ids): drawn numbers are never
   handed out again, not even after a rollback.
 * ``users(user_id, version)``; ``sessions(user_id, pk, session_id, timestamp, metadata, n_messages,
-  n_turns, created_at)``; ``messages(user_id, session_pk, position, role, name, content)``;
+  n_turns, created_at, agent_id, run_id)``; ``messages(user_id, session_pk, position, role, name, content,
+  metadata)``;
   ``units(user_id, id, session_pk, granularity, turn_start, turn_end, chunk, text, vector)``;
   ``edges(user_id, src, dst, weight)``. ``vector`` is little-endian float32 ``bytea``; timestamps are
   ISO 8601 text and ids use the ``"C"`` collation, so sessions and users sort exactly as in SQLite.
@@ -42,7 +43,7 @@ from urllib.parse import urlsplit, urlunsplit
 from memgas.core.errors import InvalidInputError, MemgasError
 from memgas.core.types import GRANULARITIES, Session, Unit
 from memgas.core.validate import check_id
-from memgas.store.sql import API_KEYS_TABLE, SQLStore
+from memgas.store.sql import API_KEYS_TABLE, SCOPES_MIGRATION, SQLStore
 
 __all__ = ["PostgresStore", "SCHEMA_VERSION", "MIGRATIONS", "CROSS_USER_STATEMENTS"]
 
@@ -112,6 +113,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         updated_at TEXT NOT NULL,
         PRIMARY KEY (scope, id))""",
         "CREATE INDEX experiences_kind ON experiences (scope, kind, id)",),
+    # 4: sessions' agent and run ids, messages' own metadata.
+    tuple(statement.format(collate=' COLLATE "C"') for statement in SCOPES_MIGRATION),
 )
 
 #: Version of the schema this code reads and writes.
@@ -358,6 +361,7 @@ class PostgresStore(SQLStore):
     _UNIT_COLUMNS = ("SELECT u.id, s.session_id, u.granularity, u.turn_start, u.turn_end, u.chunk, u.text, u.vector"
                      " FROM units u JOIN sessions s ON s.user_id = u.user_id AND s.pk = u.session_pk")
     _DIM_VALUE = str
+    _MESSAGES_OF = "m.user_id = s.user_id AND m.session_pk = s.pk"
 
     @staticmethod
     def _q(sql: str) -> str:
@@ -368,7 +372,8 @@ class PostgresStore(SQLStore):
 
     def _messages(self, conn: Any, user_id: str, session_pk: int) -> list[Any]:
         return conn.execute(
-            "SELECT role, content, name FROM messages WHERE user_id = %s AND session_pk = %s ORDER BY position",
+            "SELECT role, content, name, metadata FROM messages WHERE user_id = %s AND session_pk = %s"
+            " ORDER BY position",
             (user_id, session_pk),
         ).fetchall()
 
@@ -388,15 +393,16 @@ class PostgresStore(SQLStore):
     # -- writes ------------------------------------------------------------------------------
     def _insert_session(self, conn: Any, row: tuple[Any, ...]) -> int:
         return int(conn.execute(
-            "INSERT INTO sessions (user_id, session_id, timestamp, metadata, n_messages, n_turns, created_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING pk", row).fetchone()[0])
+            "INSERT INTO sessions (user_id, session_id, timestamp, metadata, n_messages, n_turns, created_at,"
+            " agent_id, run_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING pk", row).fetchone()[0])
 
-    def _insert_messages(self, conn: Any, user_id: str, session_pk: int, start: int, messages: Sequence[Any]) -> None:
+    def _insert_messages(self, conn: Any, user_id: str, session_pk: int, start: int,
+                         rows: list[tuple[Any, ...]]) -> None:
         with conn.cursor() as cur:
             cur.executemany(
-                "INSERT INTO messages (user_id, session_pk, position, role, name, content)"
-                " VALUES (%s, %s, %s, %s, %s, %s)",
-                [(user_id, session_pk, start + i, m.role, m.name, m.content) for i, m in enumerate(messages)],
+                "INSERT INTO messages (user_id, session_pk, position, role, name, content, metadata)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                [(user_id, session_pk, start + i, *row) for i, row in enumerate(rows)],
             )
 
     def _insert_units_and_edges(self, conn: Any, user_id: str, session_pk: int, unit_rows: list[tuple[Any, ...]],

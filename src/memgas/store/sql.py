@@ -22,7 +22,16 @@ import numpy as np
 from memgas.core.errors import DuplicateSessionError, EmbedderMismatchError, InvalidInputError, NotFoundError
 from memgas.core.types import GRANULARITIES, Edge, Message, Session, Unit
 from memgas.core.validate import ID_CHAR, check_id, check_unicode, parse_timestamp
-from memgas.store.base import ApiKeyRecord, EdgeTable, ExperienceRecord, SessionInfo, Store, UnitTable, scope_of
+from memgas.store.base import (
+    PREVIEW_CHARS,
+    ApiKeyRecord,
+    EdgeTable,
+    ExperienceRecord,
+    SessionInfo,
+    Store,
+    UnitTable,
+    scope_of,
+)
 
 __all__ = ["SQLStore"]
 
@@ -37,6 +46,16 @@ API_KEYS_TABLE = """CREATE TABLE api_keys (
         created_at TEXT NOT NULL,
         revoked_at TEXT,
         CHECK ((scope = 'tenant') = (tenant IS NOT NULL)))"""
+
+#: Schema version 4 of both backends: a session's scope (agent and run ids, indexed with the user) and a
+#: message's own metadata (JSON, ``NULL`` for none); ``{collate}`` is the id columns' collation.
+SCOPES_MIGRATION = (
+    "ALTER TABLE sessions ADD COLUMN agent_id TEXT{collate}",
+    "ALTER TABLE sessions ADD COLUMN run_id TEXT{collate}",
+    "ALTER TABLE messages ADD COLUMN metadata TEXT",
+    "CREATE INDEX sessions_agent ON sessions (user_id, agent_id)",
+    "CREATE INDEX sessions_run ON sessions (user_id, run_id)",
+)
 
 #: Vectors are stored as little-endian float32 so files move between machines.
 _VEC_DTYPE = np.dtype("<f4")
@@ -88,6 +107,12 @@ def session_unit_rows(session: Session, units: Sequence[Unit], dim: int | None) 
             raise InvalidInputError(f"unit {i}: vector has NaN or infinite values")
         rows.append((GRANULARITIES.index(u.granularity), start, end, chunk, u.text, vec.tobytes()))
     return rows
+
+
+def _message_rows(messages: Sequence[Message]) -> list[tuple[Any, ...]]:
+    """``(role, name, content, metadata JSON or None)`` per message, as the ``messages`` table holds them."""
+    return [(m.role, m.name, m.content, None if not m.metadata else json.dumps(dict(m.metadata), ensure_ascii=False))
+            for m in messages]
 
 
 _SCOPE_RE = re.compile(f"(agent|user):{ID_CHAR}{{1,256}}")
@@ -166,7 +191,7 @@ class SQLStore(Store):
     A subclass provides ``_read()`` (a connection inside one read snapshot) and ``_write(user_id)``
     (a connection inside one write transaction holding what serialises ``user_id``'s writes), and
     overrides the hooks where its SQL differs: :meth:`_q`, :attr:`_UNIT_COLUMNS`,
-    :attr:`_EDGES_AFTER_FROM`, :attr:`_DIM_VALUE`, :meth:`_lock_meta`, :meth:`_messages`,
+    :attr:`_EDGES_AFTER_FROM`, :attr:`_MESSAGES_OF`, :attr:`_DIM_VALUE`, :meth:`_lock_meta`, :meth:`_messages`,
     :meth:`_new_version`, :meth:`_deleted` and :meth:`_storage`.
     """
 
@@ -174,6 +199,8 @@ class SQLStore(Store):
     _UNIT_COLUMNS: ClassVar[str]
     #: The table expression load_edges_after reads (SQLite names the ``dst`` index it must use).
     _EDGES_AFTER_FROM: ClassVar[str] = "edges"
+    #: How a subquery on ``messages m`` names the messages of session ``s`` (on the backend's key).
+    _MESSAGES_OF: ClassVar[str] = "m.session_pk = s.pk"
     #: How the dimension is written in ``meta.value`` (an integer in SQLite, text in PostgreSQL).
     _DIM_VALUE: ClassVar[Callable[[int], Any]] = int
 
@@ -268,7 +295,7 @@ class SQLStore(Store):
     @staticmethod
     def _session_row(session: Session, units: Sequence[Unit],
                      edges: Sequence[Edge]) -> tuple[str, str, str | None, str, list[tuple[int, int, float]]]:
-        """Validate what :meth:`add_session` can check before reading the store.
+        """Validate what :meth:`add_session` can check before reading the store (the scope ids included).
 
         Returns:
             ``(user_id, session_id, timestamp, metadata JSON, edge rows)``.
@@ -279,6 +306,9 @@ class SQLStore(Store):
         """
         user_id = check_id("user_id", session.user_id)
         session_id = check_id("session_id", session.session_id)
+        for kind in ("agent_id", "run_id"):
+            if getattr(session, kind) is not None:
+                check_id(kind, getattr(session, kind))
         if not session.messages:
             raise InvalidInputError(f"session {session_id!r} is empty: it needs at least one message")
         timestamp = _iso(parse_timestamp(session.timestamp))
@@ -291,11 +321,12 @@ class SQLStore(Store):
     @abstractmethod
     def _insert_session(self, conn: Any, row: tuple[Any, ...]) -> int:
         """Insert a ``sessions`` row (user_id, session_id, timestamp, metadata, n_messages, n_turns,
-        created_at); return its primary key."""
+        created_at, agent_id, run_id); return its primary key."""
 
     @abstractmethod
-    def _insert_messages(self, conn: Any, user_id: str, session_pk: int, start: int, messages: Sequence[Any]) -> None:
-        """Insert ``messages`` at positions ``start, start + 1, ...`` of the session."""
+    def _insert_messages(self, conn: Any, user_id: str, session_pk: int, start: int,
+                         rows: list[tuple[Any, ...]]) -> None:
+        """Insert message ``rows`` (:func:`_message_rows`) at positions ``start, start + 1, ...`` of the session."""
 
     @abstractmethod
     def _insert_units_and_edges(self, conn: Any, user_id: str, session_pk: int, unit_rows: list[tuple[Any, ...]],
@@ -330,8 +361,9 @@ class SQLStore(Store):
                 raise DuplicateSessionError(f"user {user_id!r} already has a session {session_id!r}")
             self._check_endpoints(conn, user_id, {n for row in edge_rows for n in row[:2] if n > 0})
             session_pk = self._insert_session(conn, (user_id, session_id, timestamp, metadata, len(session.messages),
-                                                     len(session.turns), datetime.now(timezone.utc).isoformat()))
-            self._insert_messages(conn, user_id, session_pk, 0, session.messages)
+                                                     len(session.turns), datetime.now(timezone.utc).isoformat(),
+                                                     session.agent_id, session.run_id))
+            self._insert_messages(conn, user_id, session_pk, 0, _message_rows(session.messages))
             ids = self._insert_units_and_edges(conn, user_id, session_pk, unit_rows, edge_rows)
             self._touch(conn, user_id)
         return ids
@@ -371,13 +403,15 @@ class SQLStore(Store):
             self._check_endpoints(conn, user_id, ends)
             conn.execute(self._q("DELETE FROM messages WHERE session_pk = ? AND position >= ?"),
                          (session_pk, keep_messages))
-            self._insert_messages(conn, user_id, session_pk, keep_messages, session.messages[keep_messages:])
+            self._insert_messages(conn, user_id, session_pk, keep_messages,
+                                  _message_rows(session.messages[keep_messages:]))
             for chunk in range(0, len(drop), 500):
                 part = drop[chunk:chunk + 500]
                 conn.execute(self._q(f"DELETE FROM units WHERE id IN ({', '.join('?' * len(part))})"), part)
-            conn.execute(self._q("UPDATE sessions SET timestamp = ?, metadata = ?, n_messages = ?, n_turns = ?"
-                                 " WHERE pk = ?"),
-                         (timestamp, metadata, len(session.messages), len(session.turns), session_pk))
+            conn.execute(self._q("UPDATE sessions SET timestamp = ?, metadata = ?, n_messages = ?, n_turns = ?,"
+                                 " agent_id = ?, run_id = ? WHERE pk = ?"),
+                         (timestamp, metadata, len(session.messages), len(session.turns), session.agent_id,
+                          session.run_id, session_pk))
             ids = self._insert_units_and_edges(conn, user_id, session_pk, unit_rows, edge_rows)
             self._touch(conn, user_id)
             if drop or keep_messages < n_stored:
@@ -447,17 +481,40 @@ class SQLStore(Store):
             return [row[0] for row in conn.execute("SELECT user_id FROM users ORDER BY user_id")]
 
     def list_sessions(self, user_id: str) -> list[SessionInfo]:
-        """The user's session headers, oldest first: by timestamp, sessions without one last, then insertion."""
+        """The user's session headers (scope, metadata and a preview included), oldest first: by timestamp,
+        sessions without one last, then insertion."""
+        return self._headers("s.user_id = ?", (user_id,))
+
+    def session_infos(self, user_id: str, session_ids: Sequence[str]) -> dict[str, SessionInfo]:
+        """The headers of the given sessions of the user, by id (ids the user does not have are left out)."""
+        out: dict[str, SessionInfo] = {}
+        ids = list(dict.fromkeys(session_ids))
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            for info in self._headers(f"s.user_id = ? AND s.session_id IN ({', '.join('?' * len(part))})",
+                                      (user_id, *part)):
+                out[info.session_id] = info
+        return out
+
+    def _headers(self, where: str, args: tuple[Any, ...]) -> list[SessionInfo]:
+        """The headers of the sessions ``s`` that ``where`` selects, in :meth:`list_sessions`'s order."""
+        # The preview is the first user message (by the primary key's order), else the first message.
         with self._read() as conn:
             rows = conn.execute(
-                self._q("SELECT session_id, timestamp, n_messages, n_turns, created_at FROM sessions WHERE user_id = ?"
-                        " ORDER BY timestamp IS NULL, timestamp, pk"),
-                (user_id,),
+                self._q("SELECT s.session_id, s.timestamp, s.n_messages, s.n_turns, s.created_at, s.agent_id,"
+                        " s.run_id, s.metadata, coalesce("
+                        f"(SELECT substr(m.content, 1, {PREVIEW_CHARS}) FROM messages m WHERE {self._MESSAGES_OF}"
+                        " AND m.role = 'user' ORDER BY m.position LIMIT 1),"
+                        f" (SELECT substr(m.content, 1, {PREVIEW_CHARS}) FROM messages m WHERE {self._MESSAGES_OF}"
+                        f" ORDER BY m.position LIMIT 1)) FROM sessions s WHERE {where}"
+                        " ORDER BY s.timestamp IS NULL, s.timestamp, s.pk"),
+                args,
             ).fetchall()
         return [
             SessionInfo(session_id=sid, timestamp=_datetime(ts), n_messages=n_msg, n_turns=n_turns,
-                        created_at=datetime.fromisoformat(created))
-            for sid, ts, n_msg, n_turns, created in rows
+                        created_at=datetime.fromisoformat(created), agent_id=agent, run_id=run,
+                        metadata=json.loads(meta), preview=preview or "")
+            for sid, ts, n_msg, n_turns, created, agent, run, meta, preview in rows
         ]
 
     def get_session(self, user_id: str, session_id: str) -> Session:
@@ -468,7 +525,8 @@ class SQLStore(Store):
         """
         with self._read() as conn:
             row = conn.execute(
-                self._q("SELECT pk, timestamp, metadata FROM sessions WHERE user_id = ? AND session_id = ?"),
+                self._q("SELECT pk, timestamp, metadata, agent_id, run_id FROM sessions"
+                        " WHERE user_id = ? AND session_id = ?"),
                 (user_id, session_id),
             ).fetchone()
             if row is None:
@@ -477,9 +535,12 @@ class SQLStore(Store):
         return Session(
             user_id=user_id,
             session_id=session_id,
-            messages=tuple(Message(role, content, name) for role, content, name in messages),
+            messages=tuple(Message(role, content, name, None if meta is None else json.loads(meta))
+                           for role, content, name, meta in messages),
             timestamp=_datetime(row[1]),
             metadata=json.loads(row[2]),
+            agent_id=row[3],
+            run_id=row[4],
         )
 
     @staticmethod

@@ -5,10 +5,10 @@ Schema (version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_version``):
 * ``meta(key, value)``: ``embedder_id``, ``dim`` (set once by :meth:`SQLiteStore.bind_embedder`)
   and ``version_seq``, the store-wide counter that user versions are drawn from.
 * ``users(user_id, version)``: one row per user that has at least one session.
-* ``sessions(pk, user_id, session_id, timestamp, metadata, n_messages, n_turns, created_at)``,
-  unique on ``(user_id, session_id)``; ``timestamp`` and ``created_at`` are ISO 8601 text,
-  ``metadata`` is JSON.
-* ``messages(session_pk, position, role, name, content)``.
+* ``sessions(pk, user_id, session_id, timestamp, metadata, n_messages, n_turns, created_at, agent_id,
+  run_id)``, unique on ``(user_id, session_id)``, indexed on ``(user_id, agent_id)`` and ``(user_id, run_id)``;
+  ``timestamp`` and ``created_at`` are ISO 8601 text, ``metadata`` is JSON.
+* ``messages(session_pk, position, role, name, content, metadata)`` (``metadata`` JSON or ``NULL``).
 * ``units(id, session_pk, user_id, granularity, turn_start, turn_end, chunk, text, vector)``:
   ``granularity`` indexes :data:`memgas.core.types.GRANULARITIES`, ``vector`` is little-endian float32
   bytes. ``id`` is ``AUTOINCREMENT`` so a deleted unit's id is never handed out again.
@@ -35,12 +35,12 @@ import threading
 import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator
 
 from memgas.core.errors import InvalidInputError, MemgasError
 from memgas.core.types import GRANULARITIES
 from memgas.core.validate import check_id
-from memgas.store.sql import API_KEYS_TABLE, SQLStore
+from memgas.store.sql import API_KEYS_TABLE, SCOPES_MIGRATION, SQLStore
 
 __all__ = ["SQLiteStore", "SCHEMA_VERSION", "MIGRATIONS"]
 
@@ -106,6 +106,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         created_at TEXT NOT NULL,
         updated_at TEXT NOT NULL)""",
         "CREATE INDEX experiences_scope ON experiences (scope, kind, id)",),
+    # 4: sessions' agent and run ids, messages' own metadata.
+    tuple(statement.format(collate="") for statement in SCOPES_MIGRATION),
 )
 
 #: Version of the on-disk schema this code reads and writes.
@@ -405,7 +407,7 @@ class SQLiteStore(SQLStore):
 
     def _messages(self, conn: sqlite3.Connection, user_id: str, session_pk: int) -> list[Any]:
         return conn.execute(
-            "SELECT role, content, name FROM messages WHERE session_pk = ? ORDER BY position", (session_pk,)
+            "SELECT role, content, name, metadata FROM messages WHERE session_pk = ? ORDER BY position", (session_pk,)
         ).fetchall()
 
     def _new_version(self, conn: sqlite3.Connection, user_id: str) -> None:
@@ -429,14 +431,14 @@ class SQLiteStore(SQLStore):
     # -- writes ------------------------------------------------------------------------------
     def _insert_session(self, conn: sqlite3.Connection, row: tuple[Any, ...]) -> int:
         return int(conn.execute(
-            "INSERT INTO sessions (user_id, session_id, timestamp, metadata, n_messages, n_turns, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)", row).lastrowid)
+            "INSERT INTO sessions (user_id, session_id, timestamp, metadata, n_messages, n_turns, created_at,"
+            " agent_id, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row).lastrowid)
 
     def _insert_messages(self, conn: sqlite3.Connection, user_id: str, session_pk: int, start: int,
-                         messages: Sequence[Any]) -> None:
+                         rows: list[tuple[Any, ...]]) -> None:
         conn.executemany(
-            "INSERT INTO messages (session_pk, position, role, name, content) VALUES (?, ?, ?, ?, ?)",
-            [(session_pk, start + i, m.role, m.name, m.content) for i, m in enumerate(messages)],
+            "INSERT INTO messages (session_pk, position, role, name, content, metadata) VALUES (?, ?, ?, ?, ?, ?)",
+            [(session_pk, start + i, *row) for i, row in enumerate(rows)],
         )
 
     def _insert_units_and_edges(self, conn: sqlite3.Connection, user_id: str, session_pk: int,

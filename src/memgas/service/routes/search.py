@@ -22,9 +22,10 @@ router = APIRouter(tags=["search"])
 
 @router.post("/v1/search", response_model=SearchResponse)
 def search(body: SearchRequest, request: Request, mem: ScopedMemory = Depends(scoped)) -> SearchResponse:
-    """The ``k`` sessions most relevant to the query, best first, with their best turns."""
+    """The ``k`` sessions most relevant to the query, best first, with their best turns; with ``filters``, of the
+    sessions that pass them (ranked inside that set: ``k`` hits whenever ``k`` pass)."""
     hits = mem.search(body.user_id, body.query, k=body.k, query_time=body.query_time, min_score=body.min_score,
-                      exclude_sessions=body.exclude_sessions)
+                      exclude_sessions=body.exclude_sessions, filters=body.filters)
     request.app.state.memgas.metrics.inc("searches")
     return SearchResponse(hits=hits)
 
@@ -33,7 +34,8 @@ def search(body: SearchRequest, request: Request, mem: ScopedMemory = Depends(sc
 def context(body: ContextRequest, request: Request, mem: ScopedMemory = Depends(scoped)) -> ContextOut:
     """Prompt-ready text of what matters for the query: dated, session-cited excerpts within ``max_tokens``."""
     text = mem.context(body.user_id, body.query, k=body.k, max_tokens=body.max_tokens,
-                       exclude_sessions=body.exclude_sessions, query_time=body.query_time, min_score=body.min_score)
+                       exclude_sessions=body.exclude_sessions, query_time=body.query_time, min_score=body.min_score,
+                       filters=body.filters)
     request.app.state.memgas.metrics.inc("searches")
     return ContextOut(context=text)
 

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request, status
+import json
+from typing import Any
 
+from fastapi import APIRouter, Depends, Query, Request, status
+
+from memgas.core.errors import InvalidInputError
 from memgas.service.deps import SessionPath, UserQuery, scoped
 from memgas.service.schemas import (
+    ID_PATTERN,
     AddManyRequest,
     AddManyResponse,
     AddResult,
     AddSessionRequest,
+    DeleteMatching,
     DeleteResult,
+    Order,
     SessionList,
     SessionOut,
+    SessionQuery,
     messages_payload,
 )
 from memgas.service.scoped import ScopedMemory
@@ -24,7 +32,8 @@ router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 def add_session(body: AddSessionRequest, request: Request, mem: ScopedMemory = Depends(scoped)) -> AddResult:
     """Store one session and associate it with the user's history (409 if the id exists)."""
     result = mem.add(body.user_id, messages_payload(body.messages),
-                     session_id=body.session_id, timestamp=body.timestamp, metadata=body.metadata)
+                     session_id=body.session_id, timestamp=body.timestamp, metadata=body.metadata,
+                     agent_id=body.agent_id, run_id=body.run_id)
     request.app.state.memgas.metrics.inc("adds")
     return AddResult(**result)
 
@@ -39,9 +48,48 @@ def add_sessions(body: AddManyRequest, request: Request, mem: ScopedMemory = Dep
 
 
 @router.get("", response_model=SessionList)
-def list_sessions(user_id: UserQuery, mem: ScopedMemory = Depends(scoped)) -> SessionList:
-    """The user's session headers, oldest first."""
-    return SessionList(sessions=mem.sessions(user_id))
+def list_sessions(
+    user_id: UserQuery,
+    agent_id: str | None = Query(default=None, min_length=1, max_length=256, pattern=ID_PATTERN,
+                                 description="only this agent's sessions"),
+    run_id: str | None = Query(default=None, min_length=1, max_length=256, pattern=ID_PATTERN,
+                               description="only this run's sessions"),
+    filters: str | None = Query(default=None, max_length=65_536, description="a filter as JSON (see /v1/sessions/query)"),
+    limit: int | None = Query(default=None, ge=1, le=10_000, description="sessions per page (default: all)"),
+    cursor: str | None = Query(default=None, min_length=1, max_length=2048, description="a listed session's cursor"),
+    order: Order = Query(default="oldest"),
+    mem: ScopedMemory = Depends(scoped),
+) -> SessionList:
+    """A page of the user's session headers (oldest first by default), with each session's scope, metadata and
+    the start of its first user message; ``agent_id``, ``run_id`` and ``filters`` narrow it."""
+    return SessionList(**mem.sessions(user_id, filters=_query_filters(filters, agent_id, run_id), limit=limit,
+                                      cursor=cursor, order=order))
+
+
+@router.post("/query", response_model=SessionList)
+def query_sessions(body: SessionQuery, mem: ScopedMemory = Depends(scoped)) -> SessionList:
+    """A page of the user's sessions that pass ``filters`` (``GET /v1/sessions`` with the filter in a body)."""
+    return SessionList(**mem.sessions(body.user_id, filters=body.filters, limit=body.limit, cursor=body.cursor,
+                                      order=body.order))
+
+
+@router.post("/delete", response_model=DeleteResult)
+def delete_matching(body: DeleteMatching, mem: ScopedMemory = Depends(scoped)) -> DeleteResult:
+    """Delete the user's sessions that pass ``filters``, in one transaction, with the cache rows only they
+    produced (0 when none passes)."""
+    return DeleteResult(**mem.delete(body.user_id, filters=body.filters))
+
+
+def _query_filters(raw: str | None, agent_id: str | None, run_id: str | None) -> dict[str, Any] | None:
+    """The filter of a listing's query parameters: ``filters`` (JSON) and the scope ids, all of them to hold."""
+    parts: list[Any] = []
+    if raw is not None:
+        try:
+            parts.append(json.loads(raw))
+        except ValueError:
+            raise InvalidInputError("filters is not valid JSON") from None
+    parts += [{name: value} for name, value in (("agent_id", agent_id), ("run_id", run_id)) if value is not None]
+    return None if not parts else parts[0] if len(parts) == 1 else {"$and": parts}
 
 
 @router.get("/{session_id:path}", response_model=SessionOut)

@@ -1,0 +1,115 @@
+"""Which of a user's sessions a call sees, and in what order: the session headers kept per user in step with the
+store (what filters read, :mod:`memgas.core.filters`), the listing orders and their page cursors.
+
+A cursor names a place in one order (the listed session's sort key, not its position), so paging stays exact
+while sessions are added or deleted between pages: a page holds the sessions after the cursor's place as the
+store is at that call, whatever happened to the session the cursor came from.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from bisect import bisect_right
+from datetime import datetime, timedelta
+from typing import Any, Literal, Sequence
+
+from memgas.core.errors import InvalidInputError
+from memgas.core.filters import Filter
+from memgas.core.validate import check_id, naive_utc
+from memgas.methods.index import IndexCache
+from memgas.store import SessionInfo, Store
+
+__all__ = ["SessionCatalog", "ORDERS", "Order", "ordered_page", "header_dict"]
+
+Order = Literal["oldest", "newest"]
+#: Listing orders: ``oldest`` first (by when the session happened, undated sessions last, then when it was
+#: stored, then by id), or ``newest`` first (dated sessions latest first, then the undated ones, the latest
+#: stored first; ties by id).
+ORDERS: tuple[str, ...] = ("oldest", "newest")
+_EPOCH = datetime(1, 1, 1)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+class SessionCatalog:
+    """Each user's session headers (:meth:`Store.list_sessions`), read once per store version and kept for the
+    users used most recently (``max_users``), so that a filtered call costs a pass over headers in memory."""
+
+    def __init__(self, max_users: int = 64) -> None:
+        self._cache: IndexCache[list[SessionInfo]] = IndexCache(lambda store, uid: store.list_sessions(uid),
+                                                               max_users=max_users)
+
+    def headers(self, store: Store, user_id: str) -> list[SessionInfo]:
+        """The user's headers as the store holds them now, oldest first."""
+        return self._cache.get(store, user_id)
+
+    def matching(self, store: Store, user_id: str, flt: Filter | None) -> list[SessionInfo]:
+        """The user's headers that pass ``flt`` (all of them for ``None``), oldest first."""
+        headers = self.headers(store, user_id)
+        return headers if flt is None else [h for h in headers if flt.matches(h)]
+
+
+def _micros(t: datetime) -> int:
+    """A time as whole microseconds since year 1 (naive UTC): exact, and negatable for descending order."""
+    return (naive_utc(t) - _EPOCH) // _MICROSECOND
+
+
+def _key(info: SessionInfo, order: str) -> tuple[int, int, int, str]:
+    sign = 1 if order == "oldest" else -1
+    dated = info.timestamp is not None
+    return (0 if dated else 1, sign * _micros(info.timestamp) if dated else 0,  # type: ignore[arg-type]
+            sign * _micros(info.created_at), info.session_id)
+
+
+def _encode(order: str, key: tuple[int, int, int, str]) -> str:
+    raw = json.dumps([order, *key], separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def _decode(cursor: object, order: str) -> tuple[int, int, int, str]:
+    """The sort key a cursor names in ``order``; a cursor that is not one of ours is an InvalidInputError."""
+    if not isinstance(cursor, str) or not 0 < len(cursor) <= 2048:
+        raise InvalidInputError("cursor must be a string that a listing returned")
+    try:
+        value = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8"))
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise InvalidInputError("cursor is not one that a listing returned") from None
+    ints = value[1:4] if isinstance(value, list) and len(value) == 5 else None
+    if ints is None or not all(isinstance(v, int) and not isinstance(v, bool) for v in ints) \
+            or not isinstance(value[4], str):
+        raise InvalidInputError("cursor is not one that a listing returned")
+    if value[0] != order:
+        raise InvalidInputError(f"cursor belongs to order {value[0]!r}, not {order!r}: page with the order it "
+                                "came from")
+    check_id("session_id", value[4])
+    return (ints[0], ints[1], ints[2], value[4])
+
+
+def ordered_page(headers: Sequence[SessionInfo], *, order: str = "oldest", limit: int | None = None,
+                 cursor: str | None = None) -> list[tuple[SessionInfo, str]]:
+    """``headers`` in ``order``, those after ``cursor`` only, at most ``limit`` of them, each with its cursor.
+
+    Raises:
+        InvalidInputError: an unknown order, ``limit`` not an integer from 1 to 10,000, a bad cursor.
+    """
+    if order not in ORDERS:
+        raise InvalidInputError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000):
+        raise InvalidInputError(f"limit must be an integer from 1 to 10,000, got {limit!r}")
+    keyed = sorted(((_key(h, order), h) for h in headers), key=lambda pair: pair[0])
+    start = 0 if cursor is None else bisect_right([k for k, _ in keyed], _decode(cursor, order))
+    chosen = keyed[start:] if limit is None else keyed[start:start + limit]
+    return [(h, _encode(order, k)) for k, h in chosen]
+
+
+def header_dict(info: SessionInfo, cursor: str | None = None) -> dict[str, Any]:
+    """A session header as :meth:`Memory.list <memgas.memory.Memory.list>` returns it."""
+    out: dict[str, Any] = {
+        "session_id": info.session_id, "timestamp": info.timestamp.isoformat() if info.timestamp else None,
+        "messages": info.n_messages, "turns": info.n_turns, "created_at": info.created_at.isoformat(),
+        "agent_id": info.agent_id, "run_id": info.run_id, "metadata": dict(info.metadata), "preview": info.preview,
+    }
+    if cursor is not None:
+        out["cursor"] = cursor
+    return out
