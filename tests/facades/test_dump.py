@@ -60,8 +60,10 @@ BOB = [
          {"role": "user", "content": "The tomatoes in my garden are finally ripe, and the basil is growing fast."},
          {"role": "assistant", "content": "Perfect timing for a caprese salad."}]},
     {"session_id": "b-work", "timestamp": "2024-05-02T09:00:00", "metadata": {"team": "платформа"},
+     "agent_id": "assistant-1", "run_id": "week-18",  # the scope and a message's own metadata travel too
      "messages": [
-         {"role": "user", "content": "My manager moved the quarterly review to Friday; I need the slides by Thursday."},
+         {"role": "user", "content": "My manager moved the quarterly review to Friday; I need the slides by Thursday.",
+          "metadata": {"raw": {"type": "message", "id": "msg_1"}}},
          {"role": "assistant", "content": "Block Wednesday afternoon for the slides."}]},
     {"session_id": "b-sauce", "timestamp": "2024-06-11T18:00:00",
      "messages": [

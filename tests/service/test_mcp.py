@@ -173,7 +173,7 @@ def test_stdio_tenant_namespaces_users(tmp_path: Path) -> None:
             assert ok(await client.call_tool("get_session", {"user_id": "alice", "session_id": "s"}))["user_id"] == \
                 "alice"
         async with stdio(db, "--tenant", "globex") as client:
-            assert ok(await client.call_tool("list_sessions", {"user_id": "alice"})) == {"sessions": []}  # not acme's
+            assert ok(await client.call_tool("list_sessions", {"user_id": "alice"})) == {"sessions": [], "next_cursor": None}  # not acme's
             assert error(await client.call_tool("get_session", {"user_id": "alice", "session_id": "s"})).endswith(
                 "user 'alice' has no session 's'")
 
@@ -351,3 +351,32 @@ def test_http_without_auth_serves_loopback_names_only(tmp_path: Path) -> None:
                                                                          "Origin": f"http://{host}"}).status_code == 200
     finally:
         server.stop()
+
+
+def test_http_filters_narrow_search_and_pages_of_sessions(served: LiveServer) -> None:
+    keys = served.keys
+
+    async def scenario() -> None:
+        async with http(served, keys["acme"]) as acme, http(served, keys["globex"]) as globex:
+            for i, project in enumerate(["apollo", "gemini", "apollo"]):
+                ok(await acme.call_tool("add_memory", {
+                    "user_id": "carol", "session_id": f"p{i}", "metadata": {"project": project},
+                    "messages": [{"role": "user", "content": f"Project {project} meeting {i}: we chose Lisbon."}]}))
+            found = ok(await acme.call_tool("search_memory", {"user_id": "carol", "query": "Lisbon meeting",
+                                                              "filters": {"project": "gemini"}}))
+            assert [h["session_id"] for h in found["hits"]] == ["p1"] and found["hits"][0]["metadata"]["project"]
+            page = await acme.call_tool("list_sessions", {"user_id": "carol", "limit": 2,
+                                                          "filters": {"project": "apollo"}})
+            assert [s["session_id"] for s in ok(page)["sessions"]] == ["p0", "p2"] and ok(page)["next_cursor"] is None
+            first = ok(await acme.call_tool("list_sessions", {"user_id": "carol", "limit": 1}))
+            assert "(more: cursor " in (await acme.call_tool("list_sessions", {"user_id": "carol", "limit": 1}))\
+                .content[0].text and "Project apollo meeting 0" in first["sessions"][0]["preview"]
+            rest = ok(await acme.call_tool("list_sessions", {"user_id": "carol", "cursor": first["next_cursor"]}))
+            assert [s["session_id"] for s in rest["sessions"]] == ["p1", "p2"]
+            assert "filters.project.$gt" in error(await acme.call_tool("search_memory", {
+                "user_id": "carol", "query": "x", "filters": {"project": {"$gt": "a"}}}))
+            # another tenant's filter reaches nothing of acme's, whatever it names
+            assert ok(await globex.call_tool("search_memory", {"user_id": "carol", "query": "Lisbon",
+                                                               "filters": {"project": "gemini"}})) == {"hits": []}
+
+    run(scenario)
