@@ -32,22 +32,43 @@ _EPOCH = datetime(1, 1, 1)
 _MICROSECOND = timedelta(microseconds=1)
 
 
+class _Headers:
+    """One user's session headers by id, as of the user's store ``version``."""
+
+    __slots__ = ("version", "by_id")
+
+    def __init__(self, version: int, by_id: dict[str, SessionInfo]) -> None:
+        self.version, self.by_id = version, by_id
+
+
+def _read_headers(store: Store, user_id: str) -> _Headers:
+    return _Headers(store.version(user_id), {h.session_id: h for h in store.list_sessions(user_id)})
+
+
+def _update_headers(store: Store, user_id: str, old: _Headers) -> _Headers | None:
+    """``old`` brought up to date by reading only the sessions written since its version; ``None`` (rebuild)
+    when sessions were deleted meanwhile."""
+    changed, count = store.sessions_since(user_id, old.version)
+    by_id = {**old.by_id, **{h.session_id: h for h in changed}}
+    return _Headers(store.version(user_id), by_id) if len(by_id) == count else None
+
+
 class SessionCatalog:
-    """Each user's session headers (:meth:`Store.list_sessions`), read once per store version and kept for the
-    users used most recently (``max_users``), so that a filtered call costs a pass over headers in memory."""
+    """Each user's session headers, kept for the users used most recently (``max_users``) in step with the store:
+    after a write only the sessions it wrote are read again (:meth:`Store.sessions_since`; a delete rereads all),
+    so that a filtered call costs a pass over headers in memory."""
 
     def __init__(self, max_users: int = 64) -> None:
-        self._cache: IndexCache[list[SessionInfo]] = IndexCache(lambda store, uid: store.list_sessions(uid),
-                                                               max_users=max_users)
+        self._cache: IndexCache[_Headers] = IndexCache(_read_headers, max_users=max_users, update=_update_headers)
 
     def headers(self, store: Store, user_id: str) -> list[SessionInfo]:
-        """The user's headers as the store holds them now, oldest first."""
-        return self._cache.get(store, user_id)
+        """The user's headers as the store holds them now (in no particular order)."""
+        return list(self._cache.get(store, user_id).by_id.values())
 
     def matching(self, store: Store, user_id: str, flt: Filter | None) -> list[SessionInfo]:
-        """The user's headers that pass ``flt`` (all of them for ``None``), oldest first."""
-        headers = self.headers(store, user_id)
-        return headers if flt is None else [h for h in headers if flt.matches(h)]
+        """The user's headers that pass ``flt`` (all of them for ``None``), in no particular order."""
+        headers = self._cache.get(store, user_id).by_id.values()
+        return list(headers) if flt is None else [h for h in headers if flt.matches(h)]
 
 
 def _micros(t: datetime) -> int:

@@ -695,8 +695,9 @@ class Memory:
             return [{"user_id": u, "sessions": len(self.store.list_sessions(u))} for u in self.store.list_users()]
         check_id("user_id", user_id)
         flt = None if filters is None else compile_filter(filters)
-        headers = self._catalog.matching(self.store, user_id, flt)
-        return [header_dict(h, c) for h, c in ordered_page(headers, order=order, limit=limit, cursor=cursor)]
+        page = ordered_page(self._catalog.matching(self.store, user_id, flt), order=order, limit=limit, cursor=cursor)
+        full = self.store.session_infos(user_id, [h.session_id for h, _ in page])  # the page's previews
+        return [header_dict(full.get(h.session_id, h), c) for h, c in page]
 
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
         """Store counts (sessions, turns, units per granularity, edges), this process's timings and LLM use.

@@ -378,3 +378,32 @@ def test_append_costs_time_one_exchange_appended_to_sessions_of_each_length(embe
         append_costs(sessions, embedder, lengths=(2, 12), appends=2)
     with pytest.raises(InvalidInputError, match="at least one append"):
         append_costs(sessions, embedder, lengths=(2,), appends=0)
+
+
+def test_filters_bench_times_filtered_against_unfiltered_search(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "lme.json"
+    data.write_text(json.dumps(lme_records()))
+    out = tmp_path / "filters"
+    assert main(["bench", "filters", "--data", str(data), "--sessions", "4", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "filter keeping 10%" in printed and "right after an add" in printed
+    result = json.loads((out / "filters.json").read_text())
+    assert result["sessions"] == 4 and result["adds"] == 2 and result["method"] == "memgas"
+    assert set(result["p50_ms"]) == {"none", "10%", "50%"} and all(v > 0 for v in result["p50_ms"].values())
+    # 4 sessions in buckets 0-3: the 10% filter keeps one session, the 50% filter all four
+    assert result["mean_hits"]["10%"] <= 1 and result["mean_hits"]["none"] >= result["mean_hits"]["50%"]
+    assert result["after_add_p50_ms"] > 0 and result["after_add_warm_p50_ms"] > 0
+
+
+def test_adapters_bench_times_each_adapter_beside_its_direct_call(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("langchain_core", reason="langchain-core is not installed")
+    data = tmp_path / "lme.json"
+    data.write_text(json.dumps(lme_records()))
+    out = tmp_path / "adapters"
+    assert main(["bench", "adapters", "--data", str(data), "--sessions", "4", "--limit", "4", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "LangChain MemgasRetriever.invoke" in printed and "AsyncMemory" in printed
+    result = json.loads((out / "adapters.json").read_text())
+    assert result["sessions"] == 4 and result["adapters"]
+    assert all(r["adapter_p50_ms"] > 0 and r["direct_p50_ms"] > 0 for r in result["adapters"].values())
+    assert result["async_per_s"] > 0 and result["threads_per_s"] > 0 and result["searches"] == 8

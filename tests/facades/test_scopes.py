@@ -249,6 +249,34 @@ def test_a_store_of_schema_3_is_migrated_and_its_sessions_have_no_scope(tmp_path
     assert store.schema_upgrade == (3, len(MIGRATIONS))
     session = store.get_session("u", "old")
     assert session.agent_id is None and session.messages[0].metadata is None
-    info = store.list_sessions("u")[0]
+    info = store.list_sessions("u", previews=True)[0]
     assert info.preview == "hi" and info.metadata == {"k": 1} and info.run_id is None
+    assert store.list_sessions("u")[0].preview == "" and store.sessions_since("u", 0) == ([], 1)  # written before 4
     store.close()
+
+
+def test_the_header_catalogue_follows_every_write_of_this_and_other_processes(tmp_path: Any,
+                                                                               embedder: Embedder) -> None:
+    db = tmp_path / "c.db"
+    with Memory(db, embedder=embedder, method="bm25") as mem, Memory(db, embedder=embedder, method="bm25") as other:
+        fill(mem)
+        spec = {"project": "gemini"}
+
+        def listed() -> list[tuple[str, Any, Any]]:
+            return [(s["session_id"], s["metadata"], s["agent_id"]) for s in mem.list(user_id="u", filters=spec)]
+
+        assert len(listed()) == 6
+        before = mem._catalog._cache.builds
+        mem.append("one more line", user_id="u", session_id="s6", metadata={"note": "x"})
+        other.add("from another process", user_id="u", session_id="x1", metadata={"project": "gemini"},
+                  agent_id="bot")
+        other.append("appended elsewhere", user_id="u", session_id="s7", metadata={"project": "apollo"})
+        got = listed()
+        assert ("x1", {"project": "gemini"}, "bot") in got and all(sid != "s7" for sid, _, _ in got)
+        assert ("s6", {"i": 6, "project": "gemini", "tags": {"n": 2}, "note": "x"}, "planner") in got
+        assert mem._catalog._cache.builds == before  # brought up to date from the rows written, not reread
+        other.delete("s8", user_id="u")
+        assert [sid for sid, _, _ in listed()] == [sid for sid, _, _ in got if sid != "s8"]
+        with Memory(db, embedder=embedder, method="bm25") as fresh:
+            assert sorted(map(str, listed())) == sorted(map(str, [(s["session_id"], s["metadata"], s["agent_id"])
+                                                                  for s in fresh.list(user_id="u", filters=spec)]))

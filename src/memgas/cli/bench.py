@@ -60,7 +60,7 @@ def add_bench_parser(sub: Any) -> None:
     """Register the ``bench`` subcommand on the main parser's subparsers."""
     sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
     sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost", "live", "kg", "store", "scale", "http", "bot",
-                                            "principles", "multilingual"),
+                                            "principles", "multilingual", "filters", "adapters"),
                     help="a retrieval benchmark; 'cost': add/search cost on LongMemEval-S sessions; 'live': add then "
                          "search, session after session, as an agent does; 'kg': the temporal knowledge graph's "
                          "update behaviour on the LongMemEval oracle (needs --llm); 'store': adds/s and searches/s "
@@ -72,7 +72,10 @@ def add_bench_parser(sub: Any) -> None:
                          "shipped scenario set: principles per dialogue, retrieval precision on held-out situations, "
                          "critic-judged success with vs without principles (--llm); 'multilingual': session recall on the "
                          "shipped English/Chinese/Japanese/Spanish sample, per embedder in a comma-separated "
-                         "--embedder (default default,e5) and --method (default memgas,bm25,dense-turn)")
+                         "--embedder (default default,e5) and --method (default memgas,bm25,dense-turn); 'filters': filtered "
+                         "against unfiltered search at --sessions sessions of one user (default 2000); 'adapters': each "
+                         "framework adapter's call against the direct Memory call, and AsyncMemory from 8 tasks "
+                         "against Memory from 8 threads, at --sessions sessions (default 200)")
     sp.add_argument("--sessions", type=int, default=None,
                     help="cost, live: sessions to add to one user (default 500; live: the last checkpoint); "
                          "store: sessions each client adds (default 10); scale: sessions per user (default 20); "
@@ -92,7 +95,8 @@ def add_bench_parser(sub: Any) -> None:
                     help="live: adds before each checkpoint whose timings it reports (default 50)")
     sp.add_argument("--method", default=DEFAULT_METHODS, help=f"comma-separated methods (default: {DEFAULT_METHODS})")
     sp.add_argument("--data", type=Path, help="dataset file (default: ../shared/data/...)")
-    sp.add_argument("--limit", type=int, help="only the first N questions (LongMemEval) or conversations (LoCoMo)")
+    sp.add_argument("--limit", type=int, help="only the first N questions (LongMemEval) or conversations (LoCoMo); "
+                    "adapters: calls per adapter (default 40)")
     sp.add_argument("--out", type=Path, default=None, help="output folder (default bench-out/<dataset>)")
     sp.add_argument("--k", type=_ks, default=None, help="cut-offs, e.g. 1,3,5,10")
     sp.add_argument("--embedder", default=None, help="embedder spec (default: the shipped MiniLM int8 ONNX)")
@@ -184,6 +188,45 @@ def _cmd_cost(args: argparse.Namespace) -> int:
     table = cost_markdown(result)
     (out / "cost.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
     (out / "cost.md").write_text(table, encoding="utf-8")
+    print(table)
+    return 0
+
+
+def _cmd_filters(args: argparse.Namespace) -> int:
+    import json
+
+    from memgas.bench.filters import filters_markdown, run_filters
+
+    sessions = 2000 if args.sessions is None else args.sessions
+    if sessions < 2:
+        raise InvalidInputError("--sessions must be at least 2")
+    method = "memgas" if args.method == DEFAULT_METHODS else args.method
+    result = run_filters(_longmemeval_data(args), n_sessions=sessions, method=method, embedding_cache=args.cache)
+    out = args.out or Path("bench-out") / "filters"
+    out.mkdir(parents=True, exist_ok=True)
+    table = filters_markdown(result)
+    (out / "filters.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    (out / "filters.md").write_text(table, encoding="utf-8")
+    print(table)
+    return 0
+
+
+def _cmd_adapters(args: argparse.Namespace) -> int:
+    import json
+
+    from memgas.bench.adapters import adapters_markdown, run_adapters
+
+    sessions = 200 if args.sessions is None else args.sessions
+    if sessions < 2:
+        raise InvalidInputError("--sessions must be at least 2")
+    calls = 40 if args.limit is None else args.limit
+    result = run_adapters(_longmemeval_data(args), n_sessions=sessions, n_calls=max(calls, 2),
+                          per_task=max(calls // 4, 1), embedding_cache=args.cache)
+    out = args.out or Path("bench-out") / "adapters"
+    out.mkdir(parents=True, exist_ok=True)
+    table = adapters_markdown(result)
+    (out / "adapters.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    (out / "adapters.md").write_text(table, encoding="utf-8")
     print(table)
     return 0
 
@@ -417,6 +460,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _cmd_cost(args)
     if args.dataset == "live":
         return _cmd_live(args)
+    if args.dataset == "filters":
+        return _cmd_filters(args)
+    if args.dataset == "adapters":
+        return _cmd_adapters(args)
     if args.dataset in ("store", "scale"):
         return _cmd_store(args)
     if args.dataset == "http":

@@ -6,7 +6,9 @@
   ``MemgasChatMessageHistory`` (a ``BaseChatMessageHistory`` over one session); extra ``langchain``;
 - :mod:`memgas.integrations.langgraph`: ``MemgasStore`` (a ``BaseStore``); extra ``langgraph``;
 - :mod:`memgas.integrations.llamaindex`: ``MemgasMemoryBlock`` (a ``BaseMemoryBlock``); extra ``llamaindex``;
-- :mod:`memgas.integrations.autogen`: ``MemgasMemory`` (an ``autogen_core.memory.Memory``); extra ``autogen``.
+- :mod:`memgas.integrations.autogen`: ``MemgasMemory`` (an ``autogen_core.memory.Memory``); extra ``autogen``;
+- :mod:`memgas.integrations.openai_agents`: ``MemgasSession`` (the Agents SDK's ``Session``) and ``memgas_tools``;
+  extra ``openai-agents``.
 
 Only the facades are called: an adapter maps the framework's objects to memgas's calls and back.
 """

@@ -30,7 +30,7 @@ class SessionInfo:
     """A stored session's header: what a filter reads (:mod:`memgas.core.filters`) and a listing shows.
 
     ``preview`` is the start of the session's first user message (its first message when none is the user's),
-    at most :data:`PREVIEW_CHARS` characters.
+    at most :data:`PREVIEW_CHARS` characters, where the read asked for it (else empty).
     """
 
     session_id: str
@@ -245,12 +245,19 @@ class Store(ABC):
         """All user ids, sorted."""
 
     @abstractmethod
-    def list_sessions(self, user_id: str) -> list[SessionInfo]:
-        """The user's sessions, oldest first (by timestamp, then insertion)."""
+    def list_sessions(self, user_id: str, *, previews: bool = False) -> list[SessionInfo]:
+        """The user's session headers, oldest first (by timestamp, then insertion); ``preview`` is filled only
+        with ``previews``."""
+
+    @abstractmethod
+    def sessions_since(self, user_id: str, version: int) -> tuple[list[SessionInfo], int]:
+        """The headers of the user's sessions added or rewritten after the user's ``version`` (:meth:`version`),
+        and the user's session count now."""
 
     @abstractmethod
     def session_infos(self, user_id: str, session_ids: Sequence[str]) -> dict[str, SessionInfo]:
-        """The headers of the given sessions of the user, by id (ids the user does not have are left out)."""
+        """The headers of the given sessions of the user, previews included, by id (ids the user does not have
+        are left out)."""
 
     @abstractmethod
     def get_session(self, user_id: str, session_id: str) -> Session:

@@ -47,10 +47,12 @@ API_KEYS_TABLE = """CREATE TABLE api_keys (
         revoked_at TEXT,
         CHECK ((scope = 'tenant') = (tenant IS NOT NULL)))"""
 
-#: Schema version 4 of both backends: a session's scope (agent and run ids, indexed with the user) and a
+#: Schema version 4 of both backends: a session's scope (agent and run ids, indexed with the user), the user
+#: version of its last write (what :meth:`SQLStore.sessions_since` reads; 0 for sessions written before) and a
 #: message's own metadata (JSON, ``NULL`` for none); ``{collate}`` is the id columns' collation.
 SCOPES_MIGRATION = (
     "ALTER TABLE sessions ADD COLUMN agent_id TEXT{collate}",
+    "ALTER TABLE sessions ADD COLUMN version BIGINT NOT NULL DEFAULT 0",
     "ALTER TABLE sessions ADD COLUMN run_id TEXT{collate}",
     "ALTER TABLE messages ADD COLUMN metadata TEXT",
     "CREATE INDEX sessions_agent ON sessions (user_id, agent_id)",
@@ -366,6 +368,7 @@ class SQLStore(Store):
             self._insert_messages(conn, user_id, session_pk, 0, _message_rows(session.messages))
             ids = self._insert_units_and_edges(conn, user_id, session_pk, unit_rows, edge_rows)
             self._touch(conn, user_id)
+            self._stamp(conn, user_id, session_pk)
         return ids
 
     def rewrite_session(self, session: Session, *, keep_messages: int, drop_units: Sequence[int],
@@ -414,9 +417,15 @@ class SQLStore(Store):
                           session.run_id, session_pk))
             ids = self._insert_units_and_edges(conn, user_id, session_pk, unit_rows, edge_rows)
             self._touch(conn, user_id)
+            self._stamp(conn, user_id, session_pk)
             if drop or keep_messages < n_stored:
                 self._deleted()
         return ids
+
+    def _stamp(self, conn: Any, user_id: str, session_pk: int) -> None:
+        """Mark a session written by this transaction with the user's new version (for :meth:`sessions_since`)."""
+        conn.execute(self._q("UPDATE sessions SET version = (SELECT version FROM users WHERE user_id = ?)"
+                             " WHERE user_id = ? AND pk = ?"), (user_id, user_id, session_pk))
 
     def _touch(self, conn: Any, user_id: str) -> None:
         """Give the user a new version after a write, or drop the user once no session is left.
@@ -480,33 +489,43 @@ class SQLStore(Store):
         with self._read() as conn:
             return [row[0] for row in conn.execute("SELECT user_id FROM users ORDER BY user_id")]
 
-    def list_sessions(self, user_id: str) -> list[SessionInfo]:
-        """The user's session headers (scope, metadata and a preview included), oldest first: by timestamp,
-        sessions without one last, then insertion."""
-        return self._headers("s.user_id = ?", (user_id,))
+    def list_sessions(self, user_id: str, *, previews: bool = False) -> list[SessionInfo]:
+        """The user's session headers (scope and metadata included; with ``previews``, the start of each one's
+        first user message too, which costs a read of it), oldest first: by timestamp, sessions without one last,
+        then insertion."""
+        return self._headers("s.user_id = ?", (user_id,), previews)
+
+    def sessions_since(self, user_id: str, version: int) -> tuple[list[SessionInfo], int]:
+        """The headers of the user's sessions written (added or rewritten) after the user's ``version``, and how
+        many sessions the user has now (so a caller holding the headers of ``version`` can tell a delete)."""
+        with self._read() as conn:
+            count = conn.execute(self._q("SELECT count(*) FROM sessions WHERE user_id = ?"), (user_id,)).fetchone()[0]
+        return self._headers("s.user_id = ? AND s.version > ?", (user_id, version), False), int(count)
 
     def session_infos(self, user_id: str, session_ids: Sequence[str]) -> dict[str, SessionInfo]:
-        """The headers of the given sessions of the user, by id (ids the user does not have are left out)."""
+        """The headers of the given sessions of the user, previews included, by id (ids the user does not have
+        are left out)."""
         out: dict[str, SessionInfo] = {}
         ids = list(dict.fromkeys(session_ids))
         for start in range(0, len(ids), 500):
             part = ids[start:start + 500]
             for info in self._headers(f"s.user_id = ? AND s.session_id IN ({', '.join('?' * len(part))})",
-                                      (user_id, *part)):
+                                      (user_id, *part), True):
                 out[info.session_id] = info
         return out
 
-    def _headers(self, where: str, args: tuple[Any, ...]) -> list[SessionInfo]:
+    def _headers(self, where: str, args: tuple[Any, ...], previews: bool) -> list[SessionInfo]:
         """The headers of the sessions ``s`` that ``where`` selects, in :meth:`list_sessions`'s order."""
         # The preview is the first user message (by the primary key's order), else the first message.
+        preview = ("coalesce("
+                   f"(SELECT substr(m.content, 1, {PREVIEW_CHARS}) FROM messages m WHERE {self._MESSAGES_OF}"
+                   " AND m.role = 'user' ORDER BY m.position LIMIT 1),"
+                   f" (SELECT substr(m.content, 1, {PREVIEW_CHARS}) FROM messages m WHERE {self._MESSAGES_OF}"
+                   " ORDER BY m.position LIMIT 1))") if previews else "''"
         with self._read() as conn:
             rows = conn.execute(
                 self._q("SELECT s.session_id, s.timestamp, s.n_messages, s.n_turns, s.created_at, s.agent_id,"
-                        " s.run_id, s.metadata, coalesce("
-                        f"(SELECT substr(m.content, 1, {PREVIEW_CHARS}) FROM messages m WHERE {self._MESSAGES_OF}"
-                        " AND m.role = 'user' ORDER BY m.position LIMIT 1),"
-                        f" (SELECT substr(m.content, 1, {PREVIEW_CHARS}) FROM messages m WHERE {self._MESSAGES_OF}"
-                        f" ORDER BY m.position LIMIT 1)) FROM sessions s WHERE {where}"
+                        f" s.run_id, s.metadata, {preview} FROM sessions s WHERE {where}"
                         " ORDER BY s.timestamp IS NULL, s.timestamp, s.pk"),
                 args,
             ).fetchall()

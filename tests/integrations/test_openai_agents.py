@@ -1,0 +1,101 @@
+"""``MemgasSession`` and ``memgas_tools`` with the OpenAI Agents SDK's own package: the Session protocol on a real
+store (every kind of item round-trips), and two ``Runner.run`` conversations whose model is the loopback
+OpenAI-protocol stub: a fact told in the first reaches the model's prompt in the second through the memory tool."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+agents = pytest.importorskip("agents", reason="openai-agents is not installed (pip install 'memgas[openai-agents]')")
+
+from memgas import AsyncMemory, Memory  # noqa: E402
+from memgas.embed.base import Embedder  # noqa: E402
+from memgas.integrations.openai_agents import MemgasSession, item_message, memgas_tools  # noqa: E402
+from support.openai_stub import OpenAIStub, completion_payload  # noqa: E402
+
+ITEMS: list[dict[str, Any]] = [
+    {"role": "user", "content": "What's the weather in Lisbon?"},
+    {"type": "reasoning", "id": "rs_1", "summary": []},
+    {"type": "function_call", "call_id": "call_1", "name": "weather", "arguments": '{"city": "Lisbon"}',
+     "id": "fc_1", "status": "completed"},
+    {"type": "function_call_output", "call_id": "call_1", "output": "sunny, 24 C"},
+    {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
+     "content": [{"type": "output_text", "text": "It is sunny in Lisbon, 24 C.", "annotations": []}]},
+    {"role": "developer", "content": [{"type": "input_text", "text": "Answer briefly."}]},
+]
+
+
+def test_the_session_protocol_round_trips_every_kind_of_item(embedder: Embedder) -> None:
+    async def scenario() -> None:
+        with Memory(embedder=embedder) as mem:
+            session = MemgasSession("chat-1", AsyncMemory(mem), user_id="ana")
+            assert isinstance(session, agents.memory.Session) and await session.get_items() == []
+            await session.add_items(ITEMS[:3])
+            await session.add_items(ITEMS[3:])
+            assert await session.get_items() == ITEMS
+            assert await session.get_items(limit=2) == ITEMS[-2:]
+            stored = mem.get("chat-1", user_id="ana")["messages"]
+            assert [m["role"] for m in stored] == ["user", "assistant", "assistant", "tool", "assistant", "system"]
+            assert stored[2]["content"] == '[tool call] weather({"city": "Lisbon"})' and stored[3]["content"] == "sunny, 24 C"
+            hits = mem.search("weather in Lisbon", user_id="ana", k=1)  # the conversation is memory too
+            assert hits[0].session_id == "chat-1"
+            assert await session.pop_item() == ITEMS[-1] and await session.get_items() == ITEMS[:-1]
+            mem.append("added by hand", user_id="ana", session_id="chat-1")
+            assert (await session.get_items(limit=1)) == [{"role": "user", "content": "added by hand"}]
+            await session.clear_session()
+            assert await session.get_items() == [] and await session.pop_item() is None
+            assert mem.list(user_id="ana") == []
+            await session.clear_session()  # nothing left: no error
+
+    asyncio.run(scenario())
+
+
+def test_an_item_becomes_a_message_with_the_item_kept() -> None:
+    for item in ITEMS + [{"type": "web_search_call", "id": "ws_1", "status": "completed"},
+                         {"type": "message", "role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]}]:
+        message = item_message(item)
+        assert message["metadata"] == {"openai_agents": item} and message["content"].strip()
+    assert item_message(ITEMS[1])["content"] == "[reasoning]"
+    assert item_message({"type": "web_search_call"})["content"] == "[web_search_call]"
+
+
+def _tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    body = completion_payload("")
+    body["choices"][0]["message"] = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+    body["choices"][0]["finish_reason"] = "tool_calls"
+    return body
+
+
+def test_a_fact_from_one_run_reaches_the_models_prompt_in_the_next(embedder: Embedder,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from openai import AsyncOpenAI
+
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    agents.set_tracing_disabled(True)  # no trace export: nothing leaves the machine
+
+    async def scenario(stub: OpenAIStub) -> list[dict[str, Any]]:
+        with Memory(embedder=embedder) as mem:
+            model = agents.OpenAIChatCompletionsModel(
+                model="stub", openai_client=AsyncOpenAI(base_url=stub.base_url, api_key="test", max_retries=0))
+            agent = agents.Agent(name="assistant", instructions="Use memory.", model=model,
+                                 tools=memgas_tools(mem, user_id="bo"))
+            stub.script += [{"text": "Noted."}]
+            first = MemgasSession("monday", mem, user_id="bo")
+            await agents.Runner.run(agent, "My locker code is 4512.", session=first)
+            assert [i.get("role") for i in await first.get_items()] == ["user", "assistant"]
+            stub.script += [{"payload": _tool_call("search_memory", {"query": "locker code"})},
+                            {"text": "Your locker code is 4512."}]
+            result = await agents.Runner.run(agent, "What is my locker code?",
+                                             session=MemgasSession("tuesday", mem, user_id="bo"))
+            assert result.final_output == "Your locker code is 4512."
+            return stub.requests[-1]["messages"]
+
+    with OpenAIStub() as stub:
+        prompt = asyncio.run(scenario(stub))
+    tool_results = [m for m in prompt if m["role"] == "tool"]
+    assert tool_results and "My locker code is 4512." in tool_results[0]["content"]
