@@ -86,6 +86,29 @@ def test_stats(capsys: pytest.CaptureFixture[str], db: Path) -> None:
     assert code == 0 and json.loads(out)["users"] == 1
 
 
+def test_scopes_and_filters_from_the_command_line(capsys: pytest.CaptureFixture[str], db: Path,
+                                                  tmp_path: Path) -> None:
+    file = _write(tmp_path / "s.json", {"sessions": [{**NEW, "metadata": {"project": "apollo"}},
+                                                     {**WORK, "session_id": "w2", "run_id": "own"}]})
+    code, _, _ = _cli(capsys, "add", str(file), "--db", str(db), "--user", "ana", "--agent-id", "planner",
+                      "--run-id", "r1")
+    assert code == 2  # session 1 names its own run: the option may not contradict it, nothing written
+    code, _, _ = _cli(capsys, "add", str(file), "--db", str(db), "--user", "ana", "--agent-id", "planner")
+    assert code == 0
+    code, out, _ = _cli(capsys, "list", "--db", str(db), "--user", "ana", "--filters", '{"agent_id": "planner"}',
+                        "--order", "newest", "--limit", "1")
+    page = json.loads(out)
+    assert code == 0 and len(page) == 1 and page[0]["agent_id"] == "planner"
+    code, out, _ = _cli(capsys, "list", "--db", str(db), "--user", "ana", "--filters", '{"agent_id": "planner"}',
+                        "--order", "newest", "--cursor", page[0]["cursor"])
+    assert {s["session_id"] for s in page + json.loads(out)} == {"garden", "w2"}
+    code, out, _ = _cli(capsys, "search", "garden", "--db", str(db), "--user", "ana", "--json",
+                        "--filters", '{"project": "apollo"}')
+    assert code == 0 and [h["session_id"] for h in json.loads(out)] == ["garden"]
+    code, out, _ = _cli(capsys, "delete", "--db", str(db), "--user", "ana", "--filters", '{"run_id": "own"}')
+    assert code == 0 and json.loads(out) == {"user_id": "ana", "deleted_sessions": 1}
+
+
 def test_add_file_whole_then_delete(capsys: pytest.CaptureFixture[str], db: Path, tmp_path: Path) -> None:
     wrapped = _write(tmp_path / "s.json", {"sessions": [NEW, {**WORK, "session_id": "w2"}]})
     code, out, _ = _cli(capsys, "add", str(wrapped), "--db", str(db), "--user", "ana")
@@ -231,7 +254,13 @@ def test_unknown_user_is_worded_alike(capsys: pytest.CaptureFixture[str], db: Pa
         (["search", "ferry", "--user", "ana", "--min-score", "2"], "min_score"),
         (["get", "nope", "--user", "ana"], "no session 'nope'"),
         (["delete", "--user", "ana"], "name a session id"),
-        (["delete", "trip", "--all", "--user", "ana"], "not both"),
+        (["delete", "trip", "--all", "--user", "ana"], "one of them"),
+        (["delete", "--filters", "{}", "--all", "--user", "ana"], "one of them"),
+        (["delete", "--filters", "{}", "--user", "ana"], "empty filter"),
+        (["search", "ferry", "--user", "ana", "--filters", "{oops"], "--filters is not valid JSON"),
+        (["search", "ferry", "--user", "ana", "--filters", '{"n": {"$gt": "x"}}'], "filters.n.$gt"),
+        (["list", "--user", "ana", "--cursor", "nonsense"], "cursor"),
+        (["list", "--limit", "2"], "give user_id"),
         (["frobnicate"], "invalid choice"),
     ],
 )

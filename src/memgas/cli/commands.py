@@ -183,7 +183,25 @@ def _file_sessions(data: Any, args: argparse.Namespace) -> list[Any]:
                 raise InvalidInputError(f"{key} {value!r} from the command line contradicts the file's "
                                         f"{sessions[0][key]!r}")
         sessions = [{**sessions[0], **given}]
+    scope = {key: value for key, value in (("agent_id", args.agent_id), ("run_id", args.run_id)) if value is not None}
+    for i, session in enumerate(sessions):  # the scope options apply to every session, as defaults
+        if scope and isinstance(session, dict):
+            clash = next((k for k, v in scope.items() if session.get(k) not in (None, v)), None)
+            if clash is not None:
+                raise InvalidInputError(f"--{clash.replace('_', '-')} {scope[clash]!r} contradicts session {i}'s "
+                                        f"{session[clash]!r}")
+            sessions[i] = {**session, **scope}
     return sessions
+
+
+def _filters(args: argparse.Namespace) -> Any:
+    """The ``--filters`` JSON of a command (``None`` without the option)."""
+    if args.filters is None:
+        return None
+    try:
+        return json.loads(args.filters)
+    except ValueError as exc:
+        raise InvalidInputError(f"--filters is not valid JSON: {exc}") from None
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -217,7 +235,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         check_query(args.query)
         _require_user(mem, args.user)
         hits = mem.search(args.query, user_id=args.user, k=args.k, min_score=args.min_score,
-                          query_time=args.query_time)
+                          query_time=args.query_time, filters=_filters(args))
     if args.json:
         print_json([h.to_dict() for h in hits])
     else:
@@ -238,11 +256,12 @@ def cmd_answer(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """List users, or one user's sessions."""
+    """List users, or one user's sessions (a page with --limit/--cursor, narrowed by --filters)."""
     with _memory(args) as mem:
         if args.user is not None:
             _require_user(mem, args.user)
-        print_json(mem.list(user_id=args.user))
+        print_json(mem.list(user_id=args.user, filters=_filters(args), limit=args.limit, cursor=args.cursor,
+                            order=args.order))
     return 0
 
 
@@ -255,12 +274,14 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    """Delete a session, or (with --all) all of a user's memory."""
-    if (args.session_id is None) == (not args.all):
-        raise InvalidInputError("name a session id, or pass --all to delete all of the user's memory (not both)")
+    """Delete a session, the sessions that pass --filters, or (with --all) all of a user's memory."""
+    if sum((args.session_id is not None, args.all, args.filters is not None)) != 1:
+        raise InvalidInputError("name a session id, or pass --filters JSON, or --all to delete all of the user's "
+                                "memory (one of them)")
     with _memory(args) as mem:
         _require_user(mem, args.user)
-        print_json(mem.delete(None if args.all else args.session_id, user_id=args.user), indent=None)
+        print_json(mem.delete(None if args.all else args.session_id, user_id=args.user, filters=_filters(args)),
+                   indent=None)
     return 0
 
 
@@ -399,6 +420,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--batch", type=int, default=None, metavar="N",
                     help="commit every N sessions (default: the whole file in one transaction); an interrupted "
                          "file resumes with --skip-existing")
+    sp.add_argument("--agent-id", help="the agent of the file's sessions (those that name none)")
+    sp.add_argument("--run-id", help="the run of the file's sessions (those that name none)")
     sp.set_defaults(func=cmd_add)
 
     sp = sub.add_parser("search", help="search a user's memory")
@@ -410,6 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--min-score", type=float, default=0.0,
                     help="leave out hits whose relevance (0-1, the query's best cosine with the session) is lower")
     sp.add_argument("--explain", action="store_true", help="show the router's granularity weights and seed scores")
+    sp.add_argument("--filters", metavar="JSON", help="only the sessions that pass this filter, JSON (README, 'Scopes and filters')")
     sp.set_defaults(func=cmd_search)
 
     sp = sub.add_parser("answer", help="answer a question from a user's memory (needs --llm)")
@@ -421,6 +445,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("list", help="list users, or a user's sessions")
     common(sp)
+    sp.add_argument("--filters", metavar="JSON", help="only the sessions that pass this filter, JSON (README, 'Scopes and filters')")
+    sp.add_argument("--limit", type=int, help="at most this many sessions (a page)")
+    sp.add_argument("--cursor", help="the sessions after this one: a listed session's cursor")
+    sp.add_argument("--order", choices=("oldest", "newest"), default="oldest", help="listing order (default oldest)")
     sp.set_defaults(func=cmd_list)
 
     sp = sub.add_parser("get", help="print a stored session")
@@ -432,6 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(sp, user_required=True)
     sp.add_argument("session_id", nargs="?", help="the session to delete (or --all)")
     sp.add_argument("--all", action="store_true", help="delete all of the user's memory")
+    sp.add_argument("--filters", metavar="JSON", help="delete the sessions that pass this filter, JSON")
     sp.set_defaults(func=cmd_delete)
 
     sp = sub.add_parser("facts", help="a user's facts from the temporal knowledge graph (method zep, needs --llm)")
