@@ -87,7 +87,7 @@ def run_adapters(path: Path, *, n_sessions: int = 200, n_calls: int = 40, tasks:
     with Memory(None, embedding_cache=embedding_cache) as mem:
         mem.add_many([{"session_id": s.session_id, "timestamp": s.timestamp,
                        "messages": [m.to_dict() for m in s.messages]} for s in sessions], user_id=_USER)
-        mem.add_many([{"session_id": s.session_id, "messages": "\n".join(t.user_text for t in s.turns)[:4000]}
+        mem.add_many([{"session_id": s.session_id, "messages": ("\n".join(t.user_text for t in s.turns).strip() or s.text)[:4000]}
                       for s in sessions], user_id=_ITEMS_USER)  # LangGraph's items: one message each
         mem.append([{"role": "user", "content": "Hello again."}], user_id=_USER, session_id="chat")
         pairs, missing = _pairs(mem, loop)
