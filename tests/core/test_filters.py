@@ -24,7 +24,7 @@ def passes(spec: Any, s: SimpleNamespace) -> bool:
 
 
 APOLLO = session("a", agent_id="planner", run_id="r1", project="apollo", priority=3, done=True,
-                 tags={"team": "core", "level": 2}, timestamp=datetime(2026, 3, 5, 12, 0, tzinfo=timezone.utc))
+                 tags={"team": "core", "level": 2}, path=["a", "b"], timestamp=datetime(2026, 3, 5, 12, 0, tzinfo=timezone.utc))
 BARE = session("b")
 
 
@@ -47,6 +47,9 @@ BARE = session("b")
     ({"tags.team": "core"}, True, False),
     ({"tags.level": {"$lte": 2}}, True, False),
     ({"tags.missing.deeper": "x"}, False, False),
+    ({"path.1": "b"}, True, False),  # a list by position
+    ({"path.2": "c"}, False, False),
+    ({"path.x": "a"}, False, False),
     ({"agent_id": "planner", "run_id": "r1"}, True, False),
     ({"agent_id": None}, False, True),
     ({"session_id": {"$in": ["b", "c"]}}, False, True),

@@ -39,6 +39,15 @@ def test_put_get_search_delete_and_namespaces(tmp_path: Path, embedder: Embedder
         assert "9999" not in str([h.value for h in hits])  # another user's items never show
         assert [h.key for h in store.search(("ana", "prefs"), query="allergy")] == ["nuts"]
         assert [h.key for h in store.search(("ana",), query="pet", filter={"kind": "fact"}, limit=1)] == ["dog"]
+        # a plain memgas session of the user about lockers too never shows as an item, and k = limit still finds one
+        mem.add("My other locker code is 1234.", user_id="ana", session_id="plain")
+        assert [h.key for h in store.search(("ana",), query="locker code 1234", limit=1)] == ["gym"]
+        store.put(("ana", "memories"), "tagged", {"text": "Locker at the pool.", "tags": ["swim", "pool"]})
+        nested = store.search(("ana",), query="locker", filter={"tags": ["swim", "pool"]})  # checked on the hits
+        assert [h.key for h in nested] == ["tagged"]
+        assert store.search(("ana", "nothing"), query="locker") == []
+        store.delete(("ana", "memories"), "tagged")
+        mem.delete("plain", user_id="ana")
         assert {h.key for h in store.search(("ana", "memories"))} == {"gym", "dog"}  # no query: the items
         assert store.list_namespaces(prefix=("ana",)) == [("ana", "memories"), ("ana", "prefs", "food")]
         assert store.list_namespaces(max_depth=2) == [("ana", "memories"), ("ana", "prefs"), ("bo", "memories")]

@@ -41,7 +41,7 @@ __all__ = ["MemgasStore", "item_text"]
 MARK = "langgraph"
 #: Characters an item's id keeps as they are; every other is written ``+XX`` (its UTF-8 bytes in hex).
 _PLAIN = re.compile(r"[A-Za-z0-9._:@-]")
-#: How many of a user's hits a filtered search reads at most.
+#: How many of a user's hits a search reads at most (all of them when a condition is checked on the hits).
 SEARCH_CAP = 1000
 
 
@@ -157,12 +157,20 @@ class MemgasStore(BaseStore):
                     and all(lg["value"].get(k) == v for k, v in (op.filter or {}).items()))
 
         if op.query:
-            hits = do("search", op.query, user_id=user, k=SEARCH_CAP)  # other sessions and items may rank first
-            found = []
-            for hit in hits:
-                stored = self._stored(user, hit.session_id, do)
-                if stored is not None and wanted(stored["metadata"]):
-                    found.append(self._item(user, stored["metadata"], search=True, score=float(hit.relevance)))
+            # The namespace prefix and the scalar value conditions go into memgas's filter (inside the ranking);
+            # what a filter cannot say (a condition on a nested value, a key with a dot) is checked on the hits.
+            filters: dict[str, Any] = {MARK: {"$exists": True}}
+            filters.update({f"{MARK}.namespace.{i}": part for i, part in enumerate(prefix)})
+            rest = {}
+            for k, v in (op.filter or {}).items():
+                if "." not in k and (isinstance(v, (str, bool)) or (isinstance(v, (int, float)) and v == v)):
+                    filters[f"{MARK}.value.{k}"] = v
+                else:
+                    rest[k] = v
+            want = SEARCH_CAP if rest else min(op.offset + op.limit, SEARCH_CAP)
+            hits = do("search", op.query, user_id=user, k=want, filters=filters)
+            found = [self._item(user, h.metadata, search=True, score=float(h.relevance)) for h in hits
+                     if wanted(h.metadata)]
             return found[op.offset: op.offset + op.limit]
         items = [s for s in self._items(user, do) if wanted(s["metadata"])]
         return [self._item(user, s["metadata"], search=True) for s in items][op.offset: op.offset + op.limit]
