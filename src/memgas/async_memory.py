@@ -64,6 +64,8 @@ class AsyncMemory:
     communities = _offloaded(Memory.communities)
     retry_pending = _offloaded(Memory.retry_pending)
     get = _offloaded(Memory.get)
+    units = _offloaded(Memory.units)
+    graph = _offloaded(Memory.graph)
     stats = _offloaded(Memory.stats)
     llm_usage = _offloaded(Memory.llm_usage)
     close = _offloaded(Memory.close)

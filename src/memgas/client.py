@@ -354,6 +354,24 @@ class _Requests:
                      params={"user_id": user_id})
 
     @staticmethod
+    def units(session_id: str, *, user_id: str) -> _Call[dict[str, Any]]:
+        """A session's units by granularity and the sessions it is associated with (:meth:`Memory.units`).
+
+        Raises:
+            NotFoundError: unknown user or session.
+        """
+        return _Call("GET", "/v1/inspect/units", _json, params={"user_id": user_id, "session_id": session_id})
+
+    @staticmethod
+    def graph(*, user_id: str, limit: int = 300) -> _Call[dict[str, Any]]:
+        """The user's sessions as an association graph (:meth:`Memory.graph`).
+
+        Raises:
+            NotFoundError: the user has no memory.
+        """
+        return _Call("GET", "/v1/inspect/graph", _json, params={"user_id": user_id, "limit": limit})
+
+    @staticmethod
     def stats(user_id: str | None = None) -> _Call[dict[str, Any]]:
         """Counts for one user, or (an admin key) for the whole store with the server's timings (:meth:`Memory.stats`).
 
@@ -718,6 +736,8 @@ class Client(_Base):
     search = _sync(_Requests.search)
     context = _sync(_Requests.context)
     get = _sync(_Requests.get)
+    units = _sync(_Requests.units)
+    graph = _sync(_Requests.graph)
     delete = _sync(_Requests.delete)
     stats = _sync(_Requests.stats)
     answer = _sync(_Requests.answer)
@@ -788,6 +808,8 @@ class AsyncClient(_Base):
     search = _async(_Requests.search)
     context = _async(_Requests.context)
     get = _async(_Requests.get)
+    units = _async(_Requests.units)
+    graph = _async(_Requests.graph)
     delete = _async(_Requests.delete)
     stats = _async(_Requests.stats)
     answer = _async(_Requests.answer)

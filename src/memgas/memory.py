@@ -37,7 +37,7 @@ from memgas.embed.cache import CachedEmbedder, EmbeddingCache
 from memgas.embed.factory import get_embedder
 from memgas.llm.base import ChatModel, Usage, track_usage
 from memgas.llm.factory import get_llm
-from memgas.listing import SessionCatalog, header_dict, ordered_page
+from memgas.sessions.listing import SessionCatalog, header_dict, ordered_page
 from memgas.llm.wrapper import LLM
 from memgas.methods import METHODS, MemoryMethod, get_method
 from memgas.store import Store, open_store
@@ -673,6 +673,38 @@ class Memory:
             "messages": [m.to_dict() for m in s.messages],
         }
 
+    def units(self, session_id: str, *, user_id: str) -> dict[str, Any]:
+        """What memgas made of one session, for inspection: its units by granularity (``id``, ``granularity``,
+        ``turn_start``, ``turn_end``, ``chunk``, ``text``) and the sessions it is associated with (``links``:
+        ``session_id``, ``edges``, summed ``weight``, ``max_weight``), strongest first
+        (:mod:`memgas.sessions.inspector`).
+
+        Raises:
+            InvalidInputError: a malformed id.
+            NotFoundError: unknown user or session.
+        """
+        from memgas.sessions.inspector import session_view
+
+        check_id("user_id", user_id)
+        check_id("session_id", session_id)
+        return session_view(self.store, user_id, session_id)
+
+    def graph(self, *, user_id: str, limit: int = 300) -> dict[str, Any]:
+        """The user's sessions as a graph: the ``limit`` newest as nodes (id, timestamp, size, scope, preview) and the
+        association links among them (``source``, ``target``, ``edges``, ``weight``, ``max_weight``), strongest
+        first, with ``total_sessions`` (:mod:`memgas.sessions.inspector`).
+
+        Raises:
+            InvalidInputError: a malformed id, ``limit`` not an integer from 1 to 2,000.
+            NotFoundError: the user has no memory.
+        """
+        from memgas.sessions.inspector import graph_view
+
+        check_id("user_id", user_id)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 2000:
+            raise InvalidInputError(f"limit must be an integer from 1 to 2,000, got {limit!r}")
+        return graph_view(self.store, user_id, limit=limit)
+
     def list(self, *, user_id: str | None = None, filters: Mapping[str, Any] | None = None,
              limit: int | None = None, cursor: str | None = None, order: str = "oldest") -> list[dict[str, Any]]:
         """The user's session headers (``[]`` for a user with no memory yet), or all user ids with their session
@@ -683,7 +715,7 @@ class Memory:
         place after it. Pages: ``limit`` headers at most, those after ``cursor`` (a listed header's, from a call
         with the same ``order``); a page shorter than ``limit`` is the last. ``order`` is ``"oldest"`` (by
         timestamp, undated sessions last, then by when they were stored) or ``"newest"`` (the reverse, undated
-        still last); see :mod:`memgas.listing`. ``filters`` as in :meth:`search`.
+        still last); see :mod:`memgas.sessions.listing`. ``filters`` as in :meth:`search`.
 
         Raises:
             InvalidInputError: a bad user id, filter, limit (1 to 10,000), cursor or order; filters, a limit,

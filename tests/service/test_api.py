@@ -29,6 +29,8 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
     ("POST", "/v1/sessions", {"json": {"user_id": "alice", "session_id": "s-new", "messages": MSG}}),
     ("POST", "/v1/sessions/batch", {"json": {"user_id": "alice", "sessions": [{"session_id": "s-b", "messages": MSG}]}}),
     ("GET", "/v1/sessions", {"params": {"user_id": "alice"}}),
+    ("GET", "/v1/inspect/units", {"params": {"user_id": "alice", "session_id": "s1"}}),
+    ("GET", "/v1/inspect/graph", {"params": {"user_id": "alice"}}),
     ("POST", "/v1/sessions/query", {"json": {"user_id": "alice", "filters": {"agent_id": "planner"}}}),
     ("POST", "/v1/sessions/delete", {"json": {"user_id": "alice", "filters": {"agent_id": "nobody"}}}),
     ("GET", "/v1/sessions/s1", {"params": {"user_id": "alice"}}),

@@ -436,7 +436,7 @@ def llm_server(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]) ->
 
 def test_the_package_exports_both_clients_with_memorys_signatures() -> None:
     assert memgas.Client is Client and memgas.AsyncClient is AsyncClient
-    for name in ("add", "add_many", "search", "get", "list", "delete", "stats", "answer", "facts"):
+    for name in ("add", "add_many", "search", "get", "list", "delete", "stats", "answer", "facts", "units", "graph"):
         ours = list(inspect.signature(getattr(Client, name)).parameters.values())[1:]  # after self
         theirs = list(inspect.signature(getattr(memgas.Memory, name)).parameters.values())[1:]
         assert [(p.name, p.kind, p.default) for p in ours] == [(p.name, p.kind, p.default) for p in theirs]

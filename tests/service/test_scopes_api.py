@@ -114,3 +114,17 @@ def test_both_clients_carry_scopes_filters_and_pages(server: LiveServer) -> None
             assert [s["session_id"] for s in await client.list(user_id="fay")] == ["c"]
 
     asyncio.run(scenario())
+
+
+def test_the_clients_read_the_inspectors_views(server: LiveServer) -> None:
+    with Client(server.url, api_key=server.keys["admin"]) as client:
+        client.add("I hiked Mount Hood with Ann.", user_id="gus", session_id="h1", timestamp="2024-05-01")
+        client.add("Ann and I will hike Mount Hood again.", user_id="gus", session_id="h2", timestamp="2024-06-01")
+        view = client.units("h2", user_id="gus")
+        assert view["session_id"] == "h2" and view["units"] and view["links"][0]["session_id"] == "h1"
+        graph = client.graph(user_id="gus", limit=10)
+        assert [n["session_id"] for n in graph["sessions"]] == ["h2", "h1"] and graph["links"]
+        with pytest.raises(NotFoundError):
+            client.units("nope", user_id="gus")
+    other = get(server, "/v1/inspect/graph", server.keys["beta"], user_id="gus")
+    assert other.status_code == 404  # another tenant's user is not there

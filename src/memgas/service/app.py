@@ -169,14 +169,17 @@ def create_app(memory: Memory, *, auth: bool = True, rate_limit: float | None = 
     error_responses: dict[int | str, dict[str, Any]] = {
         code: {"model": ErrorResponse, "description": name} for code, name in STATUS_CODES.items()
         if code in (400, 401, 403, 404, 409, 413, 422, 429, 503)}
+    # /docs and /redoc are memgas's own pages (routes/pages.py): FastAPI's load their scripts from a CDN.
     app = FastAPI(title="memgas", version=__version__, lifespan=lifespan, responses=error_responses,
-                  description="Long-term memory for LLM agents: store conversations, search what matters.")
+                  description="Long-term memory for LLM agents: store conversations, search what matters.",
+                  docs_url=None, redoc_url=None)
     app.state.memgas = state
 
-    from memgas.service.routes import experience, messages, ops, search, sessions, users
+    from memgas.service.routes import experience, inspect, messages, ops, pages, search, sessions, users
 
-    for module in (messages, sessions, users, search, experience, ops):  # messages first: see its module
+    for module in (messages, sessions, users, search, experience, inspect, ops, pages):  # messages first: see it
         app.include_router(module.router)
+    pages.mount_static(app)
 
     def request_id(request: Request) -> str:
         return request.scope.get("state", {}).get("request_id", "")

@@ -84,6 +84,14 @@ class ScopedMemory:
         rows = rows[:limit] if more else rows
         return {"sessions": rows, "next_cursor": rows[-1]["cursor"] if more else None}
 
+    def units(self, user_id: str, session_id: str) -> dict[str, Any]:
+        """A session's units and associated sessions (:meth:`Memory.units`)."""
+        return self.memory.units(session_id, user_id=self._user(user_id))
+
+    def graph(self, user_id: str, *, limit: int = 300) -> dict[str, Any]:
+        """The user's sessions as an association graph (:meth:`Memory.graph`)."""
+        return self.memory.graph(user_id=self._user(user_id), limit=limit)
+
     def users(self) -> list[dict[str, Any]]:
         """The users the caller may see, with their session counts."""
         out = []

@@ -250,6 +250,11 @@ class Store(ABC):
         with ``previews``."""
 
     @abstractmethod
+    def session_links(self, user_id: str, session_id: str | None = None) -> list[tuple[str, str, int, float, float]]:
+        """The association between the user's sessions (of ``session_id`` only, when given): ``(session a,
+        session b, edges, summed weight, largest weight)`` per linked pair."""
+
+    @abstractmethod
     def sessions_since(self, user_id: str, version: int) -> tuple[list[SessionInfo], int]:
         """The headers of the user's sessions added or rewritten after the user's ``version`` (:meth:`version`),
         and the user's session count now."""

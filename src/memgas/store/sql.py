@@ -621,6 +621,21 @@ class SQLStore(Store):
             ).fetchall()
         return self._edge_table(rows)
 
+    def session_links(self, user_id: str, session_id: str | None = None) -> list[tuple[str, str, int, float, float]]:
+        """The association between the user's sessions (of ``session_id`` only, when given): ``(session a,
+        session b, edges, summed weight, largest weight)`` per linked pair, ``a`` holding an edge's ``src`` unit."""
+        one = "" if session_id is None else " AND (sa.session_id = ? OR sb.session_id = ?)"
+        with self._read() as conn:
+            rows = conn.execute(self._q(
+                "SELECT sa.session_id, sb.session_id, count(*), sum(e.weight), max(e.weight) FROM edges e"
+                " JOIN units ua ON ua.id = e.src JOIN units ub ON ub.id = e.dst"
+                " JOIN sessions sa ON sa.pk = ua.session_pk JOIN sessions sb ON sb.pk = ub.session_pk"
+                " WHERE e.user_id = ? AND ua.user_id = ? AND ub.user_id = ? AND sa.user_id = ? AND sb.user_id = ?"
+                f" AND ua.session_pk <> ub.session_pk{one} GROUP BY sa.session_id, sb.session_id"
+                " ORDER BY sa.session_id, sb.session_id"),
+                (user_id,) * 5 + (() if session_id is None else (session_id, session_id))).fetchall()
+        return [(a, b, int(n), float(total), float(top)) for a, b, n, total, top in rows]
+
     def load_edges_after(self, user_id: str, after_id: int) -> EdgeTable:
         """The user's edges with ``dst > after_id`` (those touching a unit newer than ``after_id``), sorted.
 
