@@ -3,7 +3,6 @@ pages of headers (query parameters or a body), delete by filter, and tenants tha
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
