@@ -1,0 +1,126 @@
+// MemgasClient against a live `memgas serve` started here (on a free loopback port, a new store in a temporary
+// folder), with Node's own test runner. MEMGAS_PYTHON names the Python that has memgas (default python3).
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+import { AuthError, DuplicateSessionError, InvalidInputError, MemgasClient, MemgasError, NotFoundError } from "../dist/index.js";
+
+const python = process.env.MEMGAS_PYTHON || "python3";
+let folder, server, baseUrl, adminKey, tenantKey;
+
+const freePort = () => new Promise((resolve) => {
+  const probe = createServer().listen(0, "127.0.0.1", () => { const { port } = probe.address(); probe.close(() => resolve(port)); });
+});
+
+function key(db, scope) {
+  const out = execFileSync(python, ["-m", "memgas.cli", "keys", "create", "--db", db, "--create", "--scope", scope], { encoding: "utf8" });
+  return JSON.parse(out).key;
+}
+
+before(async () => {
+  folder = mkdtempSync(join(tmpdir(), "memgas-ts-"));
+  const db = join(folder, "memory.db");
+  adminKey = key(db, "admin");
+  tenantKey = key(db, "tenant:acme");
+  const port = await freePort();
+  baseUrl = `http://127.0.0.1:${port}`;
+  server = spawn(python, ["-m", "memgas.cli", "serve", "--db", db, "--port", String(port)],
+                 { stdio: "ignore", env: { ...process.env, MEMGAS_CACHE_DIR: join(folder, "cache") } });
+  const client = new MemgasClient({ baseUrl });
+  for (let i = 0; i < 600; i++) {
+    try { if ((await client.health()).status === "ok") return; } catch { /* not up yet */ }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error("memgas serve did not start");
+});
+
+after(() => {
+  server?.kill();
+  rmSync(folder, { recursive: true, force: true });
+});
+
+test("add, append, search, context, get, list, delete round-trip with typed results", async () => {
+  const mem = new MemgasClient({ baseUrl, apiKey: adminKey });
+  const added = await mem.add([{ role: "user", content: "I hiked Mount Hood with Ann." }, { role: "assistant", content: "Great climb!" }],
+                              { userId: "ana", sessionId: "hike", timestamp: new Date("2024-05-20T10:00:00Z"), agentId: "coach",
+                                metadata: { trip: true } });
+  assert.equal(added.session_id, "hike");
+  assert.ok(added.units > 0);
+  const batch = await mem.addMany([{ messages: "My cat Miso knocked over a plant.", sessionId: "cat", runId: "r1" },
+                                   { messages: "I baked rye sourdough.", sessionId: "bread" }], { userId: "ana" });
+  assert.deepEqual(batch.map((r) => r.session_id), ["cat", "bread"]);
+  const appended = await mem.append("Ann wants to go again in autumn.", { userId: "ana", sessionId: "hike", returnContext: true });
+  assert.equal(appended.created, false);
+  assert.equal(appended.messages, 3);
+
+  const hits = await mem.search("which mountain did I climb?", { userId: "ana", k: 2 });
+  assert.equal(hits[0].session_id, "hike");
+  assert.equal(hits[0].agent_id, "coach");
+  assert.ok(hits[0].relevance > 0 && hits[0].turns.length > 0);
+  const filtered = await mem.search("which mountain did I climb?", { userId: "ana", filters: { run_id: "r1" } });
+  assert.deepEqual(filtered.map((h) => h.session_id), ["cat"]);
+  const text = await mem.context("mountain", { userId: "ana", maxTokens: 200 });
+  assert.match(text, /Mount Hood/);
+  assert.deepEqual(await mem.search("anything", { userId: "nobody" }), []);
+
+  const session = await mem.get("hike", { userId: "ana" });
+  assert.equal(session.messages.length, 3);
+  assert.deepEqual(session.metadata, { trip: true });
+  const first = await mem.list({ userId: "ana", limit: 2, order: "newest" });
+  const rest = await mem.list({ userId: "ana", limit: 2, order: "newest", cursor: first.at(-1).cursor });
+  assert.equal(first.length + rest.length, 3);
+  const page = await mem.page({ userId: "ana", limit: 2 });
+  assert.ok(page.next_cursor);
+  const users = await mem.list();
+  assert.ok(users.some((u) => u.user_id === "ana" && u.sessions === 3));
+  const changed = await mem.updateMessage("hike", 2, "Ann wants to go again next spring.", { userId: "ana" });
+  assert.equal(changed.messages, 3);
+  const units = await mem.units("hike", { userId: "ana" });
+  assert.ok(units.units.length > 0);
+  const graph = await mem.graph({ userId: "ana" });
+  assert.equal(graph.sessions.length, 3);
+  const stats = await mem.stats({ userId: "ana" });
+  assert.equal(stats.sessions, 3);
+  assert.deepEqual(await mem.delete(null, { userId: "ana", filters: { run_id: "r1" } }), { user_id: "ana", deleted_sessions: 1 });
+  assert.deepEqual(await mem.delete("bread", { userId: "ana" }), { user_id: "ana", deleted_sessions: 1 });
+  assert.deepEqual(await mem.delete(null, { userId: "ana" }), { user_id: "ana", deleted_sessions: 1 });
+  assert.equal(await mem.ready(), true);
+});
+
+test("errors are a MemgasError hierarchy carrying the status", async () => {
+  const mem = new MemgasClient({ baseUrl, apiKey: adminKey });
+  await mem.add("one note", { userId: "bo", sessionId: "n1" });
+  await assert.rejects(mem.add("again", { userId: "bo", sessionId: "n1" }),
+                       (e) => e instanceof DuplicateSessionError && e.status === 409 && e.code === "conflict");
+  await assert.rejects(mem.get("missing", { userId: "bo" }), (e) => e instanceof NotFoundError && e.status === 404);
+  await assert.rejects(mem.search("x", { userId: "bo", filters: { n: { $gt: "a" } } }),
+                       (e) => e instanceof InvalidInputError && e.status === 400 && /filters\.n\.\$gt/.test(e.message));
+  await assert.rejects(mem.search("x", { userId: "bo", k: 0 }), (e) => e instanceof InvalidInputError && e.status === 422);
+  await assert.rejects(new MemgasClient({ baseUrl }).search("x", { userId: "bo" }),
+                       (e) => e instanceof AuthError && e.status === 401 && e instanceof MemgasError);
+  await assert.rejects(new MemgasClient({ baseUrl: "http://127.0.0.1:9", timeout: 5 }).health(), (e) => e instanceof MemgasError && e.status === 0);
+});
+
+test("a tenant key sees only its tenant, and experience routes answer", async () => {
+  const admin = new MemgasClient({ baseUrl, apiKey: adminKey });
+  const acme = new MemgasClient({ baseUrl, apiKey: tenantKey });
+  await admin.add("The vault code is 7788.", { userId: "carl", sessionId: "secret" });
+  assert.deepEqual(await acme.search("vault code", { userId: "carl" }), []);
+  await acme.add("I like tea.", { userId: "carl", sessionId: "mine" });
+  assert.deepEqual((await acme.list({ userId: "carl" })).map((s) => s.session_id), ["mine"]);
+  const added = await acme.addPrinciple({ situation: "When the user is in a hurry", action: "answer in one line",
+                                          avoid: "long preambles", reason: "they asked for speed" }, { agentId: "helper" });
+  assert.equal(added.added, true);
+  const matches = await acme.recallPrinciples("The user says: quick, I am in a hurry!", { agentId: "helper", minSimilarity: 0 });
+  assert.equal(matches[0].principle.action, "answer in one line");
+  assert.equal((await acme.principles({ agentId: "helper" })).length, 1);
+  assert.deepEqual(await acme.templates({ agentId: "helper" }), []);
+  const id = added.principle.id;
+  assert.equal((await acme.principle(id, { agentId: "helper" })).id, id);
+  assert.deepEqual(await acme.deletePrinciple(id, { agentId: "helper" }), { id, deleted: true });
+});
