@@ -112,6 +112,8 @@ def test_hits_carry_their_sessions_header(filled: Memory) -> None:
     assert hit.session_id == "s1" and hit.agent_id == "coder" and hit.run_id == "r1"
     assert hit.metadata == {"i": 1, "project": "apollo", "tags": {"n": 1}}
     assert hit.created_at is not None and hit.created_at.tzinfo is not None
+    assert set(hit.channels) <= {"session", "turn", "summary", "keyword", "lexical"} and hit.channels["turn"] > 0
+    assert sum(hit.channels.values()) > 0  # the session's evidence, by channel
     assert hit.to_dict()["agent_id"] == "coder" and type(hit).from_dict(hit.to_dict()).to_dict() == hit.to_dict()
     text = filled.context("Where does my sister live?", user_id="u", k=3, filters={"run_id": "r0"})
     assert "Lisbon" in text and "session s1" not in text  # s1 is run r1; s9 (run r0) holds Lisbon too

@@ -104,6 +104,7 @@ def test_the_inspector_shows_users_sessions_units_graph_and_search(page: Any, se
     sessions = [page.locator(".hit").nth(i).get_attribute("data-session") for i in range(page.locator(".hit").count())]
     assert sessions[0] in ("hike", "hike-2") and set(sessions) <= {"hike", "hike-2"}
     assert page.locator(".turn.best").count() >= 1 and page.get_by_text("router weights:").count() >= 1
+    assert "lexical" in page.locator(".hit .channels").first.inner_text()  # each channel's share of the evidence
     page.fill("#filters", '{"agent_id": {"$regex": "x"}}')
     page.get_by_role("button", name="Search").click()
     page.get_by_text("filters.agent_id.$regex").wait_for()

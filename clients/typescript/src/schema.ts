@@ -950,6 +950,13 @@ export interface components {
             /** Agent Id */
             agent_id?: string | null;
             /**
+             * Channels
+             * @description MemGAS: each channel's share of the session's evidence (router weight x its best standardised score)
+             */
+            channels?: {
+                [key: string]: number;
+            };
+            /**
              * Created At
              * @description when the session was stored
              */

@@ -51,7 +51,8 @@ def _demo_data() -> dict[str, Any]:
 
 
 def _print_hits(hits: list[Any], *, explain: bool = False, width: int = 110) -> None:
-    """Print hits as text; ``explain`` adds the router's granularity weights and each hit's seed score."""
+    """Print hits as text; ``explain`` adds the router's granularity weights, each hit's seed score and its
+    evidence by channel."""
     if not hits:
         print("  (no hits)")
         return
@@ -63,6 +64,8 @@ def _print_hits(hits: list[Any], *, explain: bool = False, width: int = 110) -> 
         seed = f"  seed={h.seed_score:.4f}" if explain else ""
         assoc = "  [via association]" if h.via_association else ""
         print(f"  {rank}. {h.session_id}  ({when})  relevance={h.relevance:.2f}  score={h.score:.4f}{seed}{assoc}")
+        if explain and h.channels:
+            print("       evidence: " + "  ".join(f"{c}={v:.2f}" for c, v in h.channels.items()))
         for t in h.turns[:2]:
             line = " ".join(t.text.split())
             print(f"       turn {t.index}: {line[:width]}{'…' if len(line) > width else ''}")

@@ -137,7 +137,8 @@ class Hit:
     cosine similarity with any of the session's units, a measure of that session alone that means
     the same in every search (see ``min_score`` of ``Memory.search``). ``metadata``, ``agent_id``,
     ``run_id`` and ``created_at`` (when the session was stored) are the session's, so that a hit needs no
-    second read.
+    second read. ``channels`` (MemGAS) is each channel's share of the session's evidence (its router weight times
+    the session's best standardised score in it, before any time prior): why it ranks where it does.
     """
 
     session_id: str
@@ -153,6 +154,7 @@ class Hit:
     agent_id: str | None = None
     run_id: str | None = None
     created_at: datetime | None = None
+    channels: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable view of the hit."""
@@ -170,6 +172,7 @@ class Hit:
             "agent_id": self.agent_id,
             "run_id": self.run_id,
             "created_at": self.created_at.isoformat() if self.created_at else None,
+            "channels": {c: round(float(v), 4) for c, v in self.channels.items()},
         }
 
     @classmethod
@@ -190,6 +193,7 @@ class Hit:
             agent_id=data.get("agent_id"),
             run_id=data.get("run_id"),
             created_at=datetime.fromisoformat(created) if created else None,
+            channels={str(c): float(v) for c, v in (data.get("channels") or {}).items()},
         )
 
 

@@ -174,7 +174,7 @@ class MemoryMethod(ABC):
             return []
         relevance = s.relevance if s.relevance is not None else self.relevance(s.index, query)
         return session_hits(s.index, s.scores, k, method=self.name, weights=s.weights, seed=s.seed,
-                            turns_per_hit=turns_per_hit, relevance=relevance, min_score=min_score)
+                            turns_per_hit=turns_per_hit, relevance=relevance, min_score=min_score, channels=s.channels)
 
     def relevance(self, index: UserIndex, query: str) -> np.ndarray:
         """Each unit's calibrated relevance to ``query``: its cosine similarity with the query vector

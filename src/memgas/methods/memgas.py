@@ -400,8 +400,9 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
 
     def _seeds(
         self, index: _Index, sims: np.ndarray, query: str, allowed: np.ndarray | None = None
-    ) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
-        """Router weights per channel and the seed score of every unit.
+    ) -> tuple[dict[str, float], np.ndarray, dict[str, np.ndarray]]:
+        """Router weights per channel, the seed score of every unit, and each channel's share of every session's
+        evidence (w_c · max(0, best z_c in the session); their sum is the session's evidence).
 
         Channels are the four granularities (cosine similarities of their units) and, over the
         turn units, BM25. Their scales differ (cosines bunch around 0.1–0.6, BM25 is unbounded), so
@@ -430,14 +431,14 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         else:
             weights = {c: 1.0 / len(z) for c in z}
         seed = np.zeros(len(sims))
-        evidence = np.zeros(len(index.units.sessions))
+        shares = {}
         for c, (rows, _) in channels.items():
             positive = np.clip(z[c], 0.0, None)
             seed[rows] += weights[c] * positive
-            best = np.zeros_like(evidence)
+            best = np.zeros(len(index.units.sessions))
             np.maximum.at(best, index.units.session_of[rows], positive)
-            evidence += weights[c] * best
-        return weights, seed, evidence
+            shares[c] = weights[c] * best
+        return weights, seed, shares
 
     def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None,
               within: Collection[str] | None = None) -> Scored:
@@ -455,7 +456,10 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         if allowed is not None and allowed.all():
             allowed = None
         sims = index.units.table.vectors @ self.embed_query(query)
-        weights, seed, evidence = self._seeds(index, sims, query, allowed)
+        weights, seed, shares = self._seeds(index, sims, query, allowed)
+        evidence = np.zeros(len(index.units.sessions))
+        for share in shares.values():  # in channel order, as the sum always ran
+            evidence += share
         if seed.max() <= 0:  # no unit stands out in any channel: all are equally good seeds
             seed = np.ones_like(seed) if allowed is None else allowed.astype(np.float64)
         if query_time is not None and self.cfg.time_weight > 0:
@@ -500,7 +504,7 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
                                          units.masks["session"])
         if allowed is not None:
             scores = np.where(allowed, scores, -np.inf)
-        return Scored(index.units, scores, weights, personalization, relevance=sims)
+        return Scored(index.units, scores, weights, personalization, relevance=sims, channels=shares)
 
     def score_within(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None,
                      within: Collection[str] | None = None) -> Scored:

@@ -30,6 +30,9 @@ class Scored:
     weights: dict[str, float] = field(default_factory=dict)
     seed: np.ndarray | None = None
     relevance: np.ndarray | None = None
+    #: Per channel, its share of each session's evidence (a value per session of ``index``), when the method
+    #: computes one (MemGAS): what each hit's :attr:`~memgas.core.types.Hit.channels` shows.
+    channels: dict[str, np.ndarray] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,7 @@ def session_hits(
     turns_per_hit: int = 3,
     relevance: np.ndarray | None = None,
     min_score: float = 0.0,
+    channels: dict[str, np.ndarray] | None = None,
 ) -> list[Hit]:
     """Map per-unit ``scores`` to the top ``k`` sessions (a session scores as its best unit).
 
@@ -121,6 +125,7 @@ def session_hits(
                 seed_score=float(session_seed[s]),
                 method=method,
                 relevance=float(session_relevance[s]),
+                channels={c: float(v[s]) for c, v in (channels or {}).items()},
             )
         )
     return hits

@@ -210,6 +210,8 @@ class HitOut(BaseModel):
     agent_id: str | None = None
     run_id: str | None = None
     created_at: str | None = Field(default=None, description="when the session was stored")
+    channels: dict[str, float] = Field(default_factory=dict, description=(
+        "MemGAS: each channel's share of the session's evidence (router weight x its best standardised score)"))
 
 
 class SearchResponse(BaseModel):

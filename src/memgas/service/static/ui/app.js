@@ -208,6 +208,9 @@ function hitView(hit, n) {
       hit.via_association ? h("span", { class: "badge" }, "via association") : null,
       hit.agent_id ? h("span", { class: "badge" }, `agent ${hit.agent_id}`) : null),
     h("div", { class: "muted" }, "router weights: ", weights),
+    Object.keys(hit.channels || {}).length ? h("div", { class: "muted channels" }, "evidence by channel: ",
+      Object.entries(hit.channels).map(([c, v]) => h("span", { class: "badge" }, `${c} `,
+        h("span", { class: "bar weight", style: { width: `${Math.round(40 * v)}px` } }), ` ${v.toFixed(2)}`))) : null,
     hit.turns.map((t) => h("div", { class: `turn${t.score === best ? " best" : ""}` },
       h("span", { class: "muted" }, `turn ${t.index} · ${t.score.toFixed(3)}\n`), t.text)));
 }
