@@ -108,6 +108,17 @@ def test_the_inspector_shows_users_sessions_units_graph_and_search(page: Any, se
     page.fill("#filters", '{"agent_id": {"$regex": "x"}}')
     page.get_by_role("button", name="Search").click()
     page.get_by_text("filters.agent_id.$regex").wait_for()
+
+    page.get_by_role("link", name="facts").click()
+    page.get_by_text("keeps no facts").wait_for()  # a memgas store: the server's own one-line answer
+    httpx.post(f"{server.url}/v1/principles", headers={"Authorization": f"Bearer {server.keys['admin']}"},
+               json={"agent_id": "coach", "situation": "When the user plans a hike", "action": "ask about snow",
+                     "avoid": "assuming summer", "reason": "mountains stay cold"}).raise_for_status()
+    page.goto(f"{server.url}/ui#/experience")
+    page.fill("#agent", "coach")
+    page.get_by_role("button", name="Show").click()
+    page.get_by_text("When the user plans a hike").wait_for()
+    assert page.get_by_text("Principles (1)").count() == 1
     assert page.outside == [] and page.errors == []
 
 
@@ -124,6 +135,14 @@ def test_a_delete_asks_first_and_a_tenant_key_sees_only_its_tenant(page: Any, se
     page.locator("tr[data-session]").first.wait_for()
     assert "cat" not in [page.locator("tr[data-session]").nth(i).get_attribute("data-session")
                          for i in range(page.locator("tr[data-session]").count())]
+    page.goto(f"{server.url}/ui#/u/alice/s/bake")
+    page.locator(".msg").nth(1).get_by_role("button", name="delete").click()
+    page.locator("#confirm-ok").click()
+    page.locator(".msg").first.wait_for()
+    sync_api.expect(page.locator(".msg")).to_have_count(1)  # (wait_for_function would need eval: the CSP says no)
+    got = httpx.get(f"{server.url}/v1/sessions/bake", params={"user_id": "alice"},
+                    headers={"Authorization": f"Bearer {server.keys['admin']}"}).json()
+    assert [m["content"] for m in got["messages"]] == ["I baked sourdough bread with rye flour."]
     page.click("#forget")
     enter_key(page, server, server.keys["acme"])
     page.get_by_role("link", name="bob").wait_for()

@@ -262,11 +262,12 @@ async function experience() {
     try {
       const [templates, principles] = await Promise.all([
         api("GET", `/v1/templates?${q({ agent_id: agent.value })}`), api("GET", `/v1/principles?${q({ agent_id: agent.value })}`)]);
-      out.replaceChildren(h("h3", {}, `Templates (${templates.templates.length})`),
-        templates.templates.map((t) => h("div", { class: "unit" }, JSON.stringify(t, null, 1))),
+      out.replaceChildren(h("div", {}, h("h3", {}, `Templates (${templates.templates.length})`),
+        templates.templates.map((t) => h("div", { class: "unit" },
+          `${t.task_type}: ${t.description}\n${t.steps.map((step, i) => `${i + 1}. ${step}`).join("\n")}`)),
         h("h3", {}, `Principles (${principles.principles.length})`),
         principles.principles.map((p) => h("div", { class: "unit" },
-          `${p.situation}\n→ ${p.action}${p.avoid ? `\navoid: ${p.avoid}` : ""}${p.reason ? `\nbecause ${p.reason}` : ""}`)));
+          `${p.situation}\n→ ${p.action}\navoid: ${p.avoid}\nbecause ${p.reason} (support ${p.support})`))));
     } catch (e) { out.replaceChildren(h("p", { class: "error" }, e.message)); }
   } } }, agent, " ", h("button", { type: "submit" }, "Show"));
   show(h("h2", {}, "Experience memory"), form, out);
