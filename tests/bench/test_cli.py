@@ -407,3 +407,13 @@ def test_adapters_bench_times_each_adapter_beside_its_direct_call(tmp_path: Path
     assert result["sessions"] == 4 and result["adapters"]
     assert all(r["adapter_p50_ms"] > 0 and r["direct_p50_ms"] > 0 for r in result["adapters"].values())
     assert result["async_per_s"] > 0 and result["threads_per_s"] > 0 and result["searches"] == 8
+
+
+@pytest.mark.slow
+def test_ratelimit_bench_counts_what_one_key_gets_through(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "rl"
+    assert main(["bench", "ratelimit", "--out", str(out)]) == 0  # a fresh SQLite file: one worker
+    result = json.loads((out / "results.json").read_text())
+    (row,) = result["rows"]
+    assert row["workers"] == 1 and row["requests"] == row["allowed"] + row["refused"] + row["other"]
+    assert row["refused"] > 0 and 0.75 <= row["ratio"] <= 1.25  # the burst and 5 a second, not more

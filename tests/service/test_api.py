@@ -294,6 +294,36 @@ def test_postgres_serves_with_several_workers(pg_url: str, tmp_path: Path) -> No
         srv.stop()
 
 
+@pytest.mark.slow
+def test_a_key_rate_limit_holds_across_two_postgresql_workers(pg_url: str, tmp_path: Path) -> None:
+    """--rate-limit 5 with --workers 2: over 4 s of requests as fast as 8 clients send them, the key gets through
+    its burst and 5 a second, not twice that (each worker's own bucket would let it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    key = make_key(pg_url)
+    srv = start_server(pg_url, "--workers", "2", "--no-mcp", "--rate-limit", "5", tmp=tmp_path)
+    try:
+        def hammer(_: int) -> list[int]:
+            codes = []
+            with httpx.Client(timeout=30) as http:  # one connection per client: the two workers share the load
+                end = time.monotonic() + 4.0
+                while time.monotonic() < end:
+                    codes.append(http.get(f"{srv.url}/v1/users", headers={"Authorization": f"Bearer {key}"}).status_code)
+            return codes
+
+        start = time.monotonic()
+        with ThreadPoolExecutor(8) as pool:
+            codes = [c for part in pool.map(hammer, range(8)) for c in part]
+        elapsed = time.monotonic() - start
+        due = 5 + 5 * elapsed  # the burst, then 5 a second
+        assert set(codes) == {200, 429} and codes.count(429) > codes.count(200)
+        assert 0.75 * due <= codes.count(200) <= 1.25 * due, (codes.count(200), due)
+        pids = {json.loads(line)["pid"] for line in srv.log_lines() if line.startswith("{")}
+        assert len(pids) == 2  # both workers answered
+    finally:
+        srv.stop()
+
+
 def test_answer_and_llm_metrics_with_an_llm_and_503_when_it_fails(stub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     stub.responder = lambda body: '{"answer": "Miso", "sources": [1]}'  # filter and unit prompts fall back
     db = tmp_path / "llm.db"

@@ -60,7 +60,7 @@ def add_bench_parser(sub: Any) -> None:
     """Register the ``bench`` subcommand on the main parser's subparsers."""
     sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
     sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost", "live", "kg", "store", "scale", "http", "bot",
-                                            "principles", "multilingual", "filters", "adapters"),
+                                            "principles", "multilingual", "filters", "adapters", "ratelimit"),
                     help="a retrieval benchmark; 'cost': add/search cost on LongMemEval-S sessions; 'live': add then "
                          "search, session after session, as an agent does; 'kg': the temporal knowledge graph's "
                          "update behaviour on the LongMemEval oracle (needs --llm); 'store': adds/s and searches/s "
@@ -75,7 +75,9 @@ def add_bench_parser(sub: Any) -> None:
                          "--embedder (default default,e5) and --method (default memgas,bm25,dense-turn); 'filters': filtered "
                          "against unfiltered search at --sessions sessions of one user (default 2000); 'adapters': each "
                          "framework adapter's call against the direct Memory call, and AsyncMemory from 8 tasks "
-                         "against Memory from 8 threads, at --sessions sessions (default 200)")
+                         "against Memory from 8 threads, at --sessions sessions (default 200); 'ratelimit': requests one key "
+                         "gets through a server with --rate-limit 5 at --clients worker counts (default 1,2; several "
+                         "need --backend or --pg-temp)")
     sp.add_argument("--sessions", type=int, default=None,
                     help="cost, live: sessions to add to one user (default 500; live: the last checkpoint); "
                          "store: sessions each client adds (default 10); scale: sessions per user (default 20); "
@@ -228,6 +230,24 @@ def _cmd_adapters(args: argparse.Namespace) -> int:
     (out / "adapters.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
     (out / "adapters.md").write_text(table, encoding="utf-8")
     print(table)
+    return 0
+
+
+def _cmd_ratelimit(args: argparse.Namespace) -> int:
+    """``bench ratelimit``: on ``--backend``, ``--pg-temp`` or a fresh SQLite file in ``--out`` (one worker)."""
+    from memgas.bench.ratelimit import ratelimit_markdown, run_ratelimit
+    from memgas.bench.report import command_line
+
+    out = args.out or Path("bench-out") / "ratelimit"
+    out.mkdir(parents=True, exist_ok=True)
+    with _backend(args, "memgas_bench_ratelimit") as backend:
+        target, label = _target(backend, out / "ratelimit.db")
+        workers = args.clients or ([1, 2] if label == "PostgreSQL" else [1])
+        result = run_ratelimit(target, workers, log=out / "server.log")
+    command = command_line("memgas bench ratelimit")
+    text = f"Command: `{command}`\n\nStore: {label}; {os.cpu_count()} CPU cores.\n\n{ratelimit_markdown(result)}"
+    _write_results(out, "ratelimit", command, text, {"store": label, **result})
+    print(text)
     return 0
 
 
@@ -464,6 +484,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _cmd_filters(args)
     if args.dataset == "adapters":
         return _cmd_adapters(args)
+    if args.dataset == "ratelimit":
+        return _cmd_ratelimit(args)
     if args.dataset in ("store", "scale"):
         return _cmd_store(args)
     if args.dataset == "http":

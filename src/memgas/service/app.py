@@ -31,7 +31,7 @@ from memgas.memory import Memory
 from memgas.service.deps import DEFAULT_MAX_BODY, ServiceState
 from memgas.service.errors import STATUS_CODES, error_response, status_of
 from memgas.service.keys import is_loopback
-from memgas.service.ratelimit import RateLimiter
+from memgas.service.ratelimit import rate_limiter
 from memgas.service.schemas import ErrorResponse
 
 __all__ = ["create_app"]
@@ -152,7 +152,7 @@ def create_app(memory: Memory, *, auth: bool = True, rate_limit: float | None = 
         on_shutdown: called when the app stops (e.g. closing the memory it was given).
     """
     state = ServiceState(memory=memory, auth=auth, max_body=max_body,
-                         limiter=RateLimiter(rate_limit) if rate_limit else None)
+                         limiter=rate_limiter(memory.store, rate_limit) if rate_limit else None)
     lifespans: list[Callable[[], Any]] = []
 
     @asynccontextmanager

@@ -12,7 +12,7 @@ from memgas.core.errors import AuthError, RateLimitedError
 from memgas.memory import Memory
 from memgas.service.keys import ANONYMOUS, Principal, verify_key
 from memgas.service.metrics import Metrics
-from memgas.service.ratelimit import RateLimiter
+from memgas.service.ratelimit import RateLimiter, SharedRateLimiter
 from memgas.service.schemas import ID_PATTERN
 from memgas.service.scoped import ScopedMemory
 
@@ -80,7 +80,7 @@ class ServiceState:
 
     memory: Memory
     auth: bool = True
-    limiter: RateLimiter | None = None
+    limiter: RateLimiter | SharedRateLimiter | None = None
     max_body: int = DEFAULT_MAX_BODY
     failed_auth: RateLimiter = field(default_factory=lambda: RateLimiter(AUTH_FAILURES_PER_S, AUTH_FAILURES_BURST))
     metrics: Metrics = field(default_factory=Metrics)

@@ -1,13 +1,15 @@
 """Request rate limits: a token bucket per key (an API key id, or a client address for failed authentications),
-in one process."""
+in one process (:class:`RateLimiter`) or in the store, shared by every worker and server on it
+(:class:`SharedRateLimiter`, PostgreSQL: what ``--rate-limit`` uses there, so it holds whatever ``--workers`` is)."""
 
 from __future__ import annotations
 
 import math
 import threading
 import time
+from typing import Any
 
-__all__ = ["RateLimiter", "MAX_KEYS"]
+__all__ = ["RateLimiter", "SharedRateLimiter", "rate_limiter", "MAX_KEYS"]
 
 #: Buckets kept before full ones are forgotten.
 MAX_KEYS = 100_000
@@ -53,3 +55,31 @@ class RateLimiter:
                 self._buckets = {k: v for k, v in self._buckets.items()
                                  if min(self.burst, v[0] + (now - v[1]) * self.rate) < self.burst}
             return (1.0 - tokens) / self.rate
+
+
+class SharedRateLimiter:
+    """:class:`RateLimiter`'s ``acquire`` with its buckets in the store (:meth:`Store.take_token`): one bucket per
+    key for every process on the store, on the database's clock. Each call is one statement on the database.
+
+    Args:
+        store: a store whose ``shares_limits`` is true.
+        rate, burst: as for :class:`RateLimiter`.
+        prefix: what the buckets of this limiter are named with (limiters with other rates keep apart).
+    """
+
+    def __init__(self, store: Any, rate: float, burst: float | None = None, *, prefix: str = "key:") -> None:
+        if not (math.isfinite(rate) and rate > 0):
+            raise ValueError(f"rate must be a positive number, got {rate!r}")
+        self.rate = float(rate)
+        self.burst = float(burst if burst is not None else max(1.0, rate))
+        self._store, self._prefix = store, prefix
+
+    def acquire(self, key: str) -> float:
+        """Take one token for ``key``: 0.0 when allowed, else the seconds until a token is due."""
+        return self._store.take_token(self._prefix + key, self.rate, self.burst)
+
+
+def rate_limiter(store: Any, rate: float) -> RateLimiter | SharedRateLimiter:
+    """The per-key limiter of ``--rate-limit``: shared through the store where it can (PostgreSQL), else this
+    process's own (SQLite is served by one worker)."""
+    return SharedRateLimiter(store, rate) if getattr(store, "shares_limits", False) else RateLimiter(rate)

@@ -249,6 +249,18 @@ class Store(ABC):
         """The user's session headers, oldest first (by timestamp, then insertion); ``preview`` is filled only
         with ``previews``."""
 
+    #: Whether :meth:`take_token` shares rate-limit buckets with every process on the store (PostgreSQL).
+    shares_limits: bool = False
+
+    def take_token(self, bucket: str, rate: float, burst: float) -> float:
+        """Take a token from a rate-limit bucket shared by every process on the store: 0.0 when taken, else the
+        seconds until one is due. Only stores with :attr:`shares_limits` have such buckets.
+
+        Raises:
+            NotImplementedError: this store keeps none (a service then limits in its own process).
+        """
+        raise NotImplementedError(f"{type(self).__name__} keeps no shared rate-limit buckets")
+
     @abstractmethod
     def session_links(self, user_id: str, session_id: str | None = None) -> list[tuple[str, str, int, float, float]]:
         """The association between the user's sessions (of ``session_id`` only, when given): ``(session a,

@@ -115,7 +115,27 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX experiences_kind ON experiences (scope, kind, id)",),
     # 4: sessions' agent and run ids, messages' own metadata.
     tuple(statement.format(collate=' COLLATE "C"') for statement in SCOPES_MIGRATION),
+    # 5: the service's rate-limit buckets, shared by every worker and server on the database (take_token).
+    ("""CREATE TABLE rate_limits (
+        bucket TEXT COLLATE "C" PRIMARY KEY,
+        tokens DOUBLE PRECISION NOT NULL,
+        allowed BOOLEAN NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL)""",),
 )
+
+#: One token-bucket step in one statement, on the database's clock (the same for every worker): refill the
+#: bucket for the time since its last step, take a token if there is one, and say whether it was taken.
+_TAKE_TOKEN = """INSERT INTO rate_limits AS b (bucket, tokens, allowed, updated_at)
+    VALUES (%(bucket)s, %(burst)s - 1, true, extract(epoch FROM clock_timestamp()))
+    ON CONFLICT (bucket) DO UPDATE SET
+        allowed = least(%(burst)s, b.tokens + (excluded.updated_at - b.updated_at) * %(rate)s) >= 1,
+        tokens = least(%(burst)s, b.tokens + (excluded.updated_at - b.updated_at) * %(rate)s)
+                 - CASE WHEN least(%(burst)s, b.tokens + (excluded.updated_at - b.updated_at) * %(rate)s) >= 1
+                        THEN 1 ELSE 0 END,
+        updated_at = excluded.updated_at
+    RETURNING allowed, tokens"""
+#: Buckets that have refilled are forgotten (a flood of client addresses leaves no rows behind).
+_FORGET_FULL_BUCKETS = ("DELETE FROM rate_limits WHERE updated_at < extract(epoch FROM clock_timestamp()) - %s")
 
 #: Version of the schema this code reads and writes.
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -127,7 +147,7 @@ CROSS_USER_STATEMENTS = frozenset({
     "SELECT count(*), coalesce(sum(n_turns), 0), coalesce(sum(n_messages), 0) FROM sessions ",
     "SELECT granularity, count(*) FROM units  GROUP BY granularity",
     "SELECT count(*) FROM edges ",
-})
+})  # (the rate-limit statements touch no user's data: their buckets are keyed by API key or client address)
 
 #: Advisory-lock key (two-int form, a key space apart from the per-user bigint keys) of schema and meta writes.
 _META_LOCK = "SELECT pg_advisory_xact_lock(1835363687, 1)"  # 'memg'
@@ -190,6 +210,7 @@ class PostgresStore(SQLStore):
         self._state = _ThreadState()
         self._generation = 0
         self._generation_lock = threading.Lock()
+        self._takes = 0  # rate-limit takes by this object (every 1000th forgets the buckets that refilled)
         self._pool = None
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout))) as conn:
@@ -383,6 +404,20 @@ class PostgresStore(SQLStore):
             " ON CONFLICT (user_id) DO UPDATE SET version = excluded.version",
             (user_id,),
         )
+
+    shares_limits = True
+
+    def take_token(self, bucket: str, rate: float, burst: float) -> float:
+        """Take a token from the rate-limit bucket ``bucket`` (``rate`` tokens a second, ``burst`` at most), for
+        every process on this database at once: 0.0 when taken, else the seconds until one is due."""
+        with self._write(None) as conn:
+            allowed, tokens = conn.execute(_TAKE_TOKEN, {"bucket": bucket, "rate": rate, "burst": burst}).fetchone()
+            with self._generation_lock:
+                self._takes += 1
+                prune = self._takes % 1000 == 0
+            if prune:
+                conn.execute(_FORGET_FULL_BUCKETS, (2.0 * max(burst / rate, 1.0),))
+        return 0.0 if allowed else (1.0 - float(tokens)) / rate
 
     def _storage(self, conn: Any) -> dict[str, Any]:
         file_bytes = conn.execute(
