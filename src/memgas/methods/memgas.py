@@ -221,21 +221,6 @@ def association_edges(
     return edges, decisions
 
 
-def _refresh_table(store: Store, user_id: str, table: UnitTable) -> UnitTable | None:
-    """The user's unit table, from a stale copy: only the units added since are read, and the units a rewrite
-    replaced are left out; ``None`` when a whole session went (then the cache reads everything). Keeps ``add``
-    and ``append`` from re-reading the whole history."""
-    if len(table) == 0:
-        return None
-    kept, added = store.load_units_after(user_id, int(table.ids[-1]))
-    if kept != len(table):
-        alive = np.isin(table.ids, store.unit_ids(user_id), assume_unique=True)
-        if set(np.asarray(table.session_ids, dtype=object)[alive]) != set(table.session_ids):
-            return None
-        table = table.select(alive)
-    return table.extended(added)
-
-
 def _without_rows(index: _Index, alive: np.ndarray) -> _Index:
     """The graph of ``index`` (and its BM25, whose turns all stay) over the rows where ``alive`` holds, for the
     compacted units :func:`~memgas.methods.index.extend_user_index` made; the matrix is made anew on first use."""
@@ -253,9 +238,9 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # One cache per user: association (at add) reads the units of the index the searches use, so a user's
+        # vectors are held once, and an add keeps one index up to date.
         self._indexes: IndexCache[_Index] = IndexCache(self._build_index, update=self._update_index)
-        self._tables: IndexCache[UnitTable] = IndexCache(lambda store, user_id: store.load_units(user_id),
-                                                         update=_refresh_table)
 
     # -- ingest ------------------------------------------------------------------------------
     def ingest(self, store: Store, session: Session) -> IngestStats:
@@ -274,7 +259,7 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         with store.writing(session.user_id):
             t2 = time.perf_counter()
             if store.has_user(session.user_id):
-                table = self._tables.get(store, session.user_id)
+                table = self._indexes.get(store, session.user_id).units.table
                 assoc, decisions = association_edges(units, table, candidates=self.cfg.candidates)
                 edges += assoc
             t3 = time.perf_counter()
@@ -297,7 +282,7 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         edges = [Edge(ref(-e.src - 1), ref(-e.dst - 1), e.weight) for e in session_edges(units)
                  if -e.src - 1 in fresh or -e.dst - 1 in fresh]
         if new_rows and store.has_user(session.user_id):
-            table = self._tables.get(store, session.user_id)
+            table = self._indexes.get(store, session.user_id).units.table
             own = np.fromiter((sid == session.session_id for sid in table.session_ids), bool, len(table))
             assoc, _ = association_edges([units[i] for i in new_rows], table, candidates=self.cfg.candidates,
                                          exclude=own)
