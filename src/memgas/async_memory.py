@@ -68,6 +68,7 @@ class AsyncMemory:
     graph = _offloaded(Memory.graph)
     stats = _offloaded(Memory.stats)
     llm_usage = _offloaded(Memory.llm_usage)
+    index_cache = _offloaded(Memory.index_cache)
     close = _offloaded(Memory.close)
     list = _offloaded(Memory.list)  # last: in a class body this name would shadow the builtin below it
 

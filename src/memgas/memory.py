@@ -45,7 +45,10 @@ from memgas.store import Store, open_store
 if TYPE_CHECKING:
     from memgas.answer import Answer
 
-__all__ = ["Memory"]
+__all__ = ["Memory", "DEFAULT_INDEX_CACHE_MB"]
+
+#: What the search indexes of one Memory may hold by default (MiB); ``stats()["index_cache"]`` shows what they hold.
+DEFAULT_INDEX_CACHE_MB = 1024
 
 log = logging.getLogger("memgas")
 
@@ -71,6 +74,9 @@ class Memory:
             rebuilt from the store in a new process) costs no second call.
         rerank: an optional reranking stage after the method's scoring, ``"llm:<LLM spec>"`` (see
             :mod:`memgas.methods.rerank`: a listwise LLM reranker, one call per search; off by default).
+        index_cache_mb: the memory the method's per-user search indexes may hold (MiB; the least recently used
+            user's index is dropped first, and rebuilt from the store when that user searches again); ``None``: at
+            most 8 users' indexes, whatever their size (the behaviour before this option).
         **method_options: parameters of the method (e.g. ``damping=0.5`` for MemGAS).
 
     Raises:
@@ -88,8 +94,12 @@ class Memory:
         llm_units: bool = True,
         llm_cache: str | Path | None = None,
         rerank: str | None = None,
+        index_cache_mb: float | None = DEFAULT_INDEX_CACHE_MB,
         **method_options: Any,
     ) -> None:
+        if index_cache_mb is not None and (isinstance(index_cache_mb, bool) or not isinstance(
+                index_cache_mb, (int, float)) or not 1 <= index_cache_mb <= 1_048_576):
+            raise InvalidInputError(f"index_cache_mb must be a number of MiB from 1 to 1,048,576, got {index_cache_mb!r}")
         reranker = None
         if rerank is not None:  # before anything is opened: a bad spec leaves nothing to close
             from memgas.methods.rerank import rerank_stage
@@ -119,6 +129,9 @@ class Memory:
             method = self.store.method or "memgas"
         self.method: MemoryMethod = get_method(method, self.embedder, llm=self.llm, **method_options)
         self.method.reranker = reranker
+        self.index_cache_bytes = None if index_cache_mb is None else int(index_cache_mb * 2**20)
+        if self.index_cache_bytes is not None:
+            self.method.limit_caches(self.index_cache_bytes)
         self._lock = threading.Lock()
         self._method_recorded = self.store.method is not None
         self._fallback_method: MemoryMethod | None = None
@@ -742,6 +755,7 @@ class Memory:
             self._require_user(user_id)
         out = dict(self.store.stats(user_id))
         out["method"] = self.method.config()
+        out["index_cache"] = self.index_cache()
         if hasattr(self.method, "pending"):  # zep: extractions waiting for a retry (see Zep.retry_pending)
             out["method"].update(self.method.pending(self.store, user_id))
         out["calls"] = {name: {"count": int(n), "seconds": round(t, 4)} for name, (n, t) in self._timings.items()}
@@ -752,6 +766,11 @@ class Memory:
         if self._unit_writer is not None:
             out["llm"]["units"] = {"written": self._unit_writer.written, "fallbacks": self._unit_writer.fallbacks}
         return out
+
+    def index_cache(self) -> dict[str, Any]:
+        """What the method's per-user search indexes hold in memory now: ``{"users", "bytes", "limit_bytes"}``
+        (``bytes`` estimated as each index is stored; ``limit_bytes`` ``None`` when the cache counts users)."""
+        return {**self.method.cache_usage(self.store), "limit_bytes": self.index_cache_bytes}
 
     def _timed(self, name: str, seconds: float, count: int = 1) -> None:
         """Count ``count`` finished calls of kind ``name`` that took ``seconds`` in all (for :meth:`stats`)."""

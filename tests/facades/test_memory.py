@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 from datetime import datetime, timezone
 from importlib import resources
 
@@ -250,3 +251,21 @@ def test_stats_count_calls_and_their_time_including_a_batch(embedder) -> None:  
         calls = mem.stats()["calls"]
     assert calls["add"]["count"] == 4 and calls["search"]["count"] == 4 and calls["answer"]["count"] == 0
     assert calls["add"]["seconds"] > 0 and calls["search"]["seconds"] > 0
+
+
+def test_the_index_cache_is_sized_by_memory_and_reported(embedder: Any) -> None:
+    with Memory(None, embedder=embedder, index_cache_mb=1) as mem:
+        for user in ("a", "b", "c", "d"):
+            for i in range(4):
+                mem.add(f"{user}: note {i} about the greyhound Pixel and the kitchen paint " * 20, user_id=user)
+            mem.search("greyhound", user_id=user)
+        held = mem.stats()["index_cache"]
+        assert held["limit_bytes"] == 2**20 and 0 < held["bytes"] <= 2**20 and 1 <= held["users"] <= 4
+        assert mem.index_cache() == held and mem.search("greyhound", user_id="a")  # evicted or not: it answers
+    with Memory(None, embedder=embedder, index_cache_mb=None) as mem:
+        mem.add("one", user_id="u")
+        mem.search("one", user_id="u")
+        assert mem.index_cache() == {"users": 1, "bytes": 0, "limit_bytes": None}  # counted by users
+    for bad in (0, -1, True, "10", float("nan")):
+        with pytest.raises(InvalidInputError, match="index_cache_mb"):
+            Memory(None, embedder=embedder, index_cache_mb=bad)

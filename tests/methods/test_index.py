@@ -28,24 +28,24 @@ QUERIES = ["What did the vet say about Biscuit?", "which trail did I hike?", "sp
 WHEN = datetime(2024, 3, 12, 9, 0)
 
 
-def _session(rng: random.Random, sid: str) -> object:
+def _session(rng: random.Random, sid: str, user: str = "u") -> object:
     msgs = []
     for line in rng.sample(LINES, rng.randint(1, 3)):
         msgs += [{"role": "user", "content": line}, {"role": "assistant", "content": f"Noted ({sid})."}]
-    return make_session(msgs, user_id="u", session_id=sid, timestamp=f"2024-03-{rng.randint(1, 14):02d}T10:00:00")
+    return make_session(msgs, user_id=user, session_id=sid, timestamp=f"2024-03-{rng.randint(1, 14):02d}T10:00:00")
 
 
-def _assert_same_as_fresh(cached: MemGAS, store: object, embedder: object) -> None:
+def _assert_same_as_fresh(cached: MemGAS, store: object, embedder: object, user: str = "u") -> None:
     """Every query scores every unit as a new MemGAS (that builds its index from scratch) does."""
     fresh = MemGAS(embedder)
     for q in QUERIES:
-        a = cached.score(store, "u", q, query_time=WHEN)
-        b = fresh.score(store, "u", q, query_time=WHEN)
+        a = cached.score(store, user, q, query_time=WHEN)
+        b = fresh.score(store, user, q, query_time=WHEN)
         assert a.index.table.ids.tolist() == b.index.table.ids.tolist()
         assert a.index.sessions == b.index.sessions and a.index.timestamps == b.index.timestamps
         np.testing.assert_allclose(a.scores, b.scores, rtol=0, atol=1e-9)
-        assert cached.rank(store, "u", q, query_time=WHEN) == fresh.rank(store, "u", q, query_time=WHEN)
-        hits = [cached.search(store, "u", q, k=3, query_time=WHEN), fresh.search(store, "u", q, k=3, query_time=WHEN)]
+        assert cached.rank(store, user, q, query_time=WHEN) == fresh.rank(store, user, q, query_time=WHEN)
+        hits = [cached.search(store, user, q, k=3, query_time=WHEN), fresh.search(store, user, q, k=3, query_time=WHEN)]
         assert [h.session_id for h in hits[0]] == [h.session_id for h in hits[1]]
         np.testing.assert_allclose([(h.score, h.relevance) for h in hits[0]],
                                    [(h.score, h.relevance) for h in hits[1]], rtol=0, atol=1e-9)
@@ -112,3 +112,37 @@ def test_a_rolled_back_write_is_never_served_from_the_cache(embedder, tmp_path: 
     method.ingest(store, _session(rng, "real"))
     assert sorted(method.rank(store, "u", QUERIES[0]).sessions) == ["kept", "real"]
     _assert_same_as_fresh(method, store, embedder)
+
+
+def test_nbytes_counts_arrays_texts_and_shared_buffers_once() -> None:
+    from memgas.methods.index import RowBuffer, nbytes
+
+    rows = RowBuffer(np.zeros((10, 4), dtype=np.float32), capacity=100)
+    view_a, view_b = rows.view(5), rows.view(10)  # two views of one buffer: the buffer counts once
+    assert nbytes([view_a, view_b]) == 100 * 4 * 4 + 2 * 8
+    assert nbytes(("ab", "cde")) == 2 * 8 + 5 and nbytes({"k": np.zeros(3)}) == 64 + 1 + 24
+    shared = np.ones(1000)
+    assert nbytes([shared, shared, (shared,)]) < 2 * shared.nbytes  # one object, once
+
+
+def test_a_cache_sized_by_memory_drops_the_least_recently_used_users(embedder, tmp_path: Path) -> None:
+    from memgas.methods.index import nbytes
+
+    rng = random.Random(11)
+    store = open_store(tmp_path / "mem.db")
+    method = DenseMethod(embedder, "turn")  # its index has no part made later, on first use: sizes stay put
+    for user in ("a", "b", "c"):
+        for i in range(3):
+            method.ingest(store, _session(rng, f"{user}{i}", user=user))
+        method.search(store, user, QUERIES[0])
+    sizes = {u: nbytes(method._indexes.get(store, u)) for u in ("a", "b", "c")}
+    assert method._indexes.held(store) == (3, 0)  # counted by users so far
+    room = sum(sorted(sizes.values())[1:])  # any two users' indexes fit, not three: "a" goes at once
+    method.limit_caches(room)
+    assert method._indexes.held(store) == (2, sizes["b"] + sizes["c"])
+    assert method.cache_usage(store) == {"users": 2, "bytes": sizes["b"] + sizes["c"]}
+    builds = method._indexes.builds
+    got = method.rank(store, "a", QUERIES[1])  # rebuilt from the store, exactly, and "b" makes room
+    assert method._indexes.builds == builds + 1 and got == DenseMethod(embedder, "turn").rank(store, "a", QUERIES[1])
+    assert method._indexes.held(store) == (2, sizes["c"] + sizes["a"])
+    store.close()

@@ -206,10 +206,15 @@ def test_request_ids_logs_metrics_and_probes(server: LiveServer) -> None:
     assert len(mine) == 1 and mine[0]["status"] == 200 and mine[0]["route"] == "/v1/users"
     assert mine[0]["key"] == admin.split("_")[1]  # the key id, never the key
     assert not any(admin.split("_", 2)[2] in line for line in server.log_lines())
+    call(server, "POST", "/v1/sessions", admin, json={"user_id": "metrics-user", "messages": MSG})
+    call(server, "POST", "/v1/search", admin, json={"user_id": "metrics-user", "query": "cat"})  # an index held
     text = call(server, "GET", "/metrics", admin).text
     assert 'memgas_http_requests_total{method="GET",route="/v1/users",status="200"}' in text
     assert 'memgas_http_request_seconds_bucket{route="/v1/users",le="+Inf"}' in text
     assert "memgas_adds_total" in text and "memgas_searches_total" in text
+    gauges = dict(line.split() for line in text.splitlines() if line.startswith("memgas_index_cache_"))
+    assert "# TYPE memgas_index_cache_bytes gauge" in text and int(gauges["memgas_index_cache_users"]) >= 1
+    assert int(gauges["memgas_index_cache_bytes"]) > 0  # the searched users' indexes, by memory
 
 
 def test_rate_limit_is_per_key(tmp_path: Path) -> None:

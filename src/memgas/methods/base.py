@@ -70,6 +70,21 @@ class MemoryMethod(ABC):
         """The session's multi-granular units, with vectors (see :func:`memgas.methods.units.build_units`)."""
         return build_units(session, self.embedder, summarizer=self.summarizer, keyworder=self.keyworder)
 
+    def caches(self) -> list[IndexCache[Any]]:
+        """The per-user index caches this method keeps (what :meth:`limit_caches` sizes)."""
+        return [c for c in vars(self).values() if isinstance(c, IndexCache)]
+
+    def limit_caches(self, max_bytes: int) -> None:
+        """Size this method's index caches by memory: ``max_bytes`` in all, shared evenly between them."""
+        caches = self.caches()
+        for cache in caches:
+            cache.limit(max_bytes // max(len(caches), 1))
+
+    def cache_usage(self, store: Store) -> dict[str, int]:
+        """``{"users", "bytes"}``: what this method's caches hold for ``store`` (users: the most any one holds)."""
+        held = [c.held(store) for c in self.caches()]
+        return {"users": max((u for u, _ in held), default=0), "bytes": sum(b for _, b in held)}
+
     def prepare(self, store: Store, user_id: str) -> None:
         """Build the user's search index now rather than on the first query."""
         if self._indexes is not None:

@@ -17,7 +17,7 @@ from memgas.core.types import GRANULARITIES, Session
 from memgas.store import Store, UnitTable
 
 __all__ = [
-    "IndexCache", "UserIndex", "RowBuffer", "build_user_index", "extend_user_index", "compacted_index", "update_user_index",
+    "IndexCache", "nbytes", "UserIndex", "RowBuffer", "build_user_index", "extend_user_index", "compacted_index", "update_user_index",
     "turn_docs",
 ]
 
@@ -151,6 +151,56 @@ def update_user_index(store: Store, user_id: str, index: UserIndex) -> UserIndex
     return None if extended is None else extended[0]
 
 
+#: What :func:`nbytes` does not look into: locks and weak references (their targets are someone else's).
+_OPAQUE = (type(threading.Lock()), type(threading.RLock()), weakref.ref)
+
+
+def nbytes(value: object) -> int:
+    """About how many bytes ``value`` holds in memory: numpy arrays (a view counts its base buffer, once), sparse
+    matrices, strings, and the containers, dataclasses and objects with ``__dict__``/``__slots__`` around them,
+    each object once. What an index cache charges a user's index (an estimate: interpreter overheads of small
+    objects are left out)."""
+    seen: set[int] = set()
+    total = 0
+    stack = [value]
+    while stack:
+        obj = stack.pop()
+        if obj is None or isinstance(obj, (bool, int, float)) or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, np.ndarray):
+            base = obj
+            while isinstance(base.base, np.ndarray):
+                base = base.base
+            if base is not obj and id(base) in seen:
+                continue
+            seen.add(id(base))
+            total += base.nbytes
+        elif isinstance(obj, (str, bytes)):
+            total += len(obj)
+        elif isinstance(obj, dict):
+            total += 64 * len(obj)
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            total += 8 * len(obj)
+            if obj and all(isinstance(x, str) for x in obj):  # texts: one C loop rather than an object each
+                total += sum(map(len, obj))
+            else:
+                stack.extend(obj)
+        elif isinstance(obj, _OPAQUE) or callable(obj):
+            continue
+        else:
+            attrs = getattr(obj, "__dict__", None)
+            if attrs is not None:
+                stack.extend(attrs.values())
+            for cls in type(obj).__mro__:
+                for name in getattr(cls, "__slots__", ()):
+                    if name != "__weakref__" and hasattr(obj, name):
+                        stack.append(getattr(obj, name))
+    return total
+
+
 class IndexCache(Generic[T]):
     """Per-store, per-user search indexes, invalidated by the store's version counter.
 
@@ -167,14 +217,18 @@ class IndexCache(Generic[T]):
     readers still holding it, and returns ``None`` when it cannot (e.g. after a delete): then the
     index is built whole. One thread at a time builds or updates a given user's index (others
     wait for it rather than repeat the work). Stores are held weakly (a closed, dropped store takes
-    its indexes with it); at most ``max_users`` users are kept per store, least recently used first out.
+    its indexes with it); at most ``max_users`` users are kept per store (``None``: no count limit) and, with
+    ``max_bytes``, at most that many bytes of indexes (:func:`nbytes`, measured as each is stored; the index just
+    stored always stays), least recently used first out.
     """
 
-    def __init__(self, build: Callable[[Store, str], T], max_users: int = 8,
-                 update: Callable[[Store, str, T], T | None] | None = None) -> None:
+    def __init__(self, build: Callable[[Store, str], T], max_users: int | None = 8,
+                 update: Callable[[Store, str, T], T | None] | None = None, *, max_bytes: int | None = None) -> None:
         self._build = build
         self._update = update
         self._max = max_users
+        self.max_bytes = max_bytes
+        self._bytes: weakref.WeakKeyDictionary[Store, dict[str, int]] = weakref.WeakKeyDictionary()
         self._stores: weakref.WeakKeyDictionary[Store, OrderedDict[str, tuple[tuple[int, int], T]]] = (
             weakref.WeakKeyDictionary())
         self._builders: weakref.WeakKeyDictionary[Store, dict[str, threading.Lock]] = weakref.WeakKeyDictionary()
@@ -224,13 +278,39 @@ class IndexCache(Generic[T]):
                 else:
                     index = self._build(store, user_id)
                     self.builds += 1
+                size = nbytes(index) if self.max_bytes is not None else 0
                 with self._lock:
                     items = self._stores.setdefault(store, OrderedDict())
+                    sizes = self._bytes.setdefault(store, {})
                     items[user_id] = (key, index)
+                    sizes[user_id] = size
                     items.move_to_end(user_id)
-                    while len(items) > self._max:
-                        items.popitem(last=False)
+                    self._evict(items, sizes)
         return index
+
+    def _evict(self, items: OrderedDict[str, tuple[tuple[int, int], T]], sizes: dict[str, int]) -> None:
+        """Drop least recently used indexes until the limits hold (the latest one always stays); under the lock."""
+        while len(items) > 1 and ((self._max is not None and len(items) > self._max) or (
+                self.max_bytes is not None and sum(sizes.values()) > self.max_bytes)):
+            gone, _ = items.popitem(last=False)
+            sizes.pop(gone, None)
+
+    def limit(self, max_bytes: int) -> None:
+        """Keep indexes by size from now on: at most ``max_bytes`` of them per store, whatever their count (the
+        indexes held already are measured now, and the oldest dropped if they do not fit)."""
+        with self._lock:
+            self._max, self.max_bytes = None, int(max_bytes)
+            for store, items in list(self._stores.items()):
+                sizes = self._bytes.setdefault(store, {})
+                for user_id, (_, index) in items.items():
+                    if not sizes.get(user_id):  # stored while the cache counted users
+                        sizes[user_id] = nbytes(index)
+                self._evict(items, sizes)
+
+    def held(self, store: Store) -> tuple[int, int]:
+        """``(users, bytes)`` of the indexes this cache holds for ``store`` (bytes: 0 unless sized by bytes)."""
+        with self._lock:
+            return len(self._stores.get(store, ())), sum(self._bytes.get(store, {}).values())
 
 
 def turn_docs(store: Store, user_id: str, side: str) -> UserIndex:

@@ -51,8 +51,9 @@ class Metrics:
         with self._lock:
             self._counters[name] += value
 
-    def render(self, extra: dict[str, Any] | None = None) -> str:
-        """The exposition text; ``extra`` maps more counter names (e.g. LLM use read at scrape time) to values."""
+    def render(self, extra: dict[str, Any] | None = None, gauges: dict[str, Any] | None = None) -> str:
+        """The exposition text; ``extra`` maps more counter names (e.g. LLM use read at scrape time) to values,
+        ``gauges`` names of values that go up and down (what the index cache holds)."""
         lines = ["# HELP memgas_http_requests_total HTTP requests by method, route and status.",
                  "# TYPE memgas_http_requests_total counter"]
         with self._lock:
@@ -71,4 +72,6 @@ class Metrics:
             counters = {**self._counters, **(extra or {})}
         for name, value in sorted(counters.items()):
             lines += [f"# TYPE memgas_{name}_total counter", f"memgas_{name}_total {value}"]
+        for name, value in sorted((gauges or {}).items()):
+            lines += [f"# TYPE memgas_{name} gauge", f"memgas_{name} {value}"]
         return "\n".join(lines) + "\n"

@@ -43,6 +43,7 @@ class ServeConfig:
     max_body: int | None = None
     mcp: bool = True
     idle_timeout: float = IDLE_TIMEOUT
+    index_cache_mb: float | None = None  # None: the library's default
 
 
 def build_app(config: ServeConfig) -> Any:
@@ -51,7 +52,8 @@ def build_app(config: ServeConfig) -> Any:
     from memgas.service.app import create_app
     from memgas.service.deps import DEFAULT_MAX_BODY
 
-    memory = Memory(config.db, method=config.method, llm=config.llm)  # embeddings cached in memory only
+    cache = {} if config.index_cache_mb is None else {"index_cache_mb": config.index_cache_mb}
+    memory = Memory(config.db, method=config.method, llm=config.llm, **cache)  # embeddings cached in memory only
     return create_app(memory, auth=config.auth, rate_limit=config.rate_limit,
                       max_body=config.max_body or DEFAULT_MAX_BODY, mcp=config.mcp, on_shutdown=memory.close)
 

@@ -31,7 +31,8 @@ def readyz(request: Request) -> JSONResponse:
 
 @router.get("/metrics", response_class=PlainTextResponse)
 def metrics(request: Request, who: Principal = Depends(principal)) -> PlainTextResponse:
-    """Request counts and latencies, adds, searches, answers, LLM calls and tokens (admin key)."""
+    """Request counts and latencies, adds, searches, answers, LLM calls and tokens, and what the search-index cache
+    holds (admin key)."""
     who.require_admin()
     state = request.app.state.memgas
     extra = {}
@@ -39,4 +40,6 @@ def metrics(request: Request, who: Principal = Depends(principal)) -> PlainTextR
     if llm is not None:
         extra = {"llm_calls": llm["calls"], "llm_cached_calls": llm["cached"], "llm_failures": llm["failures"],
                  "llm_prompt_tokens": llm["prompt_tokens"], "llm_completion_tokens": llm["completion_tokens"]}
-    return PlainTextResponse(state.metrics.render(extra), media_type="text/plain; version=0.0.4")
+    held = state.memory.index_cache()
+    gauges = {"index_cache_bytes": held["bytes"], "index_cache_users": held["users"]}
+    return PlainTextResponse(state.metrics.render(extra, gauges), media_type="text/plain; version=0.0.4")
