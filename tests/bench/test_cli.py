@@ -417,3 +417,18 @@ def test_ratelimit_bench_counts_what_one_key_gets_through(tmp_path: Path, capsys
     (row,) = result["rows"]
     assert row["workers"] == 1 and row["requests"] == row["allowed"] + row["refused"] + row["other"]
     assert row["refused"] > 0 and 0.75 <= row["ratio"] <= 1.25  # the burst and 5 a second, not more
+
+
+def test_users_bench_compares_round_robin_with_a_warm_user(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "lme.json"
+    data.write_text(json.dumps(lme_records()))
+    out = tmp_path / "users"
+    assert main(["bench", "users", "--data", str(data), "--users", "3", "--sessions", "2", "--index-cache-mb",
+                 "64,none,0.001", "--out", str(out)]) == 0
+    result = json.loads((out / "results.json").read_text())
+    big, counted, tiny = result["rows"]
+    assert big["held_users"] == 3 and big["builds"] == 3  # every index built once and kept
+    assert counted["cache_mb"] is None and counted["builds"] == 3  # 3 users fit the 8 of a counting cache
+    assert tiny["held_users"] == 1 and tiny["builds"] == 3 * 4  # nothing fits: a build every search
+    assert result["store_bytes_per_session"] > 0
+    assert main(["bench", "users", "--data", str(data), "--index-cache-mb", "lots"]) == 2

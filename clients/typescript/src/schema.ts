@@ -29,7 +29,8 @@ export interface paths {
         };
         /**
          * Metrics
-         * @description Request counts and latencies, adds, searches, answers, LLM calls and tokens (admin key).
+         * @description Request counts and latencies, adds, searches, answers, LLM calls and tokens, and what the search-index cache
+         *     holds (admin key).
          */
         get: operations["metrics_metrics_get"];
         put?: never;
@@ -3105,7 +3106,7 @@ export interface operations {
                 agent_id?: string | null;
                 /** @description only this run's sessions */
                 run_id?: string | null;
-                /** @description a filter as JSON (see /v1/sessions/query) */
+                /** @description a filter as JSON, up to 1,024 characters (longer: POST /v1/sessions/query) */
                 filters?: string | null;
                 /** @description sessions per page (default: all) */
                 limit?: number | null;

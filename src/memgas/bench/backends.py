@@ -36,7 +36,8 @@ from memgas.core.errors import InvalidInputError
 from memgas.core.types import Edge, Session, Unit
 from memgas.store import Store, open_store
 
-__all__ = ["run_throughput", "throughput_markdown", "run_scale", "scale_markdown", "store_size"]
+__all__ = ["run_throughput", "throughput_markdown", "run_scale", "scale_markdown", "store_size", "template_users",
+           "replay_user", "percentiles"]
 
 
 def _messages(session: Session) -> list[dict[str, str]]:
@@ -158,7 +159,7 @@ def throughput_markdown(results: dict[str, list[dict[str, Any]]]) -> str:
 Template = list[tuple[Session, list[Unit], list[Edge], list[int]]]
 
 
-def _templates(data: Path, n_templates: int, per_user: int, embedder: Any) -> tuple[list[Template], list[str]]:
+def template_users(data: Path, n_templates: int, per_user: int, embedder: Any) -> tuple[list[Template], list[str]]:
     """Ingest ``n_templates`` users of ``per_user`` LongMemEval sessions each with MemGAS (in memory), recording
     every ``add_session`` call; and one question per template, to search with."""
     from memgas.methods import MemGAS
@@ -186,7 +187,7 @@ def _templates(data: Path, n_templates: int, per_user: int, embedder: Any) -> tu
     return templates, (questions * n_templates)[:n_templates]
 
 
-def _replay(store: Store, user_id: str, template: Template) -> None:
+def replay_user(store: Store, user_id: str, template: Template) -> None:
     """Write a template's sessions, units and edges for ``user_id``, mapping stored unit ids to the new ones."""
     new_id: dict[int, int] = {}
     for session, units, edges, old_ids in template:
@@ -210,7 +211,7 @@ def store_size(target: str) -> int:
 _HELD_USERS = 5
 
 
-def _percentiles(seconds: list[float]) -> dict[str, float]:
+def percentiles(seconds: list[float]) -> dict[str, float]:
     ms = np.asarray(seconds) * 1000
     return {"p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95))}
 
@@ -241,7 +242,7 @@ def run_scale(
 
     if not checkpoints or list(checkpoints) != sorted(set(checkpoints)) or checkpoints[0] < 1:
         raise InvalidInputError("checkpoints must be ascending positive integers")
-    templates, questions = _templates(data, n_templates, per_user, embedder)
+    templates, questions = template_users(data, n_templates, per_user, embedder)
     # Query vectors are put in the cache first: the latencies are the store's and the index's, not the model's.
     cache = getattr(embedder, "cache", None)
     if cache is not None:
@@ -255,7 +256,7 @@ def run_scale(
         for checkpoint in checkpoints:
             t0 = time.perf_counter()
             for u in range(users, checkpoint):
-                _replay(store, f"u{u:06d}", templates[u % n_templates])
+                replay_user(store, f"u{u:06d}", templates[u % n_templates])
             written = (checkpoint - users) * per_user / (time.perf_counter() - t0)
             users = checkpoint
             picked = rng.choice(users, size=min(probes, users), replace=False)
@@ -283,7 +284,7 @@ def run_scale(
             tracemalloc.stop()
             del method
             out.append({"users": users, "sessions": users * per_user, "write_sessions_per_s": written,
-                        "size_bytes": store_size(target), "cold": _percentiles(cold), "warm": _percentiles(warm),
+                        "size_bytes": store_size(target), "cold": percentiles(cold), "warm": percentiles(warm),
                         "cached_user_bytes": cached})
             print(f"scale: {json.dumps(out[-1])}", file=sys.stderr, flush=True)  # a long run shows each checkpoint
     return out

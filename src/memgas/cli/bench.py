@@ -60,7 +60,7 @@ def add_bench_parser(sub: Any) -> None:
     """Register the ``bench`` subcommand on the main parser's subparsers."""
     sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
     sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost", "live", "kg", "store", "scale", "http", "bot",
-                                            "principles", "multilingual", "filters", "adapters", "ratelimit"),
+                                            "principles", "multilingual", "filters", "adapters", "ratelimit", "users"),
                     help="a retrieval benchmark; 'cost': add/search cost on LongMemEval-S sessions; 'live': add then "
                          "search, session after session, as an agent does; 'kg': the temporal knowledge graph's "
                          "update behaviour on the LongMemEval oracle (needs --llm); 'store': adds/s and searches/s "
@@ -77,7 +77,9 @@ def add_bench_parser(sub: Any) -> None:
                          "framework adapter's call against the direct Memory call, and AsyncMemory from 8 tasks "
                          "against Memory from 8 threads, at --sessions sessions (default 200); 'ratelimit': requests one key "
                          "gets through a server with --rate-limit 5 at --clients worker counts (default 1,2; several "
-                         "need --backend or --pg-temp)")
+                         "need --backend or --pg-temp); 'users': round-robin searches over --users users (default 12) of "
+                         "--sessions sessions (default 100) against a warm user, at --index-cache-mb sizes (default "
+                         "1024,none,1)")
     sp.add_argument("--sessions", type=int, default=None,
                     help="cost, live: sessions to add to one user (default 500; live: the last checkpoint); "
                          "store: sessions each client adds (default 10); scale: sessions per user (default 20); "
@@ -90,6 +92,8 @@ def add_bench_parser(sub: Any) -> None:
                          "(at least 1)")
     sp.add_argument("--json", action="store_true", help="http: print the results as JSON instead of the table")
     sp.add_argument("--searches", type=int, default=20, help="store: searches per client (default 20)")
+    sp.add_argument("--index-cache-mb", default=None, metavar="MIB[,MIB...]",
+                    help="users: index cache sizes to measure, comma-separated MiB or 'none' for 8 users (default 1024,none,1)")
     sp.add_argument("--users", type=_ks, default=None, help="scale: user counts to measure at (default 100,1000,10000)")
     sp.add_argument("--checkpoints", type=_ks, default=None,
                     help="live: stored-session counts to report at (default 50,500,2000,5000)")
@@ -230,6 +234,33 @@ def _cmd_adapters(args: argparse.Namespace) -> int:
     (out / "adapters.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
     (out / "adapters.md").write_text(table, encoding="utf-8")
     print(table)
+    return 0
+
+
+def _cmd_users(args: argparse.Namespace) -> int:
+    """``bench users``: on ``--backend``, ``--pg-temp`` or a fresh SQLite file in ``--out``."""
+    from memgas.bench.report import command_line
+    from memgas.bench.users import run_users, users_markdown
+    from memgas.core.paths import default_cache_path
+    from memgas.embed.cache import EmbeddingCache
+    from memgas.embed.factory import get_embedder
+
+    out = args.out or Path("bench-out") / "users"
+    out.mkdir(parents=True, exist_ok=True)
+    try:  # "none": the cache counts users (8), as before it was sized by memory
+        sizes = [None if x.strip().lower() == "none" else float(x) for x in str(args.index_cache_mb or "1024,none,1")
+                 .split(",")]
+    except ValueError:
+        raise InvalidInputError(f"--index-cache-mb: expected MiB values or 'none', got {args.index_cache_mb!r}") from None
+    embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
+    with _backend(args, "memgas_bench_users") as backend:
+        target, label = _target(backend, out / "users.db")
+        result = run_users(target, _longmemeval_data(args), embedder, users=(args.users or [12])[0],
+                           sessions=100 if args.sessions is None else args.sessions, cache_mb=sizes)
+    command = command_line("memgas bench users")
+    text = f"Command: `{command}`\n\nStore: {label}; {os.cpu_count()} CPU cores. {users_markdown(result)}"
+    _write_results(out, "users", command, text, {"store": label, **result})
+    print(text)
     return 0
 
 
@@ -486,6 +517,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _cmd_adapters(args)
     if args.dataset == "ratelimit":
         return _cmd_ratelimit(args)
+    if args.dataset == "users":
+        return _cmd_users(args)
     if args.dataset in ("store", "scale"):
         return _cmd_store(args)
     if args.dataset == "http":

@@ -54,7 +54,9 @@ def list_sessions(
                                  description="only this agent's sessions"),
     run_id: str | None = Query(default=None, min_length=1, max_length=256, pattern=ID_PATTERN,
                                description="only this run's sessions"),
-    filters: str | None = Query(default=None, max_length=65_536, description="a filter as JSON (see /v1/sessions/query)"),
+    # A URL travels in the request line, which the server reads up to 16 KiB: a longer filter goes in a body.
+    filters: str | None = Query(default=None, max_length=1024,
+                                description="a filter as JSON, up to 1,024 characters (longer: POST /v1/sessions/query)"),
     limit: int | None = Query(default=None, ge=1, le=10_000, description="sessions per page (default: all)"),
     cursor: str | None = Query(default=None, min_length=1, max_length=2048, description="a listed session's cursor"),
     order: Order = Query(default="oldest"),

@@ -1,0 +1,84 @@
+"""Many users against one process's index cache: ``memgas bench users``.
+
+``users`` users of ``sessions`` LongMemEval-S dev sessions each are written to a fresh store (ten template users are
+ingested with MemGAS once and replayed under new ids, so the store holds real units and edges without embedding
+every copy). Query vectors are put in the embedding cache first: the latencies are the store's and the index's,
+not the model's. Then, with MemGAS and its index cache sized to ``index_cache_mb``:
+
+* *warm*: one user searched ``probes`` times (its index built by a first search);
+* *round robin*: every user in turn, ``rounds`` times over, with a cache that starts empty (the first round builds
+  each user's index; the others find it cached or not, as the cache's size allows).
+
+Each table row gives p50/p95 of both, their ratio (p50), what the cache held at the end, and the store's bytes per
+session.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Sequence
+
+from memgas.bench.backends import percentiles, replay_user, store_size, template_users
+from memgas.methods import get_method
+from memgas.store import open_store
+
+__all__ = ["run_users", "users_markdown"]
+
+
+def run_users(target: str, data: Path, embedder: Any, *, users: int = 12, sessions: int = 100,
+              cache_mb: Sequence[float | None] = (1024, 1), rounds: int = 4, probes: int = 40) -> dict[str, Any]:
+    """Measure round-robin searches against a warm user at each cache size (see the module docstring)."""
+    n_templates = min(10, users)
+    templates, questions = template_users(data, n_templates, sessions, embedder)
+    cache = getattr(embedder, "cache", None)
+    if cache is not None:
+        cache.put_many(embedder.id, questions, getattr(embedder, "inner", embedder).embed(questions))
+    now = datetime(2030, 1, 1)
+    rows = []
+    with open_store(target) as store:
+        store.bind_embedder(embedder.id, embedder.dim)
+        for u in range(users):
+            replay_user(store, f"u{u:05d}", templates[u % n_templates])
+        size = store_size(target)
+        for mb in cache_mb:
+            method = get_method("memgas", embedder)
+            if mb is not None:
+                method.limit_caches(int(mb * 2**20))
+            warm = []
+            method.search(store, "u00000", questions[0], k=5, query_time=now)
+            for _ in range(probes):
+                t0 = time.perf_counter()
+                method.search(store, "u00000", questions[0], k=5, query_time=now)
+                warm.append(time.perf_counter() - t0)
+            method = get_method("memgas", embedder)  # an empty cache for the round robin
+            if mb is not None:
+                method.limit_caches(int(mb * 2**20))
+            robin, first = [], []
+            for r in range(rounds):
+                for u in range(users):
+                    t0 = time.perf_counter()
+                    method.search(store, f"u{u:05d}", questions[u % n_templates], k=5, query_time=now)
+                    (first if r == 0 else robin).append(time.perf_counter() - t0)
+            held = method.cache_usage(store)
+            rows.append({"cache_mb": mb, "warm": percentiles(warm), "round_robin": percentiles(robin),
+                         "first_round": percentiles(first), "held_users": held["users"], "held_bytes": held["bytes"],
+                         "builds": method._indexes.builds})
+    return {"users": users, "sessions": sessions, "store_bytes_per_session": size / (users * sessions),
+            "rounds": rounds, "rows": rows}
+
+
+def users_markdown(r: dict[str, Any]) -> str:
+    """The runs as a Markdown table."""
+    lines = [f"{r['users']} users × {r['sessions']} sessions; store {r['store_bytes_per_session'] / 1e3:.1f} KB per "
+             f"session; round robin: {r['rounds'] - 1} rounds after the first (which builds every index).", "",
+             "| index cache | warm p50 / p95 (ms) | round robin p50 / p95 (ms) | round robin / warm (p50) | "
+             "first round p50 (ms) | users held | MB held | index builds |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in r["rows"]:
+        w, rr, f = row["warm"], row["round_robin"], row["first_round"]
+        label = "8 users" if row["cache_mb"] is None else f"{row['cache_mb']:g} MiB"
+        lines.append(f"| {label} | {w['p50_ms']:.1f} / {w['p95_ms']:.1f} | {rr['p50_ms']:.1f} / {rr['p95_ms']:.1f} | "
+                     f"{rr['p50_ms'] / w['p50_ms']:.2f} | {f['p50_ms']:.1f} | {row['held_users']} | "
+                     f"{row['held_bytes'] / 2**20:.1f} | {row['builds']} |")
+    return "\n".join(lines) + "\n"
