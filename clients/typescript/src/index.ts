@@ -258,51 +258,48 @@ export class MemgasClient {
   // -- experience memory ----------------------------------------------------------------------------------------
 
   async templates(scope: ExperienceScope): Promise<Template[]> {
-    return (await this.#call<{ templates: Template[] }>("GET", "/v1/templates", { query: scopeQuery(scope) })).templates;
+    return (await this.#call<{ templates: Template[] }>("GET", "/v1/templates", { query: scopeOf(scope) })).templates;
   }
   template(id: number, scope: ExperienceScope): Promise<Template> {
-    return this.#call("GET", itemPath("templates", id), { query: scopeQuery(scope) });
+    return this.#call("GET", itemPath("templates", id), { query: scopeOf(scope) });
   }
   deleteTemplate(id: number, scope: ExperienceScope): Promise<ItemDeleted> {
-    return this.#call("DELETE", itemPath("templates", id), { query: scopeQuery(scope) });
+    return this.#call("DELETE", itemPath("templates", id), { query: scopeOf(scope) });
   }
   /** The `k` templates nearest a distilled problem description, best first. */
   async matchTemplates(description: string, options: ExperienceScope & { k?: number; minSimilarity?: number }): Promise<TemplateMatch[]> {
-    return (await this.#call<{ matches: TemplateMatch[] }>("POST", "/v1/templates/match", { body: { ...scopeBody(options),
+    return (await this.#call<{ matches: TemplateMatch[] }>("POST", "/v1/templates/match", { body: { ...scopeOf(options),
       description, k: options.k ?? 1, min_similarity: options.minSimilarity } })).matches;
   }
   /** Solve a problem with the scope's best template and the server's LLM. */
   solveTemplate(problem: string, options: ExperienceScope & { learn?: boolean }): Promise<TemplateSolved> {
-    return this.#call("POST", "/v1/templates/solve", { body: { ...scopeBody(options), problem, learn: options.learn ?? false } });
+    return this.#call("POST", "/v1/templates/solve", { body: { ...scopeOf(options), problem, learn: options.learn ?? false } });
   }
   /** Write a template from a solved problem with the server's LLM. */
   learnTemplate(problem: string, solution: string, options: ExperienceScope & { answer?: string }): Promise<TemplateLearned> {
-    return this.#call("POST", "/v1/templates/learn", { body: { ...scopeBody(options), problem, solution, answer: options.answer } });
+    return this.#call("POST", "/v1/templates/learn", { body: { ...scopeOf(options), problem, solution, answer: options.answer } });
   }
   async principles(scope: ExperienceScope): Promise<Principle[]> {
-    return (await this.#call<{ principles: Principle[] }>("GET", "/v1/principles", { query: scopeQuery(scope) })).principles;
+    return (await this.#call<{ principles: Principle[] }>("GET", "/v1/principles", { query: scopeOf(scope) })).principles;
   }
   principle(id: number, scope: ExperienceScope): Promise<Principle> {
-    return this.#call("GET", itemPath("principles", id), { query: scopeQuery(scope) });
+    return this.#call("GET", itemPath("principles", id), { query: scopeOf(scope) });
   }
   deletePrinciple(id: number, scope: ExperienceScope): Promise<ItemDeleted> {
-    return this.#call("DELETE", itemPath("principles", id), { query: scopeQuery(scope) });
+    return this.#call("DELETE", itemPath("principles", id), { query: scopeOf(scope) });
   }
   /** Store a principle written by hand; a near-duplicate is not stored (`added` false). */
   addPrinciple(principle: { situation: string; action: string; avoid: string; reason: string }, scope: ExperienceScope): Promise<PrincipleAdded> {
-    return this.#call("POST", "/v1/principles", { body: { ...scopeBody(scope), ...principle } });
+    return this.#call("POST", "/v1/principles", { body: { ...scopeOf(scope), ...principle } });
   }
   /** The principles that fit the conversation so far, best first. */
   async recallPrinciples(context: string, options: ExperienceScope & { k?: number; minSimilarity?: number }): Promise<PrincipleMatch[]> {
-    return (await this.#call<{ matches: PrincipleMatch[] }>("POST", "/v1/principles/recall", { body: { ...scopeBody(options),
+    return (await this.#call<{ matches: PrincipleMatch[] }>("POST", "/v1/principles/recall", { body: { ...scopeOf(options),
       context, k: options.k ?? 3, min_similarity: options.minSimilarity } })).matches;
   }
 }
 
-function scopeQuery(scope: ExperienceScope): Query {
-  return { agent_id: scope.agentId, user_id: scope.userId };
-}
-
-function scopeBody(scope: ExperienceScope): Record<string, unknown> {
+/** The scope as the API names it, in a query or a body. */
+function scopeOf(scope: ExperienceScope): Query {
   return { agent_id: scope.agentId, user_id: scope.userId };
 }

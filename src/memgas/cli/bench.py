@@ -179,62 +179,51 @@ def _add_qa_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--bertscore", action="store_true", help="add BERTScore F1 (needs the bert-score package)")
 
 
-def _cmd_cost(args: argparse.Namespace) -> int:
-    import json
-
-    from memgas.bench.cost import cost_markdown, run_cost
-
-    path = _longmemeval_data(args)
-    sessions = 500 if args.sessions is None else args.sessions
+def _sessions(args: argparse.Namespace, default: int) -> int:
+    """``--sessions`` (``default`` when not given), which must be at least 2."""
+    sessions = default if args.sessions is None else args.sessions
     if sessions < 2:
         raise InvalidInputError("--sessions must be at least 2")
-    result = run_cost(Path(path), n_sessions=sessions, window=min(50, sessions // 2))
-    out = args.out or Path("bench-out") / "cost"
+    return sessions
+
+
+def _print_table(args: argparse.Namespace, name: str, result: dict[str, Any], table: str) -> int:
+    """Write ``result`` as ``NAME.json`` and ``table`` as ``NAME.md`` in ``--out`` (default bench-out/NAME), print
+    the table."""
+    import json
+
+    out = args.out or Path("bench-out") / name
     out.mkdir(parents=True, exist_ok=True)
-    table = cost_markdown(result)
-    (out / "cost.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
-    (out / "cost.md").write_text(table, encoding="utf-8")
+    (out / f"{name}.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    (out / f"{name}.md").write_text(table, encoding="utf-8")
     print(table)
     return 0
+
+
+def _cmd_cost(args: argparse.Namespace) -> int:
+    from memgas.bench.cost import cost_markdown, run_cost
+
+    sessions = _sessions(args, 500)
+    result = run_cost(Path(_longmemeval_data(args)), n_sessions=sessions, window=min(50, sessions // 2))
+    return _print_table(args, "cost", result, cost_markdown(result))
 
 
 def _cmd_filters(args: argparse.Namespace) -> int:
-    import json
-
     from memgas.bench.filters import filters_markdown, run_filters
 
-    sessions = 2000 if args.sessions is None else args.sessions
-    if sessions < 2:
-        raise InvalidInputError("--sessions must be at least 2")
     method = "memgas" if args.method == DEFAULT_METHODS else args.method
-    result = run_filters(_longmemeval_data(args), n_sessions=sessions, method=method, embedding_cache=args.cache)
-    out = args.out or Path("bench-out") / "filters"
-    out.mkdir(parents=True, exist_ok=True)
-    table = filters_markdown(result)
-    (out / "filters.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
-    (out / "filters.md").write_text(table, encoding="utf-8")
-    print(table)
-    return 0
+    result = run_filters(_longmemeval_data(args), n_sessions=_sessions(args, 2000), method=method,
+                         embedding_cache=args.cache)
+    return _print_table(args, "filters", result, filters_markdown(result))
 
 
 def _cmd_adapters(args: argparse.Namespace) -> int:
-    import json
-
     from memgas.bench.adapters import adapters_markdown, run_adapters
 
-    sessions = 200 if args.sessions is None else args.sessions
-    if sessions < 2:
-        raise InvalidInputError("--sessions must be at least 2")
     calls = 40 if args.limit is None else args.limit
-    result = run_adapters(_longmemeval_data(args), n_sessions=sessions, n_calls=max(calls, 2),
+    result = run_adapters(_longmemeval_data(args), n_sessions=_sessions(args, 200), n_calls=max(calls, 2),
                           per_task=max(calls // 4, 1), embedding_cache=args.cache)
-    out = args.out or Path("bench-out") / "adapters"
-    out.mkdir(parents=True, exist_ok=True)
-    table = adapters_markdown(result)
-    (out / "adapters.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
-    (out / "adapters.md").write_text(table, encoding="utf-8")
-    print(table)
-    return 0
+    return _print_table(args, "adapters", result, adapters_markdown(result))
 
 
 def _cmd_users(args: argparse.Namespace) -> int:
