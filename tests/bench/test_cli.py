@@ -290,7 +290,7 @@ def test_store_bench_runs_clients_on_their_own_users_and_sessions(tmp_path: Path
 
 
 def test_scale_replays_template_ingests_exactly(tmp_path: Path, embedder) -> None:
-    from memgas.bench.backends import _templates, run_scale
+    from memgas.bench.backends import run_scale, template_users
     from memgas.methods import MemGAS
     from memgas.store import open_store
 
@@ -302,7 +302,7 @@ def test_scale_replays_template_ingests_exactly(tmp_path: Path, embedder) -> Non
     for r in rows:
         assert r["size_bytes"] > 0 and r["write_sessions_per_s"] > 0 and r["cached_user_bytes"] > 0
         assert 0 < r["cold"]["p50_ms"] <= r["cold"]["p95_ms"] and 0 < r["warm"]["p50_ms"]
-    templates, _ = _templates(data, 3, 2, embedder)
+    templates, _ = template_users(data, 3, 2, embedder)
     with open_store(target) as store, open_store(None) as fresh:
         assert store.list_users() == ["u000000", "u000001", "u000002", "u000003"]
         for session, *_ in templates[0]:  # what a real ingest of template 0's sessions writes
