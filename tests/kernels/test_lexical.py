@@ -160,3 +160,16 @@ def test_a_chinese_query_finds_the_document_with_its_words() -> None:
     scores = index.scores("你的猫叫什么名字？")
     assert int(np.argmax(scores)) == 1 and scores[0] == scores[2] == 0.0
     assert index.coverage("北京出差")[0] == 1.0
+
+
+def test_the_index_counts_the_bytes_it_holds_as_it_grows() -> None:
+    from memgas.kernels.lexical import LexicalIndex
+    from memgas.methods.index import nbytes
+
+    index = LexicalIndex(["the cat sat on the mat", "a dog barked"])
+    first = index.memory_bytes()
+    index.add(["the cat chased the dog across the garden"] * 50)
+    assert index.memory_bytes() > first > 0
+    walked = sum(a.nbytes for lists in (index._docs, index._tfs) for pieces in lists for a in pieces)
+    assert walked <= index.memory_bytes() <= 4 * walked + 10_000  # the postings' buffers, not far off
+    assert nbytes({"lexical": index}) >= index.memory_bytes()  # what a cache charges for it

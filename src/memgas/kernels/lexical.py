@@ -148,12 +148,18 @@ class LexicalIndex:
         self._tfs: list[list[np.ndarray]] = []  # per term id: the term's frequency in each of those documents
         self._lengths: list[np.ndarray] = []
         self._n = 0
+        self._bytes = 0  # what the postings, lengths and vocabulary hold, kept as they grow (memory_bytes)
         self._lock = threading.Lock()
         if len(texts):
             self.add(texts)
 
     def __len__(self) -> int:
         return self._n
+
+    def memory_bytes(self) -> int:
+        """About how many bytes the index holds (postings, lengths, vocabulary), kept as documents are added, so
+        that a cache can charge it without walking every posting."""
+        return self._bytes
 
     def add(self, texts: Sequence[str]) -> None:
         """Append documents (tokenized here); their numbers continue from ``len(self)``."""
@@ -178,6 +184,8 @@ class LexicalIndex:
                 self._tfs[t].append(tf[start:end])
             self._lengths.append(lengths.astype(np.float64))
             self._n = width
+            # the arrays the postings slice (kept alive by them), the lengths, and about 72 bytes a new term
+            self._bytes += doc_of.nbytes + tf.nbytes + 8 * len(texts) + 72 * new
 
     def coverage(self, query: str, n: int | None = None) -> np.ndarray:
         """Share of the query's distinct tokens that occur in each of the first ``n`` documents, in [0, 1]:

@@ -157,8 +157,8 @@ _OPAQUE = (type(threading.Lock()), type(threading.RLock()), weakref.ref)
 
 def nbytes(value: object) -> int:
     """About how many bytes ``value`` holds in memory: numpy arrays (a view counts its base buffer, once), sparse
-    matrices, strings, and the containers, dataclasses and objects with ``__dict__``/``__slots__`` around them,
-    each object once. What an index cache charges a user's index (an estimate: interpreter overheads of small
+    matrices, strings, objects that count themselves (a ``memory_bytes()`` method), and the containers,
+    dataclasses and objects with ``__dict__``/``__slots__`` around them, each object once. What an index cache charges a user's index (an estimate: interpreter overheads of small
     objects are left out)."""
     seen: set[int] = set()
     total = 0
@@ -190,6 +190,8 @@ def nbytes(value: object) -> int:
                 stack.extend(obj)
         elif isinstance(obj, _OPAQUE) or callable(obj):
             continue
+        elif callable(getattr(obj, "memory_bytes", None)):  # an object that keeps its own count (LexicalIndex)
+            total += int(obj.memory_bytes())
         else:
             attrs = getattr(obj, "__dict__", None)
             if attrs is not None:
