@@ -203,3 +203,34 @@ def test_aggregate_errors_and_empty_input() -> None:
         aggregate([{"r": 1.0}, {"r": None}], metrics=["r"])
     with pytest.raises(InvalidInputError, match="group by"):
         aggregate([{"r": 1.0, "qtype": "a"}, {"r": 0.0}], by="qtype")
+
+
+def test_newest_first_asks_whether_the_newest_evidence_leads() -> None:
+    from memgas.bench.metrics import newest_first
+
+    assert newest_first(["new", "x", "old"], ["old", "new"]) == 1.0
+    assert newest_first(["old", "new"], ["old", "new"]) == 0.0
+    assert newest_first(["x", "mid", "new", "old"], ["old", "mid", "new"]) == 0.0  # every older one must trail
+    assert newest_first(["new"], ["old", "new"]) == 1.0  # an older one missing from the ranking trails it
+    assert newest_first(["old"], ["old", "new"]) == 0.0
+    with pytest.raises(InvalidInputError, match="two gold sessions"):
+        newest_first(["a"], ["a"])
+
+
+def test_the_report_gives_the_newest_first_rate_of_update_questions() -> None:
+    from memgas.bench.report import markdown_table, project_metrics
+    from memgas.bench.runner import BenchResult
+
+    def question(qtype: str, ranked: list[str], gold: list[str] | None) -> dict:
+        q = {"qid": ranked[0], "type": qtype, "methods": {"m": {"sessions": ranked, "turns": [], "metrics": {
+            "session_recall_any@5": 1.0, "session_recall_all@5": 1.0, "turn_locomo_recall@10": 1.0}}}}
+        if gold is not None:
+            q["gold_by_time"] = gold
+        return q
+
+    result = BenchResult("longmemeval", {"ks": [5]}, questions=[
+        question("knowledge-update", ["b", "a"], ["a", "b"]), question("knowledge-update", ["a", "b"], ["a", "b"]),
+        question("knowledge-update", ["c"], None), question("multi-session", ["a", "b"], ["b", "a"])])
+    assert project_metrics(result) == {"m": {"newest_first": 0.5, "newest_first_n": 2.0}}
+    assert "newest-first rate on the 2 update questions" in markdown_table(result)
+    assert project_metrics(BenchResult("locomo", {"ks": [5]}, questions=[question("single-hop", ["a"], None)])) == {}

@@ -27,6 +27,7 @@ __all__ = [
     "recall_all_at_k",
     "ndcg_any_at_k",
     "retrieval_scores",
+    "newest_first",
     "sessions_from_turn_ranking",
     "session_scores_from_turns",
     "locomo_recall",
@@ -107,6 +108,23 @@ def retrieval_scores(
         out[f"recall_all@{k}"] = recall_all_at_k(ranked_ids, gold, k)
         out[f"ndcg_any@{k}"] = ndcg_any_at_k(ranked_ids, gold, k)
     return out
+
+
+def newest_first(ranked_ids: Sequence[Hashable], gold_by_time: Sequence[Hashable]) -> float:
+    """1.0 when the newest gold session (the last of ``gold_by_time``, oldest first) ranks above every other gold
+    session in ``ranked_ids``, else 0.0 (a gold session missing from the ranking ranks below all that are there).
+
+    The project's own measure of "the latest state first" (not an official metric): on questions whose evidence
+    spans an old and a new session, whether the new one leads.
+
+    Raises:
+        InvalidInputError: fewer than two gold sessions.
+    """
+    if len(gold_by_time) < 2:
+        raise InvalidInputError("newest_first needs at least two gold sessions")
+    rank = {sid: i for i, sid in enumerate(ranked_ids)}
+    place = [rank.get(sid, len(ranked_ids) + 1) for sid in gold_by_time]
+    return float(place[-1] < min(place[:-1]))
 
 
 def _session_of(turn_id: Hashable) -> Hashable:

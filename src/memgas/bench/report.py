@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from memgas.bench.metrics import newest_first
 from memgas.bench.runner import BenchResult, summarize, timing_summary, versions
 
-__all__ = ["markdown_table", "write_outputs", "HEADLINE", "llm_usage_lines", "command_line"]
+__all__ = ["markdown_table", "write_outputs", "HEADLINE", "llm_usage_lines", "command_line", "project_metrics",
+           "UPDATE_TYPES"]
 
 #: The columns of the main table, per dataset.
 HEADLINE: dict[str, list[str]] = {
@@ -51,6 +53,23 @@ def llm_usage_lines(label: str, rows: Mapping[str, Mapping[str, float]]) -> list
     return lines
 
 
+#: The question types whose evidence is an old and a newer state of one thing (LongMemEval's updates).
+UPDATE_TYPES = ("knowledge-update",)
+
+
+def project_metrics(result: BenchResult) -> dict[str, dict[str, float]]:
+    """The project's own measures beside the official ones, per method: ``newest_first`` (the share of update
+    questions with two or more dated evidence sessions whose newest evidence session ranks above the older ones,
+    :func:`memgas.bench.metrics.newest_first`) and its question count ``newest_first_n``; empty without such
+    questions."""
+    rows = [q for q in result.questions if q["type"] in UPDATE_TYPES and len(q.get("gold_by_time", ())) >= 2]
+    if not rows:
+        return {}
+    return {m: {"newest_first": sum(newest_first(q["methods"][m]["sessions"], q["gold_by_time"]) for q in rows)
+                / len(rows), "newest_first_n": float(len(rows))}
+            for m in rows[0]["methods"]}
+
+
 def markdown_table(result: BenchResult) -> str:
     """The methods × metrics table (best value per column in bold), a per-type table and timings."""
     means = summarize(result)
@@ -81,6 +100,13 @@ def markdown_table(result: BenchResult) -> str:
             cells.append(f"{sum(vals) / len(vals):.3f}" if vals else "-")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
 
+    project = project_metrics(result)
+    if project:
+        n = int(next(iter(project.values()))["newest_first_n"])
+        lines += ["", f"Project measure (not official): newest-first rate on the {n} update questions with two or more "
+                  "dated evidence sessions (the newest evidence session ranks above the older ones):", "",
+                  "| method | newest first |", "|---|---:|"]
+        lines += [f"| {m} | {v['newest_first']:.3f} |" for m, v in project.items()]
     timing = timing_summary(result)
     ing = timing.pop("ingest", {})
     qe = timing.pop("query_embedding", {})
@@ -157,6 +183,7 @@ def write_outputs(result: BenchResult, out_dir: Path, command: str) -> dict[str,
         "skipped": result.skipped,
         "notes": result.notes,
         "summary": summarize(result),
+        "project": project_metrics(result),
         "timing": timing_summary(result),
         "llm_usage": result.llm_usage,
         "questions": result.questions,

@@ -229,6 +229,10 @@ def _run(
         for q in questions:
             record: dict[str, Any] = {"qid": q.qid, "type": q.qtype, "conv": q.conv_id,
                                       "n_gold_sessions": len(q.gold_sessions), "methods": {}}
+            if len(q.gold_sessions) >= 2:  # for the project's newest-first measure (memgas.bench.report)
+                when = {s.session_id: s.timestamp for s in q.sessions}
+                dated = [sid for sid in q.gold_sessions if when.get(sid) is not None]
+                record["gold_by_time"] = sorted(dated, key=lambda sid: (when[sid], sid))
             # Embed the query once, timed on its own; every method then finds it in the cache, so
             # method latencies compare search work alone.
             inner = getattr(embedder, "inner", embedder)  # time the model itself, not a cache hit
