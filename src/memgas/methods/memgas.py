@@ -34,6 +34,7 @@ from memgas.kernels.gmm import accept_masks
 from memgas.kernels.lexical import LexicalIndex
 from memgas.kernels.ppr import personalized_pagerank
 from memgas.kernels.router import granularity_weights
+from memgas.kernels.tense import asks_about_the_past
 from memgas.kernels.temporal import parse_time_window
 from memgas.kernels.turnscore import own_turn_scores
 from memgas.methods.base import ConfiguredMethod, IngestStats
@@ -76,6 +77,13 @@ class MemGASConfig:
             plus β times its session's evidence, capped at its session's score, instead of by its
             PageRank score (which every turn of a strong session shares through the session's chunk);
             sessions rank as before (:func:`memgas.kernels.turnscore.own_turn_scores`). Off = every unit alike.
+        current_first: for a question about the present (:func:`memgas.kernels.tense.asks_about_the_past` false),
+            among the ``current_window`` best sessions, a newer session linked by association to a better-ranked
+            older one, and scoring at least ``current_ratio`` of it, moves above it (they speak of the same thing;
+            the newer says how it is now). Sessions move, turns keep their own scores. Off by default: measured on
+            the LongMemEval dev half only so far (BENCHMARKS.md, "Newest first").
+        current_window, current_ratio: how many of the best sessions ``current_first`` may reorder, and how close
+            to the older session's score the newer one must be.
     """
 
     candidates: int = 50
@@ -95,6 +103,9 @@ class MemGASConfig:
     bm25_k1: float = 0.9
     bm25_b: float = 0.4
     turn_seed: bool = True
+    current_first: bool = False
+    current_window: int = 5
+    current_ratio: float = 0.8
 
 
 @dataclass(slots=True)
@@ -489,7 +500,48 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
                                          units.masks["session"])
         if allowed is not None:
             scores = np.where(allowed, scores, -np.inf)
+        if self.cfg.current_first and not asks_about_the_past(query):
+            scores = self._current_first(index, scores)
         return Scored(index.units, scores, weights, personalization, relevance=sims, channels=shares)
+
+    def _current_first(self, index: _Index, scores: np.ndarray) -> np.ndarray:
+        """``scores`` with the best sessions reordered as :attr:`MemGASConfig.current_first` says: the top
+        sessions' scores are handed out again in the new order, a session moved up through its carrier units
+        (session chunks), one moved down by capping its units, so that turns keep their own order."""
+        units = index.units
+        session = np.full(len(units.sessions), -np.inf)
+        np.maximum.at(session, units.session_of, scores)
+        top = [int(t) for t in np.argsort(-session, kind="stable")[: self.cfg.current_window]
+               if np.isfinite(session[t])]
+        place = np.full(len(units.sessions), -1)
+        place[top] = np.arange(len(top))
+        a, b = place[units.session_of[index.src]], place[units.session_of[index.dst]]
+        cross = (a >= 0) & (b >= 0) & (a != b)
+        linked = np.zeros((len(top), len(top)), dtype=bool)
+        linked[a[cross], b[cross]] = linked[b[cross], a[cross]] = True
+        when = [units.timestamps.get(units.sessions[t]) for t in top]
+        order = list(range(len(top)))  # positions into top, best first
+        for _ in range(len(top) ** 2):  # each move puts a newer session before an older one; capped all the same
+            move = next(((i, j) for i in range(len(order)) for j in range(i + 1, len(order))
+                         if linked[order[i], order[j]] and when[order[i]] is not None and when[order[j]] is not None
+                         and when[order[j]] > when[order[i]]
+                         and session[top[order[j]]] >= self.cfg.current_ratio * session[top[order[i]]]), None)
+            if move is None:
+                break
+            order.insert(move[0], order.pop(move[1]))
+        if order == list(range(len(top))):
+            return scores
+        out = scores.copy()
+        values = [session[t] for t in top]  # best first: handed out in the new order
+        carriers = units.masks["session"]
+        for rank, k in enumerate(order):
+            if values[rank] > session[top[k]]:  # moved up: its session chunks carry the new score
+                rows = carriers[units.session_of[carriers] == top[k]]
+                out[rows] = np.maximum(out[rows], values[rank])
+            elif values[rank] < session[top[k]]:  # moved down: no unit of it stays above its new score
+                mine = np.flatnonzero(units.session_of == top[k])
+                out[mine] = np.minimum(out[mine], values[rank])
+        return out
 
     def score_within(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None,
                      within: Collection[str] | None = None) -> Scored:

@@ -1,0 +1,63 @@
+"""MemGAS's ``current_first`` on a hand-made store where the right order is known: for a question about the present
+the newer of two associated sessions leads, a question about the past keeps its order, turns keep their scores."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from memgas import Memory
+from memgas.methods import MemGASConfig
+
+SESSIONS = [
+    ("march", "2024-03-02T10:00:00", "I live in the Buckman neighbourhood of Portland, near the bakery on Belmont; the "
+                                     "Buckman neighbourhood is lovely.", "Buckman is a great neighbourhood."),
+    ("april", "2024-04-10T10:00:00", "We are moving to the Sellwood neighbourhood of Portland next week.",
+     "Sellwood is a quiet neighbourhood."),
+    ("games", "2024-05-01T10:00:00", "My favourite board game is Terraforming Mars.", "A great game."),
+]
+
+
+@pytest.fixture
+def two(embedder: Any) -> Any:
+    # current_ratio 0: any associated newer session among the best may move up (the closeness rule is tested below)
+    with Memory(None, embedder=embedder, current_first=True, current_ratio=0.0) as on, \
+            Memory(None, embedder=embedder) as off:
+        for mem in (on, off):
+            for sid, when, said, reply in SESSIONS:
+                mem.add([{"role": "user", "content": said}, {"role": "assistant", "content": reply}], user_id="u",
+                        session_id=sid, timestamp=when)
+        yield on, off
+
+
+def test_a_present_question_gets_the_newer_associated_session_first(two: Any) -> None:
+    on, off = two
+    present = "Which neighbourhood of Portland do I live in these days?"
+    assert [h.session_id for h in off.search(present, user_id="u", k=2)] == ["march", "april"]
+    hits = on.search(present, user_id="u", k=3)
+    assert [h.session_id for h in hits[:2]] == ["april", "march"]
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    # a session moves, its turns keep their own scores (the newer session's turn is not lifted)
+    before = {h.session_id: [t.score for t in h.turns] for h in off.search(present, user_id="u", k=3)}
+    assert [t.score for t in hits[0].turns] == before["april"]
+
+
+def test_a_question_about_the_past_keeps_its_order(two: Any) -> None:
+    on, off = two
+    past = "Which neighbourhood of Portland did I live in first?"
+    assert [h.session_id for h in on.search(past, user_id="u", k=3)] == \
+        [h.session_id for h in off.search(past, user_id="u", k=3)]
+
+
+def test_a_newer_session_far_below_the_older_one_stays_below(embedder: Any) -> None:
+    with Memory(None, embedder=embedder, current_first=True, current_ratio=1.0) as strict:
+        for sid, when, said, reply in SESSIONS:
+            strict.add([{"role": "user", "content": said}, {"role": "assistant", "content": reply}], user_id="u",
+                       session_id=sid, timestamp=when)
+        hits = strict.search("Which neighbourhood of Portland do I live in these days?", user_id="u", k=2)
+        assert [h.session_id for h in hits] == ["march", "april"]  # april scores below march: not close enough
+
+
+def test_it_is_off_by_default() -> None:
+    assert MemGASConfig().current_first is False and MemGASConfig().current_window == 5
