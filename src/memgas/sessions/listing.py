@@ -61,10 +61,6 @@ class SessionCatalog:
     def __init__(self, max_users: int = 64) -> None:
         self._cache: IndexCache[_Headers] = IndexCache(_read_headers, max_users=max_users, update=_update_headers)
 
-    def headers(self, store: Store, user_id: str) -> list[SessionInfo]:
-        """The user's headers as the store holds them now (in no particular order)."""
-        return list(self._cache.get(store, user_id).by_id.values())
-
     def matching(self, store: Store, user_id: str, flt: Filter | None) -> list[SessionInfo]:
         """The user's headers that pass ``flt`` (all of them for ``None``), in no particular order."""
         headers = self._cache.get(store, user_id).by_id.values()
