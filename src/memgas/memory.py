@@ -741,7 +741,7 @@ class Memory:
         check_id("user_id", user_id)
         flt = None if filters is None else compile_filter(filters)
         page = ordered_page(self._catalog.matching(self.store, user_id, flt), order=order, limit=limit, cursor=cursor)
-        full = self.store.session_infos(user_id, [h.session_id for h, _ in page])  # the page's previews
+        full = self.store.session_infos(user_id, [h.session_id for h, _ in page], previews=True)  # the page's
         return [header_dict(full.get(h.session_id, h), c) for h, c in page]
 
     def stats(self, user_id: str | None = None) -> dict[str, Any]:

@@ -272,9 +272,10 @@ class Store(ABC):
         and the user's session count now."""
 
     @abstractmethod
-    def session_infos(self, user_id: str, session_ids: Sequence[str]) -> dict[str, SessionInfo]:
-        """The headers of the given sessions of the user, previews included, by id (ids the user does not have
-        are left out)."""
+    def session_infos(self, user_id: str, session_ids: Sequence[str], *,
+                      previews: bool = False) -> dict[str, SessionInfo]:
+        """The headers of the given sessions of the user (``preview`` filled only with ``previews``), by id (ids
+        the user does not have are left out)."""
 
     @abstractmethod
     def get_session(self, user_id: str, session_id: str) -> Session:

@@ -502,15 +502,16 @@ class SQLStore(Store):
             count = conn.execute(self._q("SELECT count(*) FROM sessions WHERE user_id = ?"), (user_id,)).fetchone()[0]
         return self._headers("s.user_id = ? AND s.version > ?", (user_id, version), False), int(count)
 
-    def session_infos(self, user_id: str, session_ids: Sequence[str]) -> dict[str, SessionInfo]:
-        """The headers of the given sessions of the user, previews included, by id (ids the user does not have
-        are left out)."""
+    def session_infos(self, user_id: str, session_ids: Sequence[str], *,
+                      previews: bool = False) -> dict[str, SessionInfo]:
+        """The headers of the given sessions of the user (previews as in :meth:`list_sessions`), by id (ids the user
+        does not have are left out)."""
         out: dict[str, SessionInfo] = {}
         ids = list(dict.fromkeys(session_ids))
         for start in range(0, len(ids), 500):
             part = ids[start:start + 500]
             for info in self._headers(f"s.user_id = ? AND s.session_id IN ({', '.join('?' * len(part))})",
-                                      (user_id, *part), True):
+                                      (user_id, *part), previews):
                 out[info.session_id] = info
         return out
 
