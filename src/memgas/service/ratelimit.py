@@ -9,10 +9,21 @@ import threading
 import time
 from typing import Any
 
-__all__ = ["RateLimiter", "SharedRateLimiter", "rate_limiter", "MAX_KEYS"]
+__all__ = ["RateLimiter", "SharedRateLimiter", "rate_limiter", "bucket_size", "MAX_KEYS"]
 
 #: Buckets kept before full ones are forgotten.
 MAX_KEYS = 100_000
+
+
+def bucket_size(rate: float, burst: float | None) -> tuple[float, float]:
+    """``(rate, burst)`` of a token bucket, ``burst`` defaulting to one second's worth (at least 1).
+
+    Raises:
+        ValueError: ``rate`` not a positive finite number.
+    """
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError(f"rate must be a positive number, got {rate!r}")
+    return float(rate), float(burst if burst is not None else max(1.0, rate))
 
 
 class RateLimiter:
@@ -25,10 +36,7 @@ class RateLimiter:
     """
 
     def __init__(self, rate: float, burst: float | None = None, *, clock=time.monotonic) -> None:  # type: ignore[no-untyped-def]
-        if not (math.isfinite(rate) and rate > 0):
-            raise ValueError(f"rate must be a positive number, got {rate!r}")
-        self.rate = float(rate)
-        self.burst = float(burst if burst is not None else max(1.0, rate))
+        self.rate, self.burst = bucket_size(rate, burst)
         self._clock = clock
         self._lock = threading.Lock()
         self._buckets: dict[str, tuple[float, float]] = {}
@@ -68,10 +76,7 @@ class SharedRateLimiter:
     """
 
     def __init__(self, store: Any, rate: float, burst: float | None = None, *, prefix: str = "key:") -> None:
-        if not (math.isfinite(rate) and rate > 0):
-            raise ValueError(f"rate must be a positive number, got {rate!r}")
-        self.rate = float(rate)
-        self.burst = float(burst if burst is not None else max(1.0, rate))
+        self.rate, self.burst = bucket_size(rate, burst)
         self._store, self._prefix = store, prefix
 
     def acquire(self, key: str) -> float:
