@@ -12,6 +12,14 @@ from memgas.cli.commands import main
 from support.datasets import lme_records, locomo_sample
 
 
+
+def lme_file(folder: Path) -> Path:
+    """The shipped LongMemEval-format sample (tests/support/datasets.py) as a file in ``folder``."""
+    data = folder / "lme.json"
+    data.write_text(json.dumps(lme_records()))
+    return data
+
+
 def _report_row(report: str, method: str) -> dict[str, str]:
     """The main table's row of ``method`` in a bench report, column heading → cell (bold marks dropped)."""
     lines = report.splitlines()
@@ -158,8 +166,7 @@ def test_unknown_method_is_refused(capsys) -> None:
 
 
 def test_cost_bench_compares_add_with_embedding_once(tmp_path: Path, capsys) -> None:
-    data = tmp_path / "lme.json"
-    data.write_text(json.dumps(lme_records()))
+    data = lme_file(tmp_path)
     out = tmp_path / "cost"
     assert main(["bench", "cost", "--data", str(data), "--sessions", "4", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -201,8 +208,7 @@ def test_live_bench_reports_each_checkpoint_from_one_add_and_search_per_session(
     from memgas.store import open_store
 
     monkeypatch.setattr("memgas.bench.live.COLD_RUNS", 1)  # each fresh process costs ~1.5 s
-    data = tmp_path / "lme.json"
-    data.write_text(json.dumps(lme_records()))  # 6 distinct sessions over 3 haystacks (filler_1 shared)
+    data = lme_file(tmp_path)  # 6 distinct sessions over 3 haystacks (filler_1 shared)
     out = tmp_path / "live"
     assert main(["bench", "live", "--data", str(data), "--sessions", "5", "--checkpoints", "2,4,50",
                  "--window", "3", "--out", str(out), "--no-progress"]) == 0
@@ -244,8 +250,7 @@ def test_backend_puts_every_haystack_in_one_store_as_its_own_user_with_the_same_
     from memgas.store import open_store
 
     monkeypatch.setenv("MEMGAS_CACHE_DIR", str(tmp_path / "cache"))
-    data = tmp_path / "lme.json"
-    data.write_text(json.dumps(lme_records()))
+    data = lme_file(tmp_path)
     base = ["bench", "longmemeval", "--data", str(data), "--method", "memgas,bm25-all", "--no-progress"]
     assert main([*base, "--out", str(tmp_path / "mem")]) == 0
     shared = tmp_path / "shared.db"
@@ -272,8 +277,7 @@ def test_backend_puts_every_haystack_in_one_store_as_its_own_user_with_the_same_
 def test_store_bench_runs_clients_on_their_own_users_and_sessions(tmp_path: Path, capsys) -> None:
     from memgas.store import open_store
 
-    data = tmp_path / "lme.json"
-    data.write_text(json.dumps(lme_records()))  # 6 distinct sessions
+    data = lme_file(tmp_path)  # 6 distinct sessions
     out = tmp_path / "store"
     assert main(["bench", "store", "--data", str(data), "--clients", "2", "--sessions", "3", "--searches", "2",
                  "--out", str(out)]) == 0
@@ -294,8 +298,7 @@ def test_scale_replays_template_ingests_exactly(tmp_path: Path, embedder) -> Non
     from memgas.methods import MemGAS
     from memgas.store import open_store
 
-    data = tmp_path / "lme.json"
-    data.write_text(json.dumps(lme_records()))
+    data = lme_file(tmp_path)
     target = str(tmp_path / "scale.db")
     rows = run_scale(target, data, [2, 4], embedder, per_user=2, n_templates=3, probes=2)
     assert [(r["users"], r["sessions"]) for r in rows] == [(2, 4), (4, 8)]
@@ -381,8 +384,7 @@ def test_append_costs_time_one_exchange_appended_to_sessions_of_each_length(embe
 
 
 def test_filters_bench_times_filtered_against_unfiltered_search(tmp_path: Path, capsys) -> None:
-    data = tmp_path / "lme.json"
-    data.write_text(json.dumps(lme_records()))
+    data = lme_file(tmp_path)
     out = tmp_path / "filters"
     assert main(["bench", "filters", "--data", str(data), "--sessions", "4", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -397,8 +399,7 @@ def test_filters_bench_times_filtered_against_unfiltered_search(tmp_path: Path, 
 
 def test_adapters_bench_times_each_adapter_beside_its_direct_call(tmp_path: Path, capsys) -> None:
     pytest.importorskip("langchain_core", reason="langchain-core is not installed")
-    data = tmp_path / "lme.json"
-    data.write_text(json.dumps(lme_records()))
+    data = lme_file(tmp_path)
     out = tmp_path / "adapters"
     assert main(["bench", "adapters", "--data", str(data), "--sessions", "4", "--limit", "4", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -420,8 +421,7 @@ def test_ratelimit_bench_counts_what_one_key_gets_through(tmp_path: Path, capsys
 
 
 def test_users_bench_compares_round_robin_with_a_warm_user(tmp_path: Path, capsys) -> None:
-    data = tmp_path / "lme.json"
-    data.write_text(json.dumps(lme_records()))
+    data = lme_file(tmp_path)
     out = tmp_path / "users"
     assert main(["bench", "users", "--data", str(data), "--users", "3", "--sessions", "2", "--index-cache-mb",
                  "64,none,0.001", "--out", str(out)]) == 0
