@@ -24,6 +24,7 @@ from memgas.core.types import Hit, Session
 from memgas.core.validate import (
     MAX_K,
     MAX_QUERY_CHARS,
+    check_count,
     check_id,
     check_k,
     check_metadata,
@@ -99,7 +100,8 @@ class Memory:
     ) -> None:
         if index_cache_mb is not None and (isinstance(index_cache_mb, bool) or not isinstance(
                 index_cache_mb, (int, float)) or not 1 <= index_cache_mb <= 1_048_576):
-            raise InvalidInputError(f"index_cache_mb must be a number of MiB from 1 to 1,048,576, got {index_cache_mb!r}")
+            raise InvalidInputError(
+                f"index_cache_mb must be a number of MiB from 1 to 1,048,576, got {index_cache_mb!r}")
         reranker = None
         if rerank is not None:  # before anything is opened: a bad spec leaves nothing to close
             from memgas.methods.rerank import rerank_stage
@@ -313,7 +315,7 @@ class Memory:
         check_id("user_id", user_id)
         check_id("session_id", session_id)
         if return_context:  # checked before anything is written: a refusal writes nothing
-            _check_budget(context_tokens)
+            check_count("max_tokens", context_tokens, 100_000)
         new = make_session(messages, user_id=user_id, session_id=session_id,
                            timestamp=_now() if timestamp is None else timestamp, metadata=metadata,
                            agent_id=agent_id, run_id=run_id)
@@ -561,7 +563,7 @@ class Memory:
         Raises:
             InvalidInputError: as :meth:`search`, or ``max_tokens`` not an integer from 1 to 100,000.
         """
-        _check_budget(max_tokens)
+        check_count("max_tokens", max_tokens, 100_000)
         from memgas.answer import context_block
 
         hits = self.search(query, user_id=user_id, k=k, query_time=query_time, min_score=min_score,
@@ -714,8 +716,7 @@ class Memory:
         from memgas.sessions.inspector import graph_view
 
         check_id("user_id", user_id)
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 2000:
-            raise InvalidInputError(f"limit must be an integer from 1 to 2,000, got {limit!r}")
+        check_count("limit", limit, 2000)
         return graph_view(self.store, user_id, limit=limit)
 
     def list(self, *, user_id: str | None = None, filters: Mapping[str, Any] | None = None,
@@ -832,8 +833,3 @@ def _some(ids: list[str], shown: int = 5) -> str:
     """``ids`` for an error message, the first few and how many more: a file of 300 clashes is one short line."""
     return f"{ids}" if len(ids) <= shown else f"{ids[:shown]} and {len(ids) - shown} more ({len(ids)} in all)"
 
-
-def _check_budget(max_tokens: object) -> None:
-    """Refuse a context budget that is not an integer from 1 to 100,000 tokens."""
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= 100_000:
-        raise InvalidInputError(f"max_tokens must be an integer from 1 to 100,000, got {max_tokens!r}")

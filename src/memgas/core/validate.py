@@ -17,8 +17,8 @@ from memgas.core.types import ROLES, Message, Session
 
 __all__ = [
     "ID_CHAR", "MAX_MESSAGE_CHARS", "MAX_QUERY_CHARS", "MAX_K", "MAX_METADATA_DEPTH", "MAX_METADATA_BYTES",
-    "MIN_TIMESTAMP", "MAX_TIMESTAMP", "check_id", "check_unicode", "check_query", "check_k", "check_metadata",
-    "naive_utc", "parse_timestamp", "make_session",
+    "MIN_TIMESTAMP", "MAX_TIMESTAMP", "check_id", "check_unicode", "check_query", "check_k", "check_count",
+    "check_metadata", "naive_utc", "parse_timestamp", "make_session",
 ]
 
 #: Longest accepted message, in characters. Longer input is almost always a paste error
@@ -172,6 +172,14 @@ def check_k(k: object) -> int:
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= MAX_K:
         raise InvalidInputError(f"k must be an integer from 1 to {MAX_K:,}, got {_show(k)}")
     return int(k)
+
+
+def check_count(kind: str, value: object, most: int) -> int:
+    """Return ``value`` if it is an ``int`` (not a bool) from 1 to ``most``, else raise :class:`InvalidInputError`
+    naming ``kind`` (a page size, a token budget, ...)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise InvalidInputError(f"{kind} must be an integer from 1 to {most:,}, got {value!r}")
+    return value
 
 
 def check_metadata(value: object) -> dict[str, Any]:

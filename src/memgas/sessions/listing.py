@@ -17,7 +17,7 @@ from typing import Any, Literal, Sequence
 
 from memgas.core.errors import InvalidInputError
 from memgas.core.filters import Filter
-from memgas.core.validate import check_id, naive_utc
+from memgas.core.validate import check_count, check_id, naive_utc
 from memgas.methods.index import IndexCache
 from memgas.store import SessionInfo, Store
 
@@ -112,8 +112,8 @@ def ordered_page(headers: Sequence[SessionInfo], *, order: str = "oldest", limit
     """
     if order not in ORDERS:
         raise InvalidInputError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000):
-        raise InvalidInputError(f"limit must be an integer from 1 to 10,000, got {limit!r}")
+    if limit is not None:
+        check_count("limit", limit, 10_000)
     keyed = sorted(((_key(h, order), h) for h in headers), key=lambda pair: pair[0])
     start = 0 if cursor is None else bisect_right([k for k, _ in keyed], _decode(cursor, order))
     chosen = keyed[start:] if limit is None else keyed[start:start + limit]
