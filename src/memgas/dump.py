@@ -4,12 +4,14 @@ The dump is written and read through the abstract :class:`~memgas.store.Store` o
 between backends (SQLite, PostgreSQL) and between files. Format version :data:`DUMP_VERSION`, one JSON
 object per line, UTF-8:
 
-* a header ``{"format": "memgas-dump", "version": 1, "embedder_id", "dim", "created_at"}``;
+* a header ``{"format": "memgas-dump", "version": 2, "embedder_id", "dim", "vector_format", "created_at"}``;
 * one line per session, ``{"type": "session", "user_id", "session_id", "timestamp", "metadata", "agent_id"?,
   "run_id"?, "messages", "units", "edges"}`` (a message ``{"role", "content", "name"?, "metadata"?}``; the scope
   ids and a message's metadata only when set, so a dump without them reads as before). A user's sessions are on consecutive lines, in the order their units were written.
   ``units`` are ``{"granularity", "turn_start", "turn_end", "chunk", "text", "vector"}``, ``vector`` being
-  base64 of the little-endian float32 values. ``edges`` are ``[i, j, weight]``: ``i`` and ``j`` number the
+  base64 of the vector as the header's ``vector_format`` says: ``"float16"`` (what stores keep since their schema 6
+  and dumps of version 2 carry: ``dim`` little-endian float16 values, see :mod:`memgas.kernels.quantize`) or ``"float32"`` (``dim`` little-endian float32 values; version 1 dumps,
+  which have no ``vector_format``, are read so). ``edges`` are ``[i, j, weight]``: ``i`` and ``j`` number the
   user's units in dump order from 0, at least one of them is a unit of this line and the other one of this
   line or of an earlier one, so sessions written in dump order always find both ends of their edges (the
   store's rule that an edge is written with its newer unit);
@@ -37,6 +39,7 @@ import numpy as np
 from memgas.core.errors import DuplicateSessionError, InvalidInputError, NotFoundError
 from memgas.core.types import GRANULARITIES, Edge, Session, Unit
 from memgas.core.validate import make_session
+from memgas.kernels.quantize import code_size, decode_rows, encode_rows
 from memgas.store import Store, UnitTable
 
 if TYPE_CHECKING:
@@ -46,7 +49,11 @@ __all__ = ["DUMP_FORMAT", "DUMP_VERSION", "export_dump", "import_dump"]
 
 DUMP_FORMAT = "memgas-dump"
 #: The dump format version this code writes and reads.
-DUMP_VERSION = 1
+DUMP_VERSION = 2
+#: Versions this code reads: 1 had float32 vectors and no ``vector_format``.
+_READS = (1, 2)
+#: The vector formats a dump may name, with the bytes one vector of ``dim`` components takes in each.
+_VECTOR_BYTES: dict[str, Callable[[int], int]] = {"float16": code_size, "float32": lambda dim: 4 * dim}
 
 _VEC_DTYPE = np.dtype("<f4")
 
@@ -58,7 +65,7 @@ def _line(obj: dict[str, Any]) -> str:
 
 def _header(embedder_id: str | None, dim: int | None) -> dict[str, Any]:
     return {"format": DUMP_FORMAT, "version": DUMP_VERSION, "embedder_id": embedder_id, "dim": dim,
-            "created_at": datetime.now(timezone.utc).isoformat()}
+            "vector_format": "float16", "created_at": datetime.now(timezone.utc).isoformat()}
 
 
 def export_dump(store: Store, out: TextIO, *, user_ids: Sequence[str] | None = None) -> dict[str, int]:
@@ -123,7 +130,7 @@ def _user_lines(store: Store, user_id: str, table: UnitTable) -> Iterator[dict[s
     owner = np.maximum(position[src], position[dst]) if len(edges) else np.zeros(0, dtype=np.int64)
     by_owner = np.argsort(owner, kind="stable")
     bounds = np.searchsorted(owner[by_owner], np.arange(len(order) + 1))
-    vectors = table.vectors.astype(_VEC_DTYPE, copy=False)
+    encoded = encode_rows(table.vectors) if len(table) else []  # the store's own bytes again (rounding is idempotent)
     for pos, sid in enumerate(order):
         session = store.get_session(user_id, sid)
         mine = by_owner[bounds[pos]:bounds[pos + 1]]
@@ -136,7 +143,7 @@ def _user_lines(store: Store, user_id: str, table: UnitTable) -> Iterator[dict[s
             "messages": [m.to_dict() for m in session.messages],
             "units": [{"granularity": GRANULARITIES[table.granularity[r]], "turn_start": int(table.turn_start[r]),
                        "turn_end": int(table.turn_end[r]), "chunk": int(table.chunk[r]), "text": table.texts[r],
-                       "vector": base64.b64encode(vectors[r].tobytes()).decode("ascii")}
+                       "vector": base64.b64encode(encoded[r]).decode("ascii")}
                       for r in rows_of.get(sid, [])],
             "edges": [[i, j, w] for i, j, w in zip(number[src[mine]].tolist(), number[dst[mine]].tolist(),
                                                    edges.weight[mine].astype(np.float64).tolist())],
@@ -166,7 +173,7 @@ class _Dump:
                 first = f.readline()
             except UnicodeDecodeError as e:  # a binary file
                 raise InvalidInputError(f"{self.path} is not UTF-8 text: {e.reason} at byte {e.start}") from None
-            self.embedder_id, self.dim = self._read_header(first)
+            self.embedder_id, self.dim, self.vector_format = self._read_header(first)
 
     def _open(self) -> TextIO:
         try:
@@ -184,20 +191,24 @@ class _Dump:
         except (json.JSONDecodeError, RecursionError):
             raise InvalidInputError(f"{self.path} line {n} is not valid JSON: the dump is corrupt") from None
 
-    def _read_header(self, line: str) -> tuple[str | None, int | None]:
+    def _read_header(self, line: str) -> tuple[str | None, int | None, str]:
         if not line:
             raise InvalidInputError(f"{self.path} is empty: not a memgas dump")
         head = self._parse(line, 1)
         if not isinstance(head, dict) or head.get("format") != DUMP_FORMAT:
             raise InvalidInputError(f"{self.path} is not a memgas dump (its first line has no format {DUMP_FORMAT!r})")
-        if head.get("version") != DUMP_VERSION:
+        if head.get("version") not in _READS:
             raise InvalidInputError(f"{self.path} is a memgas dump of version {head.get('version')!r}; "
-                                    f"this memgas reads version {DUMP_VERSION}")
+                                    f"this memgas reads versions {', '.join(map(str, _READS))}")
+        vector_format = head.get("vector_format", "float32" if head["version"] == 1 else None)
+        if vector_format not in _VECTOR_BYTES:
+            raise InvalidInputError(f"{self.path} line 1: unknown vector_format {vector_format!r}; expected one of "
+                                    f"{', '.join(_VECTOR_BYTES)}")
         embedder_id, dim = head.get("embedder_id"), head.get("dim")
         if embedder_id is not None and (not isinstance(embedder_id, str) or not embedder_id
                                         or not _is_int(dim) or dim <= 0):
             raise InvalidInputError(f"{self.path} line 1: invalid embedder_id {embedder_id!r} or dim {dim!r}")
-        return embedder_id, dim if embedder_id is not None else None
+        return embedder_id, dim if embedder_id is not None else None, vector_format
 
     def __iter__(self) -> Iterator[_Record]:
         """The session records, checked: contiguous users, unique session ids, edges to written units, the trailer."""
@@ -284,9 +295,14 @@ class _Dump:
             raw = base64.b64decode(u.get("vector"), validate=True)  # type: ignore[arg-type]
         except (binascii.Error, TypeError, ValueError):
             raise InvalidInputError(f"unit {i}: vector is not base64") from None
-        if len(raw) != 4 * self.dim:
-            raise InvalidInputError(f"unit {i}: vector of {len(raw)} bytes; {self.dim} float32 take {4 * self.dim}")
-        vector = np.frombuffer(raw, dtype=_VEC_DTYPE).astype(np.float32)
+        size = _VECTOR_BYTES[self.vector_format](self.dim)
+        if len(raw) != size:
+            raise InvalidInputError(f"unit {i}: vector of {len(raw)} bytes; {self.dim} components in "
+                                    f"{self.vector_format} take {size}")
+        if self.vector_format == "float16":
+            vector = decode_rows(raw, 1, self.dim)[0]
+        else:
+            vector = np.frombuffer(raw, dtype=_VEC_DTYPE).astype(np.float32)
         if not np.isfinite(vector).all():
             raise InvalidInputError(f"unit {i}: vector has NaN or infinite values")
         return Unit(session_id, u["granularity"], text, start, end, chunk, vector)

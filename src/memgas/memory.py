@@ -54,6 +54,10 @@ DEFAULT_INDEX_CACHE_MB = 1024
 log = logging.getLogger("memgas")
 
 
+#: How long :meth:`Memory.close` waits for index snapshots still being written (a snapshot only saves time).
+_FLUSH_SECONDS = 10.0
+
+
 class Memory:
     """Long-term memory for an agent, backed by a store (a SQLite file by default).
 
@@ -770,7 +774,8 @@ class Memory:
 
     def index_cache(self) -> dict[str, Any]:
         """What the method's per-user search indexes hold in memory now: ``{"users", "bytes", "limit_bytes"}``
-        (``bytes`` estimated as each index is stored; ``limit_bytes`` ``None`` when the cache counts users)."""
+        (``bytes`` estimated as each index is stored; ``limit_bytes`` ``None`` when the cache counts users), and how
+        many indexes this process built whole and loaded from the store's snapshots (``builds``, ``snapshot_loads``)."""
         return {**self.method.cache_usage(self.store), "limit_bytes": self.index_cache_bytes}
 
     def _timed(self, name: str, seconds: float, count: int = 1) -> None:
@@ -797,6 +802,8 @@ class Memory:
         as an instance with its own cache is left open for its owner.
         """
         with self._lock:  # not in the middle of an add or delete
+            # The indexes' snapshots being written in the background go first, so that the next process reads them.
+            self.method.flush(timeout=_FLUSH_SECONDS)
             self.store.close()
             self._embedding_cache.close()
             if self._llm_cache is not None:

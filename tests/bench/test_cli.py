@@ -424,11 +424,15 @@ def test_users_bench_compares_round_robin_with_a_warm_user(tmp_path: Path, capsy
     data = lme_file(tmp_path)
     out = tmp_path / "users"
     assert main(["bench", "users", "--data", str(data), "--users", "3", "--sessions", "2", "--index-cache-mb",
-                 "64,none,0.001", "--out", str(out)]) == 0
+                 "64,none,0.001,0.001:rebuild", "--out", str(out)]) == 0
     result = json.loads((out / "results.json").read_text())
-    big, counted, tiny = result["rows"]
-    assert big["held_users"] == 3 and big["builds"] == 3  # every index built once and kept
-    assert counted["cache_mb"] is None and counted["builds"] == 3  # 3 users fit the 8 of a counting cache
-    assert tiny["held_users"] == 1 and tiny["builds"] == 3 * 4  # nothing fits: a build every search
-    assert result["store_bytes_per_session"] > 0
-    assert main(["bench", "users", "--data", str(data), "--index-cache-mb", "lots"]) == 2
+    big, counted, tiny, rebuilt = result["rows"]
+    # every index built once (its snapshot written) and kept; the warm user was built (and saved) before the round robin
+    assert big["held_users"] == 3 and (big["builds"], big["loads"]) == (2, 1)
+    assert counted["cache_mb"] is None and (counted["builds"], counted["loads"]) == (0, 3)  # read from the snapshots
+    assert tiny["held_users"] == 1 and (tiny["builds"], tiny["loads"]) == (0, 3 * 4)  # nothing fits: a load a search
+    assert not rebuilt["snapshots"] and (rebuilt["builds"], rebuilt["loads"]) == (3 * 4, 0)  # a build a search
+    assert 0 < result["store_bytes_per_session"] < result["store_bytes_per_session_with_snapshots"]
+    assert "snapshots off" in capsys.readouterr().out
+    for bad in ("lots", "1:sometimes"):
+        assert main(["bench", "users", "--data", str(data), "--index-cache-mb", bad]) == 2

@@ -9,6 +9,7 @@ users' sessions, so the imported unit ids differ from the source's and a wrong i
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from pathlib import Path
@@ -183,8 +184,9 @@ def test_round_trip_keeps_everything(source: Path, dump: Path, target: str, embe
 def test_the_dump_is_json_lines_with_portable_vectors(dump: Path, embedder: Any) -> None:
     lines = [json.loads(line) for line in dump.read_text("utf-8").splitlines()]
     head, end = lines[0], lines[-1]
-    assert (head["format"], head["version"], head["embedder_id"], head["dim"]) == (
-        "memgas-dump", 1, embedder.id, embedder.dim)
+    assert (head["format"], head["version"], head["embedder_id"], head["dim"], head["vector_format"]) == (
+        "memgas-dump", 2, embedder.id, embedder.dim, "float16")
+    assert {len(base64.b64decode(u["vector"])) for line in lines[1:-1] for u in line["units"]} == {2 * embedder.dim}
     assert end == {"type": "end", "users": 2, "sessions": 8}
     assert [line["user_id"] for line in lines[1:-1]] == ["alice"] * 5 + ["bob"] * 3  # one user at a time
     assert "a-café" in dump.read_text("utf-8")  # non-ASCII kept readable
@@ -217,7 +219,9 @@ def _corrupt(lines: list[str], how: str) -> list[str]:
     if how == "end count":
         return lines[:-1] + [json.dumps({"type": "end", "users": 2, "sessions": 9}) + "\n"]
     if how == "version":
-        return [json.dumps({**json.loads(lines[0]), "version": 2}) + "\n"] + lines[1:]
+        return [json.dumps({**json.loads(lines[0]), "version": 3}) + "\n"] + lines[1:]
+    if how == "vector format":
+        return [json.dumps({**json.loads(lines[0]), "vector_format": "bfloat16"}) + "\n"] + lines[1:]
     if how == "vector":
         last["units"][0]["vector"] = last["units"][0]["vector"][:-8]
     elif how == "edge ahead":
@@ -232,7 +236,7 @@ def _corrupt(lines: list[str], how: str) -> list[str]:
 @pytest.mark.parametrize("how, message", [
     ("cut mid-line", "is truncated"), ("no end line", "without its end line"),
     ("after end", "after the end line"), ("end count", "the end line counts"),
-    ("version", "of version 2"), ("vector", "vector of"), ("edge ahead", "must link a unit of this session"),
+    ("version", "of version 3"), ("vector format", "unknown vector_format 'bfloat16'"), ("vector", "vector of"), ("edge ahead", "must link a unit of this session"),
     ("edge behind", "must link a unit of this session"), ("bad json", "not valid JSON"),
 ])
 def test_a_corrupt_dump_writes_nothing(dump: Path, target: str, tmp_path: Path, embedder: Any, how: str,
@@ -313,3 +317,25 @@ def test_sqlite_to_postgresql_to_sqlite_keeps_memory_and_searches(source: Path, 
     for user in ("alice", "bob"):
         _assert_same_searches(source, pg_url, embedder, user)
         _assert_same_searches(pg_url, back, embedder, user)
+
+
+def test_a_version_1_dump_of_float32_vectors_still_imports(source: Path, dump: Path, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Dumps written before stores kept float16 (version 1, float32 vectors, no vector_format) import as they did:
+    each vector is rounded to the float16 a store keeps, the same memory as importing the version 2 dump."""
+    lines = [json.loads(line) for line in dump.read_text("utf-8").splitlines()]
+    head = {k: v for k, v in lines[0].items() if k != "vector_format"} | {"version": 1}
+    for line in lines[1:-1]:
+        for u in line["units"]:
+            halves = np.frombuffer(base64.b64decode(u["vector"]), dtype="<f2")
+            u["vector"] = base64.b64encode(halves.astype("<f4").tobytes()).decode("ascii")
+    old = tmp_path / "v1.jsonl"
+    old.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in [head, *lines[1:]]), "utf-8")
+    code, _, err = _cli(capsys, "import", str(old), "--db", str(tmp_path / "v1.db"))
+    assert code == 0, err
+    with SQLiteStore(source) as a, SQLiteStore(tmp_path / "v1.db") as b:
+        _assert_same_memory(a, b, ["alice", "bob"])
+    head["vector_format"] = "float16"  # a version 1 dump that names a format is read as it says
+    old.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in [head, *lines[1:]]), "utf-8")
+    code, _, err = _cli(capsys, "import", str(old), "--db", str(tmp_path / "v1b.db"))
+    assert code == 2 and "vector of 1536 bytes; 384 components in float16 take 768" in err, err

@@ -265,7 +265,14 @@ def test_the_index_cache_is_sized_by_memory_and_reported(embedder: Any) -> None:
     with Memory(None, embedder=embedder, index_cache_mb=None) as mem:
         mem.add("one", user_id="u")
         mem.search("one", user_id="u")
-        assert mem.index_cache() == {"users": 1, "bytes": 0, "limit_bytes": None}  # counted by users
+        assert mem.index_cache() == {"users": 1, "bytes": 0, "limit_bytes": None, "builds": 1,
+                                     "snapshot_loads": 0}  # counted by users; built by the search
+    with Memory(None, embedder=embedder) as mem, Memory(mem.store, embedder=embedder) as other:
+        for i in range(3):
+            mem.add(f"note {i}", user_id="u")
+        assert mem.method.flush(timeout=30)  # the snapshot is written in the background
+        assert other.search("note", user_id="u") and other.index_cache()["snapshot_loads"] == 1  # read, not rebuilt
+        assert other.index_cache()["builds"] == 0
     for bad in (0, -1, True, "10", float("nan")):
         with pytest.raises(InvalidInputError, match="index_cache_mb"):
             Memory(None, embedder=embedder, index_cache_mb=bad)

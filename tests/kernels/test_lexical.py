@@ -170,6 +170,31 @@ def test_the_index_counts_the_bytes_it_holds_as_it_grows() -> None:
     first = index.memory_bytes()
     index.add(["the cat chased the dog across the garden"] * 50)
     assert index.memory_bytes() > first > 0
-    walked = sum(a.nbytes for lists in (index._docs, index._tfs) for pieces in lists for a in pieces)
+    walked = sum(a.nbytes for lists in (index._docs, index._tfs) for pieces in lists.values() for a in pieces)
     assert walked <= index.memory_bytes() <= 4 * walked + 10_000  # the postings' buffers, not far off
     assert nbytes({"lexical": index}) >= index.memory_bytes()  # what a cache charges for it
+
+
+def test_an_index_from_its_arrays_scores_and_grows_as_the_original() -> None:
+    from memgas.kernels.lexical import LexicalIndex
+
+    rng = np.random.default_rng(7)
+    words = ["cat", "dog", "mat", "garden", "Sellwood", "Buckman", "bike", "sushi", "jazz", "the", "of"]
+
+    def docs(n: int) -> list[str]:
+        return [" ".join(rng.choice(words, size=rng.integers(1, 9))) for _ in range(n)]
+
+    original = LexicalIndex(docs(40), k1=0.9, b=0.4)
+    vocabulary, arrays = original.to_arrays()
+    loaded = LexicalIndex.from_arrays(vocabulary, {k: v.copy() for k, v in arrays.items()}, k1=0.9, b=0.4)
+    assert len(loaded) == 40 and loaded.memory_bytes() > 0
+    more = docs(15) + ["zebra crossing"]  # a term the loaded index has never seen
+    for index in (original, loaded):
+        index.add(more)
+    within = rng.random(len(original)) < 0.5
+    for query in ["cat garden", "sellwood bike", "zebra", "the of", "Buckman jazz sushi"]:
+        assert np.array_equal(loaded.scores(query), original.scores(query)), query
+        assert np.array_equal(loaded.scores(query, 40), original.scores(query, 40)), query  # the snapshot it was
+        assert np.array_equal(loaded.scores(query, within=within), original.scores(query, within=within))
+        assert np.array_equal(loaded.coverage(query), original.coverage(query))
+    assert loaded.to_arrays()[0] == original.to_arrays()[0]

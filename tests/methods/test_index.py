@@ -37,7 +37,7 @@ def _session(rng: random.Random, sid: str, user: str = "u") -> object:
 
 def _assert_same_as_fresh(cached: MemGAS, store: object, embedder: object, user: str = "u") -> None:
     """Every query scores every unit as a new MemGAS (that builds its index from scratch) does."""
-    fresh = MemGAS(embedder)
+    fresh = MemGAS(embedder, snapshots=False)
     for q in QUERIES:
         a = cached.score(store, user, q, query_time=WHEN)
         b = fresh.score(store, user, q, query_time=WHEN)
@@ -57,7 +57,8 @@ def test_random_adds_and_deletes_match_a_fresh_build(embedder, tmp_path: Path) -
     method = MemGAS(embedder)
     stored: list[str] = []
     for step in range(14):
-        builds, updates = method._indexes.builds, method._indexes.updates
+        cache = method._indexes
+        before = (cache.builds, cache.updates, cache.appends)
         if len(stored) > 2 and rng.random() < 0.3:
             victim = stored.pop(rng.randrange(len(stored)))
             store.delete_session("u", victim)
@@ -65,13 +66,13 @@ def test_random_adds_and_deletes_match_a_fresh_build(embedder, tmp_path: Path) -
         else:
             stored.append(f"s{step}")
             method.ingest(store, _session(rng, f"s{step}"))
-            expected = "update" if step else "build"
+            expected = "append" if step else "build"
         _assert_same_as_fresh(method, store, embedder)
-        # An add extends the cached index (at once, for the next search); a delete (and the first search)
-        # builds it whole.
-        assert (method._indexes.builds - builds, method._indexes.updates - updates) == (
-            (1, 0) if expected == "build" else (0, 1))
-    assert method._indexes.updates >= 6
+        # An add extends the cached index from what it wrote, without reading it back (at once, for the next
+        # search); a delete (and the first search) builds it whole.
+        assert (cache.builds - before[0], cache.updates - before[1], cache.appends - before[2]) == (
+            (1, 0, 0) if expected == "build" else (0, 0, 1))
+    assert method._indexes.appends >= 6
 
 
 def test_another_connection_is_picked_up_incrementally(embedder, tmp_path: Path) -> None:
@@ -83,12 +84,13 @@ def test_another_connection_is_picked_up_incrementally(embedder, tmp_path: Path)
         method.ingest(mine, _session(rng, f"a{i}"))
     method.search(mine, "u", QUERIES[0])
     other.search(mine, "u", QUERIES[0])
-    # one build (at the second add, whose association reads the index), then updated by each later add
-    assert (method._indexes.builds, method._indexes.updates) == (1, 2)
+    # one build (at the second add, whose association reads the index), then extended by each later add from what
+    # it wrote
+    assert (method._indexes.builds, method._indexes.updates, method._indexes.appends) == (1, 0, 2)
     MemGAS(embedder).ingest(theirs, _session(rng, "b0"))  # another writer, on its own connection
     hits = method.search(mine, "u", "Noted (b0).", k=4)
     assert "b0" in [h.session_id for h in hits]
-    assert (method._indexes.builds, method._indexes.updates) == (1, 3)
+    assert (method._indexes.builds, method._indexes.updates, method._indexes.appends) == (1, 1, 2)  # read theirs
     _assert_same_as_fresh(method, mine, embedder)
     # The dense baseline extends its unit index the same way.
     fresh = DenseMethod(embedder, "turn")
@@ -140,9 +142,99 @@ def test_a_cache_sized_by_memory_drops_the_least_recently_used_users(embedder, t
     room = sum(sorted(sizes.values())[1:])  # any two users' indexes fit, not three: "a" goes at once
     method.limit_caches(room)
     assert method._indexes.held(store) == (2, sizes["b"] + sizes["c"])
-    assert method.cache_usage(store) == {"users": 2, "bytes": sizes["b"] + sizes["c"]}
+    assert method.cache_usage(store) == {"users": 2, "bytes": sizes["b"] + sizes["c"], "builds": 3, "snapshot_loads": 0}
     builds = method._indexes.builds
     got = method.rank(store, "a", QUERIES[1])  # rebuilt from the store, exactly, and "b" makes room
     assert method._indexes.builds == builds + 1 and got == DenseMethod(embedder, "turn").rank(store, "a", QUERIES[1])
     assert method._indexes.held(store) == (2, sizes["c"] + sizes["a"])
+    store.close()
+
+
+def _appended(rng: random.Random, store: object, sid: str) -> tuple[object, int]:
+    """The stored session ``sid`` with one more exchange, and how many of its messages are stored."""
+    old = store.get_session("u", sid)
+    line = rng.choice(LINES)
+    msgs = [m.to_dict() for m in old.messages] + [{"role": "user", "content": f"Also: {line}"},
+                                                   {"role": "assistant", "content": f"Noted again ({sid})."}]
+    return make_session(msgs, user_id="u", session_id=sid, timestamp=old.timestamp.isoformat()), len(old.messages)
+
+
+def _assert_cold_is_exact(store: object, embedder: object) -> MemGAS:
+    """A MemGAS that holds nothing (a new process, or a user evicted) scores exactly as one that builds from scratch."""
+    cold, fresh = MemGAS(embedder), MemGAS(embedder, snapshots=False)
+    for q in QUERIES:
+        a, b = cold.score(store, "u", q, query_time=WHEN), fresh.score(store, "u", q, query_time=WHEN)
+        assert a.index.table.ids.tolist() == b.index.table.ids.tolist() and a.index.sessions == b.index.sessions
+        assert a.index.timestamps == b.index.timestamps and list(a.index.table.texts) == list(b.index.table.texts)
+        np.testing.assert_array_equal(a.index.table.vectors, b.index.table.vectors)
+        np.testing.assert_array_equal(a.scores, b.scores)  # bit for bit: the same arrays, the same arithmetic
+        hits = cold.search(store, "u", q, k=3, query_time=WHEN), fresh.search(store, "u", q, k=3, query_time=WHEN)
+        assert [(h.session_id, h.score, [t.text for t in h.turns]) for h in hits[0]] == [
+            (h.session_id, h.score, [t.text for t in h.turns]) for h in hits[1]]
+    return cold
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_cold_load_from_a_snapshot_matches_a_fresh_build(backend: str, embedder, tmp_path: Path,
+                                                            request: pytest.FixtureRequest) -> None:
+    """Random adds, deletes and appends, from this store object and from another one (another process): after
+    each, a cold MemGAS loads the snapshot (brought up to date by what was added since) and is exact."""
+    url = request.getfixturevalue("pg_url") if backend == "postgres" else str(tmp_path / "mem.db")
+    rng = random.Random(13)
+    mine, theirs = open_store(url), open_store(url)
+    writers = {"mine": MemGAS(embedder), "theirs": MemGAS(embedder)}
+    stored: list[str] = []
+    kinds = {"load": 0, "build": 0}
+    for step in range(16):
+        who = rng.choice(["mine", "theirs"])
+        store, writer = (mine, writers[who]) if who == "mine" else (theirs, writers[who])
+        roll = rng.random()
+        if len(stored) > 3 and roll < 0.2:
+            store.delete_session("u", stored.pop(rng.randrange(len(stored))))
+            assert store.load_snapshot("u", writer._indexes._snapshots.kind) is None  # a delete leaves no copy
+        elif len(stored) > 1 and roll < 0.45:
+            session, n = _appended(rng, store, rng.choice(stored))
+            writer.rewrite(store, session, keep_messages=n)
+        else:
+            stored.append(f"s{step}")
+            writer.ingest(store, _session(rng, f"s{step}"))
+        for w in writers.values():
+            assert w.flush(timeout=30)  # the snapshots the writers' indexes are being written in the background
+        cold = _assert_cold_is_exact(mine, embedder)
+        assert cold.flush(timeout=30)
+        loaded = cold._indexes.loads > 0
+        kinds["load" if loaded else "build"] += 1
+        assert cold._indexes.builds == (0 if loaded else 1)
+    assert kinds["load"] >= 8  # most states are read from a snapshot, not rebuilt
+    mine.close()
+    theirs.close()
+
+
+def test_snapshots_are_only_kept_for_the_current_state_and_unreadable_ones_are_rebuilt(embedder, tmp_path: Path
+                                                                                      ) -> None:
+    rng = random.Random(17)
+    store = open_store(tmp_path / "mem.db")
+    method = MemGAS(embedder)
+    for i in range(3):
+        method.ingest(store, _session(rng, f"s{i}"))
+    assert method.flush(timeout=30)
+    kind = method._indexes._snapshots.kind
+    version, data = store.load_snapshot("u", kind)
+    key = (store.version("u"), store.generation)
+    assert version <= key[0] and store.save_snapshot("u", kind, key, data)
+    assert not store.save_snapshot("u", kind, (key[0] - 1, key[1]), data)  # a state that is not the user's now
+    assert not store.save_snapshot("u", kind, (key[0], key[1] + 1), data)  # read inside a rolled-back write
+    assert store.load_snapshot("u", kind) == (key[0], data)
+    assert store.save_snapshot("u", kind, key, b"MGPK1\n garbage")
+    cold = MemGAS(embedder)
+    assert cold.rank(store, "u", QUERIES[0]) == MemGAS(embedder, snapshots=False).rank(store, "u", QUERIES[0])
+    assert cold.flush(timeout=30)
+    assert (cold._indexes.loads, cold._indexes.builds, cold._indexes.saves) == (0, 1, 1)  # rebuilt, and kept anew
+    assert store.load_snapshot("u", kind)[1] != b"MGPK1\n garbage"
+    other = MemGAS(embedder, assoc_scale=0.5)  # another derivation of the graph: another kind, never mixed up
+    assert other._indexes._snapshots.kind != kind
+    other.rank(store, "u", QUERIES[0])
+    assert other._indexes.loads == 0 and other._indexes.builds == 1
+    store.delete_user("u")
+    assert store.load_snapshot("u", kind) is None and store.load_snapshot("u", other._indexes._snapshots.kind) is None
     store.close()

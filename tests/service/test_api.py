@@ -215,6 +215,8 @@ def test_request_ids_logs_metrics_and_probes(server: LiveServer) -> None:
     gauges = dict(line.split() for line in text.splitlines() if line.startswith("memgas_index_cache_"))
     assert "# TYPE memgas_index_cache_bytes gauge" in text and int(gauges["memgas_index_cache_users"]) >= 1
     assert int(gauges["memgas_index_cache_bytes"]) > 0  # the searched users' indexes, by memory
+    counts = dict(line.split() for line in text.splitlines() if line.startswith("memgas_index_"))
+    assert int(counts["memgas_index_builds"]) >= 1 and int(counts["memgas_index_snapshot_loads"]) >= 0
 
 
 def test_rate_limit_is_per_key(tmp_path: Path) -> None:

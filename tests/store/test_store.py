@@ -26,6 +26,7 @@ from memgas.core.errors import (
 )
 from memgas.core.types import Edge, Session, Unit
 from memgas.core.validate import make_session
+from memgas.kernels.quantize import from_half, to_half
 from memgas.store import SQLiteStore, Store, UnitTable, migrate, open_store
 from memgas.store.sqlite import _FORGET_WAIT, SCHEMA_VERSION
 
@@ -155,7 +156,9 @@ def test_round_trip_through_a_reopened_store(target: str, rng: np.random.Generat
         assert table.texts == tuple(u.text for u in u1 + u2)
         assert table.granularity.dtype == np.int8 and table.vectors.dtype == np.float32
         assert table.vectors.shape == (len(u1) + len(u2), DIM)
-        np.testing.assert_array_equal(table.vectors, np.stack([u.vector for u in u1 + u2]))  # exact
+        stored = np.stack([u.vector for u in u1 + u2])
+        np.testing.assert_array_equal(table.vectors, from_half(to_half(stored)))  # the float16 values, exactly
+        assert 0 < np.abs(table.vectors - stored).max() <= 2**-12
         assert table.mask("turn").sum() == 5 and table.mask("summary").sum() == 0
         np.testing.assert_array_equal(table.turn_start[table.mask("turn")], [0, 1, 0, 1, 2])
         np.testing.assert_array_equal(table.turn_end[table.mask("turn")], [1, 2, 1, 2, 3])
@@ -457,7 +460,7 @@ def test_in_memory_store(rng: np.random.Generator) -> None:
         ids = store.add_session(s, units, [Edge(-1, -3, 0.3)])
         table = store.load_units("alice")
         assert isinstance(table, UnitTable) and table.ids.tolist() == ids
-        np.testing.assert_array_equal(table.vectors, np.stack([u.vector for u in units]))
+        np.testing.assert_array_equal(table.vectors, from_half(to_half(np.stack([u.vector for u in units]))))
         assert store.stats()["file_bytes"] is None and store.path is None
 
 
@@ -1065,3 +1068,36 @@ def test_postgres_rate_limit_buckets_are_shared_by_every_store_object(pg_url: st
         assert 20 <= allowed <= 20 + 10 * (time.monotonic() - start) + 1
     with pytest.raises(NotImplementedError):
         SQLiteStore(":memory:").take_token("k", 1.0, 1.0)
+
+
+def test_schema_6_reencodes_float32_vectors_as_float16(target: str, rng: np.random.Generator) -> None:
+    """A store of schema 5 (float32 vector bytes, no snapshots) opened by this memgas: every vector is re-encoded
+    in the migration's transaction (and reads as its float16 values), the snapshots table exists, nothing else moves."""
+    s1 = _session("alice", "s1", 3)
+    units = _units(s1, rng)
+    vectors = np.stack([u.vector for u in units]).astype(np.float32)
+    with open_store(target) as store:
+        store.bind_embedder(EMBEDDER, DIM)
+        ids = store.add_session(s1, units, [Edge(-1, -2, 0.5)])
+    old = [(v.astype("<f4").tobytes(), i) for v, i in zip(vectors, ids)]  # how schema 5 wrote them
+    if target.startswith("postgresql://"):
+        with psycopg.connect(target, autocommit=True) as conn:
+            conn.execute("DROP TABLE snapshots")
+            conn.execute("DELETE FROM schema_version WHERE version = 6")
+            conn.cursor().executemany("UPDATE units SET vector = %s WHERE id = %s", old)
+    else:
+        conn = sqlite3.connect(target)
+        conn.execute("DROP TABLE snapshots")
+        conn.executemany("UPDATE units SET vector = ? WHERE id = ?", old)
+        conn.execute("PRAGMA user_version = 5")
+        conn.commit()
+        conn.close()
+    with open_store(target) as store:
+        assert store.schema_upgrade == (5, 6)
+        table = store.load_units("alice")
+        np.testing.assert_array_equal(table.vectors, from_half(to_half(vectors)))
+        assert table.ids.tolist() == ids and table.texts == tuple(u.text for u in units)
+        assert store.load_edges("alice").weight.tolist() == [0.5] and store.load_snapshot("alice", "k") is None
+    with open_store(target) as store:
+        assert store.schema_upgrade == (6, 6)  # once
+        np.testing.assert_array_equal(store.load_units("alice").vectors, table.vectors)

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -198,12 +199,18 @@ def replay_user(store: Store, user_id: str, template: Template) -> None:
 
 
 def store_size(target: str) -> int:
-    """Bytes the store takes on disk: a SQLite file with its WAL, or a PostgreSQL database."""
+    """Bytes the store takes on disk: a SQLite file with its WAL (checkpointed first), or a PostgreSQL database."""
     if target.startswith(("postgresql://", "postgres://")):
         import psycopg
 
         with psycopg.connect(target) as conn:
             return int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
+    import sqlite3
+
+    # The write-ahead log holds pages not yet copied into the file (up to the whole of a fresh store): copy them
+    # first, so that the size is the store's, not the log's.
+    with closing(sqlite3.connect(target)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return sum(os.path.getsize(f"{target}{s}") for s in ("", "-wal") if os.path.exists(f"{target}{s}"))
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from memgas.core.errors import InvalidInputError
 
-__all__ = ["DEFAULT_CHECKPOINTS", "LIVE_USER", "checkpoint_plan", "run_live", "live_markdown"]
+__all__ = ["DEFAULT_CHECKPOINTS", "LIVE_USER", "checkpoint_plan", "run_live", "live_markdown", "rss_mb"]
 
 #: Stored-session counts reported by default.
 DEFAULT_CHECKPOINTS: tuple[int, ...] = (50, 500, 2000, 5000)
@@ -48,7 +48,7 @@ def checkpoint_plan(checkpoints: Sequence[int], n_sessions: int | None) -> list[
     return sorted({c for c in checkpoints if c <= n} | {n})
 
 
-def _rss_mb() -> float:
+def rss_mb() -> float:
     """This process's resident memory now (Linux ``/proc``), else its peak (``getrusage``), in MiB."""
     try:
         pages = int(Path("/proc/self/statm").read_text().split()[1])
@@ -188,7 +188,7 @@ def run_live(
                     "search_after_add_ms": _percentiles([after_ms[j - 1] for j in idx]),
                     "warm_search_ms": _percentiles([sample["warm_ms"][j] for j in idx]),
                     "embed_query_ms": _percentiles([sample["embed_query_ms"][j] for j in idx]),
-                    "rss_mb": _rss_mb(),
+                    "rss_mb": rss_mb(),
                     "store_mb": (stats.get("file_bytes") or 0) / 2**20,
                 })
     with tempfile.TemporaryDirectory(dir=out_dir) as cache_dir:

@@ -6,21 +6,28 @@ every copy). Query vectors are put in the embedding cache first: the latencies a
 not the model's. Then, with MemGAS and its index cache sized to ``index_cache_mb``:
 
 * *warm*: one user searched ``probes`` times (its index built by a first search);
-* *round robin*: every user in turn, ``rounds`` times over, with a cache that starts empty (the first round builds
-  each user's index; the others find it cached or not, as the cache's size allows).
+* *round robin*: every user in turn, ``rounds`` times over, with a cache that starts empty (the first round loads or
+  builds each user's index; the others find it cached or not, as the cache's size allows).
 
-Each table row gives p50/p95 of both, their ratio (p50), what the cache held at the end, and the store's bytes per
-session.
+A cache size may be given as ``(MiB, False)`` to measure it with MemGAS's snapshots off (``snapshots=False``): an
+evicted user is then rebuilt from the store instead of loaded from its snapshot. The first row's round robin also
+writes every user's snapshot (each first load is a build); later rows read them.
+
+Each table row gives p50/p95 of both, their ratio (p50), what the cache held at the end, how many indexes were
+built and loaded from snapshots, and the process's resident memory per cached user (RSS after the round robin less
+RSS before it, over the users held). The store's bytes per session are given before and after the snapshots.
 """
 
 from __future__ import annotations
 
+import gc
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
 
 from memgas.bench.backends import percentiles, replay_user, store_size, template_users
+from memgas.bench.live import rss_mb
 from memgas.methods import get_method
 from memgas.store import open_store
 
@@ -28,7 +35,8 @@ __all__ = ["run_users", "users_markdown"]
 
 
 def run_users(target: str, data: Path, embedder: Any, *, users: int = 12, sessions: int = 100,
-              cache_mb: Sequence[float | None] = (1024, 1), rounds: int = 4, probes: int = 40) -> dict[str, Any]:
+              cache_mb: Sequence[float | None | tuple[float | None, bool]] = (1024, 1), rounds: int = 4,
+              probes: int = 40) -> dict[str, Any]:
     """Measure round-robin searches against a warm user at each cache size (see the module docstring)."""
     n_templates = min(10, users)
     templates, questions = template_users(data, n_templates, sessions, embedder)
@@ -42,43 +50,61 @@ def run_users(target: str, data: Path, embedder: Any, *, users: int = 12, sessio
         for u in range(users):
             replay_user(store, f"u{u:05d}", templates[u % n_templates])
         size = store_size(target)
-        for mb in cache_mb:
-            method = get_method("memgas", embedder)
-            if mb is not None:
-                method.limit_caches(int(mb * 2**20))
+        for spec in cache_mb:
+            mb, snapshots = spec if isinstance(spec, tuple) else (spec, True)
+
+            def fresh() -> Any:
+                method = get_method("memgas", embedder, snapshots=snapshots)
+                if mb is not None:
+                    method.limit_caches(int(mb * 2**20))
+                return method
+
+            method = fresh()
             warm = []
             method.search(store, "u00000", questions[0], k=5, query_time=now)
             for _ in range(probes):
                 t0 = time.perf_counter()
                 method.search(store, "u00000", questions[0], k=5, query_time=now)
                 warm.append(time.perf_counter() - t0)
-            method = get_method("memgas", embedder)  # an empty cache for the round robin
-            if mb is not None:
-                method.limit_caches(int(mb * 2**20))
+            method.flush()  # the warm user's snapshot, written in the background
+            del method
+            gc.collect()
+            rss_before = rss_mb()
+            method = fresh()  # an empty cache for the round robin
             robin, first = [], []
             for r in range(rounds):
                 for u in range(users):
                     t0 = time.perf_counter()
                     method.search(store, f"u{u:05d}", questions[u % n_templates], k=5, query_time=now)
                     (first if r == 0 else robin).append(time.perf_counter() - t0)
+            method.flush()  # the snapshots the round robin's builds wrote in the background (for the rows after)
+            gc.collect()
             held = method.cache_usage(store)
-            rows.append({"cache_mb": mb, "warm": percentiles(warm), "round_robin": percentiles(robin),
-                         "first_round": percentiles(first), "held_users": held["users"], "held_bytes": held["bytes"],
-                         "builds": method._indexes.builds})
+            rows.append({"cache_mb": mb, "snapshots": snapshots, "warm": percentiles(warm),
+                         "round_robin": percentiles(robin), "first_round": percentiles(first),
+                         "held_users": held["users"], "held_bytes": held["bytes"], "builds": method._indexes.builds,
+                         "loads": method._indexes.loads,
+                         "rss_mb_per_user": (rss_mb() - rss_before) / max(1, held["users"])})
+            del method
     return {"users": users, "sessions": sessions, "store_bytes_per_session": size / (users * sessions),
+            "store_bytes_per_session_with_snapshots": store_size(target) / (users * sessions),
             "rounds": rounds, "rows": rows}
 
 
 def users_markdown(r: dict[str, Any]) -> str:
     """The runs as a Markdown table."""
     lines = [f"{r['users']} users × {r['sessions']} sessions; store {r['store_bytes_per_session'] / 1e3:.1f} KB per "
-             f"session; round robin: {r['rounds'] - 1} rounds after the first (which builds every index).", "",
+             f"session ({r['store_bytes_per_session_with_snapshots'] / 1e3:.1f} KB with every user's snapshot); round "
+             f"robin: {r['rounds'] - 1} rounds after the first (which loads or builds every index).", "",
              "| index cache | warm p50 / p95 (ms) | round robin p50 / p95 (ms) | round robin / warm (p50) | "
-             "first round p50 (ms) | users held | MB held | index builds |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "first round p50 (ms) | users held | MB held | builds | snapshot loads | RSS per cached user (MiB) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in r["rows"]:
         w, rr, f = row["warm"], row["round_robin"], row["first_round"]
         label = "8 users" if row["cache_mb"] is None else f"{row['cache_mb']:g} MiB"
+        label += "" if row["snapshots"] else ", snapshots off"
         lines.append(f"| {label} | {w['p50_ms']:.1f} / {w['p95_ms']:.1f} | {rr['p50_ms']:.1f} / {rr['p95_ms']:.1f} | "
                      f"{rr['p50_ms'] / w['p50_ms']:.2f} | {f['p50_ms']:.1f} | {row['held_users']} | "
-                     f"{row['held_bytes'] / 2**20:.1f} | {row['builds']} |")
+                     f"{row['held_bytes'] / 2**20:.1f} | {row['builds']} | {row['loads']} | "
+                     f"{row['rss_mb_per_user']:.2f} |")
     return "\n".join(lines) + "\n"

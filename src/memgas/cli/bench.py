@@ -93,7 +93,8 @@ def add_bench_parser(sub: Any) -> None:
     sp.add_argument("--json", action="store_true", help="http: print the results as JSON instead of the table")
     sp.add_argument("--searches", type=int, default=20, help="store: searches per client (default 20)")
     sp.add_argument("--index-cache-mb", default=None, metavar="MIB[,MIB...]",
-                    help="users: index cache sizes to measure, comma-separated MiB or 'none' for 8 users (default 1024,none,1)")
+                    help="users: index cache sizes to measure, comma-separated MiB or 'none' for 8 users, ':rebuild' for MemGAS "
+                         "snapshots off (default 1024,none,1,1:rebuild)")
     sp.add_argument("--users", type=_ks, default=None, help="scale: user counts to measure at (default 100,1000,10000)")
     sp.add_argument("--checkpoints", type=_ks, default=None,
                     help="live: stored-session counts to report at (default 50,500,2000,5000)")
@@ -236,11 +237,16 @@ def _cmd_users(args: argparse.Namespace) -> int:
 
     out = args.out or Path("bench-out") / "users"
     out.mkdir(parents=True, exist_ok=True)
-    try:  # "none": the cache counts users (8), as before it was sized by memory
-        sizes = [None if x.strip().lower() == "none" else float(x) for x in str(args.index_cache_mb or "1024,none,1")
-                 .split(",")]
-    except ValueError:
-        raise InvalidInputError(f"--index-cache-mb: expected MiB values or 'none', got {args.index_cache_mb!r}") from None
+    sizes = []
+    for item in str(args.index_cache_mb or "1024,none,1,1:rebuild").split(","):
+        size, _, how = item.strip().lower().partition(":")
+        try:  # "none": the cache counts users (8), as before it was sized by memory; ":rebuild": snapshots off
+            if how not in ("", "rebuild"):
+                raise ValueError(how)
+            sizes.append((None if size == "none" else float(size), how != "rebuild"))
+        except ValueError:
+            raise InvalidInputError(f"--index-cache-mb: expected MiB values or 'none', each optionally with "
+                                    f"':rebuild', got {args.index_cache_mb!r}") from None
     embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
     with _backend(args, "memgas_bench_users") as backend:
         target, label = _target(backend, out / "users.db")

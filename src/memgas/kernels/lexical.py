@@ -144,14 +144,65 @@ class LexicalIndex:
         self.k1 = k1
         self.b = b
         self._vocab: dict[str, int] = {}
-        self._docs: list[list[np.ndarray]] = []  # per term id: ascending document numbers, in pieces
-        self._tfs: list[list[np.ndarray]] = []  # per term id: the term's frequency in each of those documents
+        # Per term id, its postings in pieces: ascending document numbers and the term's frequency in each. A
+        # term's lists are made when first read or extended, from the packed postings an index loaded with
+        # (from_arrays: one array each for all terms, sliced by ``_starts``), so a load makes no per-term object.
+        self._docs: dict[int, list[np.ndarray]] = {}
+        self._tfs: dict[int, list[np.ndarray]] = {}
+        self._packed: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # starts, documents, frequencies
         self._lengths: list[np.ndarray] = []
         self._n = 0
         self._bytes = 0  # what the postings, lengths and vocabulary hold, kept as they grow (memory_bytes)
         self._lock = threading.Lock()
         if len(texts):
             self.add(texts)
+
+    def _pieces(self, t: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Term ``t``'s lists of posting pieces (made on first use; the caller holds the lock)."""
+        docs = self._docs.get(t)
+        if docs is None:
+            docs, tfs = self._docs[t], self._tfs[t] = [], []
+            if self._packed is not None and t + 1 < self._packed[0].size:
+                starts, all_docs, all_tfs = self._packed
+                a, b = int(starts[t]), int(starts[t + 1])
+                docs.append(all_docs[a:b])
+                tfs.append(all_tfs[a:b])
+            return docs, tfs
+        return docs, self._tfs[t]
+
+    def to_arrays(self, n: int | None = None) -> tuple[list[str], dict[str, np.ndarray]]:
+        """The index of the first ``n`` documents (default: all) as its vocabulary (stems by term id) and arrays
+        (``starts`` of each term's postings in ``docs``/``tfs``, and each document's ``lengths``), for
+        :meth:`from_arrays`. Terms that only later documents hold stay in the vocabulary, with no postings."""
+        with self._lock:
+            n = self._n if n is None else n
+            pieces = [self._pieces(t) for t in range(len(self._vocab))]
+            docs = [_joined(d) if d else np.zeros(0, np.int64) for d, _ in pieces]
+            tfs = [_joined(f) if f else np.zeros(0, np.float64) for _, f in pieces]
+            if n < self._n:
+                ends = [int(np.searchsorted(d, n)) for d in docs]
+                docs = [d[:e] for d, e in zip(docs, ends)]
+                tfs = [f[:e] for f, e in zip(tfs, ends)]
+            starts = np.concatenate([[0], np.cumsum([d.size for d in docs])]).astype(np.int64)
+            lengths = (_joined(self._lengths) if self._lengths else np.zeros(0, np.float64))[:n]
+            return list(self._vocab), {
+                "starts": starts, "docs": np.concatenate(docs) if docs else np.zeros(0, np.int64),
+                "tfs": np.concatenate(tfs) if tfs else np.zeros(0, np.float64), "lengths": lengths}
+
+    @classmethod
+    def from_arrays(cls, vocabulary: Sequence[str], arrays: dict[str, np.ndarray], *, k1: float = 1.5,
+                    b: float = 0.75) -> "LexicalIndex":
+        """The index that :meth:`to_arrays` gave (its arrays are used as they are, not copied): it scores and
+        grows exactly as the original does."""
+        index = cls(k1=k1, b=b)
+        index._vocab = dict(zip(vocabulary, range(len(vocabulary))))
+        docs, tfs = arrays["docs"].astype(np.int64, copy=False), arrays["tfs"].astype(np.float64, copy=False)
+        index._packed = (arrays["starts"], docs, tfs)
+        lengths = arrays["lengths"].astype(np.float64, copy=False)
+        index._lengths = [lengths] if lengths.size else []
+        index._n = int(lengths.size)
+        index._bytes = docs.nbytes + tfs.nbytes + 8 * index._n + 72 * len(vocabulary)
+        return index
 
     def __len__(self) -> int:
         return self._n
@@ -168,10 +219,9 @@ class LexicalIndex:
         stems, tokens, lengths = _analyse(texts)
         with self._lock:
             vocab = self._vocab
+            before = len(vocab)
             terms = np.fromiter((vocab.setdefault(s, len(vocab)) for s in stems), np.int64, len(stems))[tokens]
-            new = len(vocab) - len(self._docs)
-            self._docs += [[] for _ in range(new)]
-            self._tfs += [[] for _ in range(new)]
+            new = len(vocab) - before
             # One sort gives every (term, document) pair with its count, grouped by term, documents ascending.
             width = self._n + len(texts)
             pairs, counts = np.unique(terms * width + np.repeat(np.arange(self._n, width), lengths),
@@ -180,8 +230,9 @@ class LexicalIndex:
             tf = counts.astype(np.float64)
             starts = np.flatnonzero(np.diff(term_of, prepend=-1))  # where each term's documents begin
             for t, start, end in zip(term_of[starts].tolist(), starts.tolist(), [*starts[1:].tolist(), pairs.size]):
-                self._docs[t].append(doc_of[start:end])
-                self._tfs[t].append(tf[start:end])
+                docs, tfs = self._pieces(t)
+                docs.append(doc_of[start:end])
+                tfs.append(tf[start:end])
             self._lengths.append(lengths.astype(np.float64))
             self._n = width
             # the arrays the postings slice (kept alive by them), the lengths, and about 72 bytes a new term
@@ -195,7 +246,7 @@ class LexicalIndex:
         out = np.zeros(n, dtype=np.float64)
         tokens = set(tokenize([query])[0]) if n else set()
         with self._lock:
-            present = [_joined(self._docs[t]) for t in (self._vocab.get(tok) for tok in tokens) if t is not None]
+            present = [_joined(self._pieces(t)[0]) for t in (self._vocab.get(tok) for tok in tokens) if t is not None]
         for docs in present:
             out[docs[: int(np.searchsorted(docs, n))]] += 1.0
         return out / len(tokens) if tokens else out
@@ -211,8 +262,8 @@ class LexicalIndex:
         out = np.zeros(n, dtype=np.float64)
         tokens = tokenize([query])[0] if n else []
         with self._lock:
-            postings = [(_joined(self._docs[t]), _joined(self._tfs[t]))
-                        for t in (self._vocab.get(tok) for tok in tokens) if t is not None]
+            postings = [(_joined(docs), _joined(tfs)) for docs, tfs in
+                        (self._pieces(t) for t in (self._vocab.get(tok) for tok in tokens) if t is not None)]
             lengths = _joined(self._lengths)[:n] if postings else None
         if lengths is None:
             return out

@@ -80,10 +80,18 @@ class MemoryMethod(ABC):
         for cache in caches:
             cache.limit(max_bytes // max(len(caches), 1))
 
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait for the index snapshots this method's caches are writing in the background; return whether all were
+        written (or given up) within ``timeout`` seconds."""
+        return all(cache.flush(timeout) for cache in self.caches())
+
     def cache_usage(self, store: Store) -> dict[str, int]:
-        """``{"users", "bytes"}``: what this method's caches hold for ``store`` (users: the most any one holds)."""
-        held = [c.held(store) for c in self.caches()]
-        return {"users": max((u for u, _ in held), default=0), "bytes": sum(b for _, b in held)}
+        """``{"users", "bytes", "builds", "snapshot_loads"}``: what this method's caches hold for ``store`` (users:
+        the most any one holds), and how many indexes they built whole and loaded from store snapshots so far."""
+        caches = self.caches()
+        held = [c.held(store) for c in caches]
+        return {"users": max((u for u, _ in held), default=0), "bytes": sum(b for _, b in held),
+                "builds": sum(c.builds for c in caches), "snapshot_loads": sum(c.loads for c in caches)}
 
     def prepare(self, store: Store, user_id: str) -> None:
         """Build the user's search index now rather than on the first query."""

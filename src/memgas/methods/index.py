@@ -9,16 +9,19 @@ import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, Protocol, TypeVar
 
 import numpy as np
 
+from memgas.core.errors import InvalidInputError
+from memgas.core.packing import PackedTexts
 from memgas.core.types import GRANULARITIES, Session
+from memgas.kernels.quantize import from_half, to_half
 from memgas.store import Store, UnitTable
 
 __all__ = [
     "IndexCache", "nbytes", "UserIndex", "RowBuffer", "build_user_index", "extend_user_index", "compacted_index", "update_user_index",
-    "turn_docs",
+    "turn_docs", "SnapshotCodec", "user_index_arrays", "user_index_from_arrays", "appended_index",
 ]
 
 T = TypeVar("T")
@@ -83,7 +86,7 @@ def build_user_index(store: Store, user_id: str) -> UserIndex:
     table = store.load_units(user_id)
     # The vectors are copied once into a growable buffer, so that extending the index later need not
     # copy them again, and a fresh build and an extended one hold their rows alike (same BLAS results).
-    rows = RowBuffer(table.vectors, capacity=len(table) + len(table) // 4 + 16)
+    rows = RowBuffer(table.vectors, capacity=_spare(len(table)))
     table = _with_rows(table, rows)
     pos: dict[str, int] = {}
     session_of = np.fromiter((pos.setdefault(s, len(pos)) for s in table.session_ids), np.int64, len(table))
@@ -92,10 +95,68 @@ def build_user_index(store: Store, user_id: str) -> UserIndex:
     return UserIndex(table, session_of, tuple(pos), timestamps, masks, rows)
 
 
+def _spare(n: int) -> int:
+    """The row capacity a fresh index gets for ``n`` rows (room for a quarter more before a copy)."""
+    return n + n // 4 + 16
+
+
+def _joined_turns(index: UserIndex) -> dict[int, tuple[int, int]]:
+    """The rows (not turns) whose text is the texts of consecutive turn rows of their session, over their turn range,
+    joined by newlines (MemGAS's session chunks), each with that range of rows ``[first, last]``."""
+    t = index.table
+    turn_row = {(int(index.session_of[r]), int(t.turn_start[r])): int(r) for r in index.masks["turn"]}
+    out = {}
+    for r in np.flatnonzero(t.granularity != GRANULARITIES.index("turn")).tolist():
+        parts = [turn_row.get((int(index.session_of[r]), k)) for k in range(int(t.turn_start[r]), int(t.turn_end[r]))]
+        if (None not in parts and parts == list(range(parts[0], parts[0] + len(parts)))  # type: ignore[operator]
+                and "\n".join(t.texts[p] for p in parts) == t.texts[r]):  # type: ignore[index]
+            out[r] = (parts[0], parts[-1])
+    return out
+
+
+def user_index_arrays(index: UserIndex) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """``index`` as arrays and JSON values for a snapshot (:func:`memgas.core.packing.pack`): the unit columns, the
+    vectors in float16 as the store keeps them (so a snapshot takes what the store takes for them), the texts in one
+    buffer, each followed by a newline, so that a text that joins consecutive turns by newlines (a session chunk's)
+    is kept as the span that covers them, not again (half the bytes), and the sessions with their timestamps."""
+    t = index.table
+    derived = _joined_turns(index)
+    own = [b"" if r in derived else text.encode() + b"\n" for r, text in enumerate(t.texts)]
+    ends = np.cumsum([len(b) for b in own], dtype=np.int64)
+    starts = ends - [len(b) for b in own]
+    ends -= np.array([b != b"" for b in own], dtype=np.int64)  # the newline after a text is not part of it
+    for r, (first, last) in derived.items():
+        starts[r], ends[r] = starts[first], ends[last]
+    arrays = {"ids": t.ids, "session_of": index.session_of.astype(np.int32), "granularity": t.granularity,
+              "turn_start": t.turn_start, "turn_end": t.turn_end, "chunk": t.chunk,
+              "halves": to_half(t.vectors), "text_bytes": np.frombuffer(b"".join(own), dtype=np.uint8),
+              "text_starts": starts, "text_ends": ends}
+    meta = {"sessions": list(index.sessions), "dim": int(t.vectors.shape[1]),
+            "timestamps": {sid: None if ts is None else ts.isoformat() for sid, ts in index.timestamps.items()}}
+    return arrays, meta
+
+
+def user_index_from_arrays(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> UserIndex:
+    """The :class:`UserIndex` that :func:`user_index_arrays` gave: equal, row for row and bit for bit, to the one a
+    build from the store at that state gives (texts stay packed, decoded when read)."""
+    sessions = tuple(meta["sessions"])
+    session_of = arrays["session_of"].astype(np.int64)
+    vectors = from_half(arrays["halves"]).reshape(-1, int(meta["dim"]))
+    rows = RowBuffer(vectors, capacity=_spare(len(vectors)))
+    table = UnitTable(arrays["ids"].astype(np.int64), tuple(sessions[i] for i in session_of.tolist()),
+                      arrays["granularity"].astype(np.int8), arrays["turn_start"].astype(np.int32),
+                      arrays["turn_end"].astype(np.int32), arrays["chunk"].astype(np.int32),
+                      PackedTexts(arrays["text_bytes"].tobytes(), arrays["text_starts"].copy(), arrays["text_ends"].copy()),
+                      rows.view())
+    timestamps = {sid: None if ts is None else datetime.fromisoformat(ts) for sid, ts in meta["timestamps"].items()}
+    masks = {g: np.flatnonzero(table.mask(g)) for g in GRANULARITIES}
+    return UserIndex(table, session_of, sessions, timestamps, masks, rows)
+
+
 def compacted_index(index: UserIndex, alive: np.ndarray) -> UserIndex:
     """``index`` without the rows where ``alive`` is false (units a rewrite replaced), rows renumbered in order."""
     table = index.table.select(alive)
-    rows = RowBuffer(table.vectors, capacity=len(table) + len(table) // 4 + 16)
+    rows = RowBuffer(table.vectors, capacity=_spare(len(table)))
     position = np.cumsum(alive) - 1  # old row -> new row, for the rows that stay
     masks = {g: position[m[alive[m]]] for g, m in index.masks.items()}
     return UserIndex(_with_rows(table, rows), index.session_of[alive], index.sessions, dict(index.timestamps),
@@ -127,21 +188,28 @@ def extend_user_index(store: Store, user_id: str, index: UserIndex, *, compact: 
         old = index.table
     if len(added) == 0:
         return index, {}, alive
+    sessions = {sid: store.get_session(user_id, sid) for sid in dict.fromkeys(added.session_ids)}
+    return appended_index(index, added, sessions), sessions, alive
+
+
+def appended_index(index: UserIndex, added: UnitTable, sessions: dict[str, Session]) -> UserIndex:
+    """``index`` followed by the rows of ``added`` (units with larger ids, of ``sessions``), the vectors appended in
+    place (:class:`RowBuffer`); what :func:`extend_user_index` makes of what it read, and what an add makes of what
+    it just wrote, without reading it back. ``index`` itself is not changed."""
+    old = index.table
     n = len(old)
     rows = (index.rows or RowBuffer(old.vectors)).extend(n, added.vectors)
     # Extending the columns without their vectors: the buffer already holds every row, uncopied.
     none = old.vectors[:0]
     table = _with_rows(replace(old, vectors=none).extended(replace(added, vectors=none)), rows)
-    new_sessions = dict.fromkeys(added.session_ids)
-    sessions = {sid: store.get_session(user_id, sid) for sid in new_sessions}
     pos = {sid: i for i, sid in enumerate(index.sessions)}
-    for sid in new_sessions:
+    for sid in dict.fromkeys(added.session_ids):
         pos.setdefault(sid, len(pos))
     session_of = np.concatenate([index.session_of, np.fromiter(map(pos.__getitem__, added.session_ids), np.int64,
                                                                len(added))])
-    timestamps = {**index.timestamps, **{sid: s.timestamp for sid, s in sessions.items()}}
+    timestamps = {**index.timestamps, **{sid: sessions[sid].timestamp for sid in dict.fromkeys(added.session_ids)}}
     masks = {g: np.concatenate([index.masks[g], n + np.flatnonzero(added.mask(g))]) for g in GRANULARITIES}
-    return UserIndex(table, session_of, tuple(pos), timestamps, masks, rows), sessions, alive
+    return UserIndex(table, session_of, tuple(pos), timestamps, masks, rows)
 
 
 def update_user_index(store: Store, user_id: str, index: UserIndex) -> UserIndex | None:
@@ -203,6 +271,25 @@ def nbytes(value: object) -> int:
     return total
 
 
+class SnapshotCodec(Protocol[T]):
+    """How a method's index is kept in the store between processes and evictions (:class:`IndexCache`)."""
+
+    #: The snapshot kind: names the method, the format and every setting the index depends on.
+    kind: str
+
+    def encode(self, index: T) -> bytes:
+        """``index`` as bytes."""
+        ...
+
+    def decode(self, data: bytes) -> T:
+        """The index that :meth:`encode` gave ``data`` for (raises on data it cannot read)."""
+        ...
+
+    def rows(self, index: T) -> int:
+        """How many units ``index`` holds (a snapshot is written again once the index grew a quarter past it)."""
+        ...
+
+
 class IndexCache(Generic[T]):
     """Per-store, per-user search indexes, invalidated by the store's version counter.
 
@@ -222,12 +309,27 @@ class IndexCache(Generic[T]):
     its indexes with it); at most ``max_users`` users are kept per store (``None``: no count limit) and, with
     ``max_bytes``, at most that many bytes of indexes (:func:`nbytes`, measured as each is stored; the index just
     stored always stays), least recently used first out.
+
+    With ``snapshots``, an index is also kept in the store (:meth:`Store.save_snapshot`), so that a user not held
+    here (evicted, or never loaded by this process) costs a read instead of a build: a snapshot of the current state
+    is used as it is, an older one is brought up to date by ``update`` (what was added since), and only when there
+    is none, it is unreadable or ``update`` cannot (deletes drop snapshots; a rewrite that replaced a turn) is the
+    index built. A snapshot is written after each build, and after an update once the index holds a quarter more
+    units than the snapshot last written or read, so keeping it costs about a constant share of each add; the writes
+    run on a background thread (:meth:`flush` waits for them), never in the search or add that made the index.
     """
 
     def __init__(self, build: Callable[[Store, str], T], max_users: int | None = 8,
-                 update: Callable[[Store, str, T], T | None] | None = None, *, max_bytes: int | None = None) -> None:
+                 update: Callable[[Store, str, T], T | None] | None = None, *, max_bytes: int | None = None,
+                 snapshots: SnapshotCodec[T] | None = None) -> None:
         self._build = build
         self._update = update
+        self._snapshots = snapshots
+        self._saved: weakref.WeakKeyDictionary[Store, dict[str, int]] = weakref.WeakKeyDictionary()
+        # Snapshots waiting for the background writer, by (store, user); ``_saving`` while it runs.
+        self._pending: dict[tuple[int, str], tuple[Store, str, tuple[int, int], T]] = {}
+        self._saving = False
+        self._idle = threading.Condition()
         self._max = max_users
         self.max_bytes = max_bytes
         self._bytes: weakref.WeakKeyDictionary[Store, dict[str, int]] = weakref.WeakKeyDictionary()
@@ -235,9 +337,14 @@ class IndexCache(Generic[T]):
             weakref.WeakKeyDictionary())
         self._builders: weakref.WeakKeyDictionary[Store, dict[str, threading.Lock]] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
-        #: How many full builds and incremental updates this cache ran (for tests and benchmarks).
+        #: How many full builds and incremental updates (reading what was added) this cache ran, how many indexes
+        #: writers put (appends, made from what they wrote), and how many snapshots it read (loads) and wrote
+        #: (saves), for tests and benchmarks.
         self.builds = 0
         self.updates = 0
+        self.appends = 0
+        self.loads = 0
+        self.saves = 0
 
     def _cached(self, store: Store, user_id: str, key: tuple[int, int]) -> tuple[tuple[int, int], T] | None:
         with self._lock:
@@ -246,6 +353,28 @@ class IndexCache(Generic[T]):
             if hit is not None and hit[0] == key:
                 items.move_to_end(user_id)
             return hit
+
+    def put(self, store: Store, user_id: str, key: tuple[int, int], index: T) -> None:
+        """File ``index`` as the user's at ``key``, made by the caller from what it just wrote (inside its write
+        transaction, so that nothing else changed the user meanwhile), so that the next search needs no read. A
+        rolled-back write changes the store's generation: an index put under its key is then never served."""
+        with self._lock:
+            builder = self._builders.setdefault(store, {}).setdefault(user_id, threading.Lock())
+        with builder:
+            self.appends += 1
+            self._file(store, user_id, key, index)
+        self._save(store, user_id, key, index, built=False)
+
+    def _file(self, store: Store, user_id: str, key: tuple[int, int], index: T) -> None:
+        """Keep ``index`` under ``key`` as the user's most recently used one, then evict what no longer fits."""
+        size = nbytes(index) if self.max_bytes is not None else 0
+        with self._lock:
+            items = self._stores.setdefault(store, OrderedDict())
+            sizes = self._bytes.setdefault(store, {})
+            items[user_id] = (key, index)
+            sizes[user_id] = size
+            items.move_to_end(user_id)
+            self._evict(items, sizes)
 
     def refresh(self, store: Store, user_id: str) -> None:
         """Bring the cached index of ``user_id`` up to date now (right after a write), so the next search
@@ -257,8 +386,74 @@ class IndexCache(Generic[T]):
             if cached:
                 self.get(store, user_id)
 
+    def _from_snapshot(self, store: Store, user_id: str, version: int) -> T | None:
+        """The index as of ``version`` from the user's snapshot, updated if it is older; ``None`` when there is no
+        snapshot to use (inside the caller's ``store.reading()``)."""
+        codec = self._snapshots
+        found = None if codec is None else store.load_snapshot(user_id, codec.kind)
+        if found is None or found[0] > version:
+            return None
+        try:
+            index: T | None = codec.decode(found[1])  # type: ignore[union-attr]
+        except (InvalidInputError, ValueError, KeyError, TypeError, IndexError):
+            return None  # an unreadable snapshot (another format): the build writes a good one
+        self.loads += 1
+        with self._lock:
+            self._saved.setdefault(store, {})[user_id] = codec.rows(index)  # type: ignore[union-attr,arg-type]
+        if found[0] < version:
+            index = None if self._update is None else self._update(store, user_id, index)  # type: ignore[arg-type]
+            self.updates += index is not None
+        return index
+
+    def _save(self, store: Store, user_id: str, key: tuple[int, int], index: T, built: bool) -> None:
+        """Have ``index`` written as the user's snapshot after a build, or once it grew a quarter past the last one.
+
+        The write is left to a background thread (:meth:`flush` waits for it): encoding and writing a snapshot
+        would otherwise lengthen the search or add that made the index, and could wait there for another
+        writer's lock. A newer state of the same user replaces one still waiting.
+        """
+        codec = self._snapshots
+        if codec is None:
+            return
+        rows = codec.rows(index)
+        with self._lock:
+            last = self._saved.setdefault(store, {}).get(user_id)
+        if not built and last is not None and rows < last + max(1, last // 4):
+            return
+        with self._idle:
+            self._pending[(id(store), user_id)] = (store, user_id, key, index)
+            if not self._saving:
+                self._saving = True
+                threading.Thread(target=self._write_pending, name="memgas-snapshots", daemon=True).start()
+
+    def _write_pending(self) -> None:
+        """The background writer: encode and write the waiting snapshots, newest state per user, until none wait."""
+        codec = self._snapshots
+        assert codec is not None
+        while True:
+            with self._idle:
+                if not self._pending:
+                    self._saving = False
+                    self._idle.notify_all()
+                    return
+                store, user_id, key, index = self._pending.pop(next(iter(self._pending)))
+            try:
+                kept = store.save_snapshot(user_id, codec.kind, key, codec.encode(index))
+            except Exception:  # noqa: BLE001 - a snapshot only saves time: a store that cannot take one (closed,
+                kept = False   # read-only, busy past its timeout) loses nothing, and the next build tries again
+            if kept:
+                with self._lock:
+                    self.saves += 1
+                    self._saved.setdefault(store, {})[user_id] = codec.rows(index)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every snapshot handed to the background writer is written (or given up); return whether it
+        finished within ``timeout`` seconds. Do not call it inside a write of the store: the writer needs its lock."""
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._saving, timeout)
+
     def get(self, store: Store, user_id: str) -> T:
-        """The index of ``user_id`` in ``store`` as of now, updated or rebuilt if the store changed."""
+        """The index of ``user_id`` in ``store`` as of now, updated, loaded or rebuilt if the store changed."""
         # Store first, then this cache's locks, in every thread (a writer holding the store may call here).
         with store.reading():
             key = (store.version(user_id), store.generation)
@@ -274,20 +469,18 @@ class IndexCache(Generic[T]):
                 updated = None
                 if hit is not None and self._update is not None and hit[0][1] == key[1]:
                     updated = self._update(store, user_id, hit[1])
+                    self.updates += updated is not None
+                elif hit is None and key[0]:
+                    updated = self._from_snapshot(store, user_id, key[0])
+                built = updated is None
                 if updated is not None:
                     index = updated
-                    self.updates += 1
                 else:
                     index = self._build(store, user_id)
                     self.builds += 1
-                size = nbytes(index) if self.max_bytes is not None else 0
-                with self._lock:
-                    items = self._stores.setdefault(store, OrderedDict())
-                    sizes = self._bytes.setdefault(store, {})
-                    items[user_id] = (key, index)
-                    sizes[user_id] = size
-                    items.move_to_end(user_id)
-                    self._evict(items, sizes)
+                self._file(store, user_id, key, index)
+        if key[0]:  # a user with data: keep the snapshot in step (outside the read, so that it may write)
+            self._save(store, user_id, key, index, built)
         return index
 
     def _evict(self, items: OrderedDict[str, tuple[tuple[int, int], T]], sizes: dict[str, int]) -> None:

@@ -29,7 +29,9 @@ from typing import Any, Callable, Collection
 import numpy as np
 import scipy.sparse as sp
 
+from memgas.core.packing import pack, unpack
 from memgas.core.types import GRANULARITIES, Edge, Session, Unit
+from memgas.kernels.quantize import from_half, to_half
 from memgas.kernels.gmm import accept_masks
 from memgas.kernels.lexical import LexicalIndex
 from memgas.kernels.ppr import personalized_pagerank
@@ -38,7 +40,16 @@ from memgas.kernels.tense import asks_about_the_past
 from memgas.kernels.temporal import parse_time_window
 from memgas.kernels.turnscore import own_turn_scores
 from memgas.methods.base import ConfiguredMethod, IngestStats
-from memgas.methods.index import IndexCache, UserIndex, build_user_index, compacted_index, extend_user_index
+from memgas.methods.index import (
+    IndexCache,
+    UserIndex,
+    appended_index,
+    build_user_index,
+    compacted_index,
+    extend_user_index,
+    user_index_arrays,
+    user_index_from_arrays,
+)
 from memgas.methods.ranking import Scored, sessions_within
 from memgas.methods.units import embedding_view
 from memgas.store import EdgeTable, Store, UnitTable
@@ -84,6 +95,9 @@ class MemGASConfig:
             the LongMemEval dev half only so far (BENCHMARKS.md, "Newest first").
         current_window, current_ratio: how many of the best sessions ``current_first`` may reorder, and how close
             to the older session's score the newer one must be.
+        snapshots: keep each user's index in the store as a snapshot (:meth:`memgas.store.Store.save_snapshot`),
+            so that a user this process does not hold (evicted from the index cache, or never searched here) is
+            loaded with one read instead of being rebuilt; results are the same bit for bit (off: always rebuild).
     """
 
     candidates: int = 50
@@ -106,6 +120,7 @@ class MemGASConfig:
     current_first: bool = False
     current_window: int = 5
     current_ratio: float = 0.8
+    snapshots: bool = True
 
 
 @dataclass(slots=True)
@@ -144,6 +159,48 @@ class _Index:
                 self._adjacency = a
             self._parent = None  # let the previous matrix go
         return self._adjacency
+
+
+class _Snapshots:
+    """A MemGAS index as a store snapshot (:class:`~memgas.methods.index.IndexCache`): the units (vectors as the
+    store's float16, texts packed), the search graph's edge list, and BM25's vocabulary and postings; the
+    PageRank matrix is made again on first use, as after a build. The kind names the format and the settings the
+    index is derived with (a change of either reads no old snapshot)."""
+
+    #: Bumped whenever what the index holds, or how it is derived from the store, changes.
+    FORMAT = 1
+
+    def __init__(self, cfg: MemGASConfig) -> None:
+        self._cfg = cfg
+        self.kind = (f"memgas/{self.FORMAT}/association={int(cfg.use_association)},min={cfg.assoc_min_weight!r},"
+                     f"scale={cfg.assoc_scale!r},lexical={int(cfg.use_lexical)}")
+
+    def rows(self, index: _Index) -> int:
+        """How many units ``index`` holds."""
+        return len(index.units.table)
+
+    def encode(self, index: _Index) -> bytes:
+        """``index`` as one packed byte string (:func:`memgas.core.packing.pack`)."""
+        arrays, meta = user_index_arrays(index.units)
+        arrays.update(src=index.src.astype(np.int32), dst=index.dst.astype(np.int32), weight=index.weight)
+        if index.lexical is not None:
+            # Counts and lengths are whole numbers: float32 holds them exactly, and they are widened back on load.
+            vocabulary, lexical = index.lexical.to_arrays(index.units.masks["turn"].size)
+            arrays.update(lex_starts=lexical["starts"], lex_docs=lexical["docs"].astype(np.int32),
+                          lex_tfs=lexical["tfs"].astype(np.float32), lex_lengths=lexical["lengths"].astype(np.float32))
+            meta["vocabulary"] = vocabulary
+        return pack(arrays, meta)
+
+    def decode(self, data: bytes) -> _Index:
+        """The index :meth:`encode` wrote: it scores and grows bit for bit as the index it was written from."""
+        arrays, meta = unpack(data)
+        lexical = None
+        if "vocabulary" in meta:
+            lexical = LexicalIndex.from_arrays(meta["vocabulary"], {
+                "starts": arrays["lex_starts"].copy(), "docs": arrays["lex_docs"], "tfs": arrays["lex_tfs"],
+                "lengths": arrays["lex_lengths"]}, k1=self._cfg.bm25_k1, b=self._cfg.bm25_b)
+        return _Index(user_index_from_arrays(arrays, meta), arrays["src"].astype(np.int64),
+                      arrays["dst"].astype(np.int64), arrays["weight"].copy(), lexical)
 
 
 def _extended_adjacency(a: sp.csr_matrix, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
@@ -251,7 +308,8 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         super().__init__(*args, **kwargs)
         # One cache per user: association (at add) reads the units of the index the searches use, so a user's
         # vectors are held once, and an add keeps one index up to date.
-        self._indexes: IndexCache[_Index] = IndexCache(self._build_index, update=self._update_index)
+        self._indexes: IndexCache[_Index] = IndexCache(self._build_index, update=self._update_index,
+                                                       snapshots=_Snapshots(self.cfg) if self.cfg.snapshots else None)
 
     # -- ingest ------------------------------------------------------------------------------
     def ingest(self, store: Store, session: Session) -> IngestStats:
@@ -267,16 +325,24 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         t1 = time.perf_counter()
         edges = session_edges(units)
         decisions: dict[str, int] = {}
+        grown = None
         with store.writing(session.user_id):
             t2 = time.perf_counter()
+            held = None
             if store.has_user(session.user_id):
-                table = self._indexes.get(store, session.user_id).units.table
-                assoc, decisions = association_edges(units, table, candidates=self.cfg.candidates)
+                held = self._indexes.get(store, session.user_id)
+                assoc, decisions = association_edges(units, held.units.table, candidates=self.cfg.candidates)
                 edges += assoc
             t3 = time.perf_counter()
             ids = store.add_session(session, units, edges)
+            if held is not None:  # nothing else wrote this user since ``held`` was read: this write is the change
+                grown = self._written(held, session, units, ids, edges), (store.version(session.user_id),
+                                                                          store.generation)
         t4 = time.perf_counter()
-        # A search usually follows an add (an agent's next turn): extend the cached index now, once.
+        # A search usually follows an add (an agent's next turn): extend the cached index now, once, from what was
+        # just written (filed after the commit; a rollback changes the generation, so it would never be served).
+        if grown is not None and grown[0] is not None:
+            self._indexes.put(store, session.user_id, grown[1], grown[0])
         self._indexes.refresh(store, session.user_id)
         t5 = time.perf_counter()
         return IngestStats(
@@ -357,16 +423,28 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
             if not alive[index.units.masks["turn"]].all() and index.lexical is not None:
                 return None  # a turn was replaced: BM25 is rebuilt with the index (edits, continued turns)
             index = _without_rows(index, alive)
-        n_old = len(index.units.table)
-        if len(units.table) == n_old:
+        if len(units.table) == len(index.units.table):
             return index
-        src, dst, weight = self._graph_edges(units, store.load_edges_after(user_id, last_id))
+
+        def all_views(held: UserIndex) -> list[str]:
+            return self._turn_views(held, held.masks["turn"], {sid: store.get_session(user_id, sid)
+                                                               for sid in held.sessions})
+
+        return self._grown(index, units, sessions, store.load_edges_after(user_id, last_id), had_matrix, all_views)
+
+    def _grown(self, index: _Index, units: UserIndex, sessions: dict[str, Session], edges: EdgeTable,
+               had_matrix: bool, all_views: Callable[[UserIndex], list[str]] | None = None) -> _Index | None:
+        """``index`` grown to ``units`` (``index``'s rows then new ones, of ``sessions``) with the new ``edges``:
+        edges appended to the edge list, the new turns' documents to BM25 (or to a copy of ``index``'s documents,
+        made by ``all_views``, when a later index already appended to its BM25; ``None`` without ``all_views``)."""
+        src, dst, weight = self._graph_edges(units, edges)
         lexical = index.lexical
         if lexical is not None:
             old_turns = index.units.masks["turn"].size
             if len(lexical) != old_turns:  # a later snapshot already appended to it: start a copy of ours
-                lexical = self._lexical(self._turn_views(index.units, index.units.masks["turn"], {
-                    sid: store.get_session(user_id, sid) for sid in index.units.sessions}))
+                if all_views is None:
+                    return None
+                lexical = self._lexical(all_views(index.units))
             lexical.add(self._turn_views(units, units.masks["turn"][old_turns:], sessions))
         parent = None if index._adjacency is None else (index._adjacency, index.src.size)
         out = _Index(units, np.concatenate([index.src, src]), np.concatenate([index.dst, dst]),
@@ -374,6 +452,25 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         if had_matrix:
             out.adjacency()  # searches used the graph before: grow it now (cheap) rather than in the next one
         return out
+
+    def _written(self, index: _Index, session: Session, units: list[Unit], ids: list[int],
+                 edges: list[Edge]) -> _Index | None:
+        """``index`` with the session an add just wrote (its ``units`` with their new ``ids``, and ``edges``), made
+        from what is in memory, equal to what reading them back would give: vectors rounded as the store keeps
+        them, edges with their ends resolved and ordered and their weights in float32. ``None`` when it cannot."""
+        added = UnitTable(
+            np.asarray(ids, dtype=np.int64), tuple(u.session_id for u in units),
+            np.array([GRANULARITIES.index(u.granularity) for u in units], dtype=np.int8),
+            np.array([u.turn_start for u in units], dtype=np.int32), np.array([u.turn_end for u in units], dtype=np.int32),
+            np.array([u.chunk for u in units], dtype=np.int32), tuple(u.text for u in units),
+            from_half(to_half(np.stack([np.asarray(u.vector) for u in units]))))
+        ends = np.array([[ids[-e - 1] if e < 0 else e for e in (edge.src, edge.dst)] for edge in edges],
+                        dtype=np.int64).reshape(-1, 2)
+        ends.sort(axis=1)
+        table = EdgeTable(ends[:, 0].copy(), ends[:, 1].copy(), np.array([e.weight for e in edges], dtype=np.float32))
+        sessions = {session.session_id: session}
+        grown = appended_index(index.units, added, sessions)
+        return self._grown(index, grown, sessions, table, index._adjacency is not None)
 
     # -- search ------------------------------------------------------------------------------
     def _time_prior(self, units: UserIndex, query: str, query_time: datetime) -> np.ndarray:

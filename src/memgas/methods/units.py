@@ -27,6 +27,7 @@ from memgas.core.types import Session, Turn, Unit
 
 if TYPE_CHECKING:
     from memgas.embed.base import Embedder
+from memgas.kernels.quantize import from_half, to_half
 from memgas.kernels.text import fair_heads, word_head
 
 __all__ = [
@@ -340,14 +341,16 @@ def build_units(
     n = len(turns)
     texts = [t.text for t in turns]
     views = [embedding_view(t, reply_chars) for t in turns]
-    turn_vectors = embed_texts(embedder, views)
+    # Stores keep vectors in float16 (memgas.kernels.quantize): rounded as they are made, a unit in memory is the unit
+    # a store gives back, and a similarity is the same whichever of two units was the new one (association is symmetric).
+    turn_vectors = from_half(to_half(embed_texts(embedder, views)))
 
     units = []
     budget = embedder.max_tokens - _SPECIAL_TOKENS
     for k, (start, end) in enumerate(_pack_turns(embedder.count_tokens(views), budget)):
         pooled = turn_vectors[start:end].mean(axis=0)
         units.append(Unit(sid, "session", "\n".join(texts[start:end]), start, end, chunk=k,
-                          vector=pooled / np.linalg.norm(pooled)))
+                          vector=from_half(to_half(pooled / np.linalg.norm(pooled)))))
     units += [Unit(sid, "turn", texts[i], i, i + 1, vector=turn_vectors[i]) for i in range(n)]
 
     summary = summarizer.summarize(session, turn_vectors)
@@ -355,7 +358,7 @@ def build_units(
         raise MemgasError(f"summarizer {type(summarizer).__name__} returned no summary for session {sid!r}")
     keywords = [k.strip() for k in keyworder.keywords(session) if k and k.strip()]
     keyword_text = ", ".join(keywords) or summary
-    last = embed_texts(embedder, [summary, keyword_text])
+    last = from_half(to_half(embed_texts(embedder, [summary, keyword_text])))
     units.append(Unit(sid, "summary", summary, 0, n, vector=last[0]))
     units.append(Unit(sid, "keyword", keyword_text, 0, n, vector=last[1]))
     return units

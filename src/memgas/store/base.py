@@ -107,7 +107,7 @@ class UnitTable:
     turn_start: np.ndarray  # int32, (n,)
     turn_end: np.ndarray  # int32, (n,)
     chunk: np.ndarray  # int32, (n,)
-    texts: tuple[str, ...]
+    texts: Sequence[str]  # a tuple as the store reads it; an index loaded from a snapshot packs them (PackedTexts)
     vectors: np.ndarray  # float32, (n, dim)
 
     def __len__(self) -> int:
@@ -313,6 +313,17 @@ class Store(ABC):
         edges = self.load_edges(user_id)
         keep = edges.dst > after_id
         return EdgeTable(edges.src[keep], edges.dst[keep], edges.weight[keep])
+
+    # -- index snapshots (derived data a method may keep to load an index without rebuilding it) ----
+    def save_snapshot(self, user_id: str, kind: str, key: tuple[int, int], data: bytes) -> bool:
+        """Keep ``data``, an index of the user's state at ``key`` (``(version(user_id), generation)`` as read), as
+        the user's snapshot of ``kind``; return whether it was kept (only while ``key`` is still the user's state).
+        Deletes drop a user's snapshots. A store without snapshots keeps nothing (this default)."""
+        return False
+
+    def load_snapshot(self, user_id: str, kind: str) -> tuple[int, bytes] | None:
+        """The user's snapshot of ``kind`` as ``(version it is of, data)``, or ``None`` (this default: none)."""
+        return None
 
     # -- service API keys (store-wide, not scoped by user) ----------------------------------------
     @abstractmethod

@@ -13,7 +13,8 @@ and columns of :mod:`memgas.store.sqlite`, so the two backends stay one design, 
   n_turns, created_at, agent_id, run_id)``; ``messages(user_id, session_pk, position, role, name, content,
   metadata)``;
   ``units(user_id, id, session_pk, granularity, turn_start, turn_end, chunk, text, vector)``;
-  ``edges(user_id, src, dst, weight)``. ``vector`` is little-endian float32 ``bytea``; timestamps are
+  ``edges(user_id, src, dst, weight)``; ``snapshots(user_id, kind, version, data)``. ``vector`` is ``bytea`` encoded
+  as in SQLite (little-endian float16 since schema 6); timestamps are
   ISO 8601 text and ids use the ``"C"`` collation, so sessions and users sort exactly as in SQLite.
 
 Every table but ``schema_version``, ``meta`` and ``api_keys`` carries ``user_id``, and every statement on them is
@@ -43,7 +44,7 @@ from urllib.parse import urlsplit, urlunsplit
 from memgas.core.errors import InvalidInputError, MemgasError
 from memgas.core.types import GRANULARITIES, Session, Unit
 from memgas.core.validate import check_id
-from memgas.store.sql import API_KEYS_TABLE, SCOPES_MIGRATION, SQLStore
+from memgas.store.sql import API_KEYS_TABLE, SCOPES_MIGRATION, SNAPSHOTS_TABLE, SQLStore, compact_unit_vectors
 
 __all__ = ["PostgresStore", "SCHEMA_VERSION", "MIGRATIONS", "CROSS_USER_STATEMENTS"]
 
@@ -121,6 +122,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         tokens DOUBLE PRECISION NOT NULL,
         allowed BOOLEAN NOT NULL,
         updated_at DOUBLE PRECISION NOT NULL)""",),
+    # 6: per-user index snapshots; unit vectors re-encoded as float16 (memgas.kernels.quantize).
+    (SNAPSHOTS_TABLE.format(collate=' COLLATE "C"', blob="BYTEA"), lambda conn: compact_unit_vectors(conn, "%s")),
 )
 
 #: One token-bucket step in one statement, on the database's clock (the same for every worker): refill the
@@ -245,7 +248,7 @@ class PostgresStore(SQLStore):
                                         f"supports ({SCHEMA_VERSION}); upgrade memgas to open it")
             for version in range(found + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS[version - 1]:
-                    conn.execute(statement)
+                    statement(conn) if callable(statement) else conn.execute(statement)
                 conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
         return found, SCHEMA_VERSION
 
@@ -422,7 +425,8 @@ class PostgresStore(SQLStore):
     def _storage(self, conn: Any) -> dict[str, Any]:
         file_bytes = conn.execute(
             "SELECT sum(pg_total_relation_size(to_regclass(t))) FROM unnest(%s::text[]) AS t",
-            (["meta", "users", "sessions", "messages", "units", "edges", "schema_version", "api_keys", "experiences"],)).fetchone()[0]
+            (["meta", "users", "sessions", "messages", "units", "edges", "schema_version", "api_keys", "experiences",
+              "rate_limits", "snapshots"],)).fetchone()[0]
         return {"path": None, "url": _redact(self._url), "file_bytes": int(file_bytes)}
 
     # -- writes ------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import numpy as np
 from memgas.core.errors import DuplicateSessionError, EmbedderMismatchError, InvalidInputError, NotFoundError
 from memgas.core.types import GRANULARITIES, Edge, Message, Session, Unit
 from memgas.core.validate import ID_CHAR, check_id, check_unicode, parse_timestamp
+from memgas.kernels.quantize import decode_rows, encode_rows
 from memgas.store.base import (
     PREVIEW_CHARS,
     ApiKeyRecord,
@@ -59,8 +60,42 @@ SCOPES_MIGRATION = (
     "CREATE INDEX sessions_run ON sessions (user_id, run_id)",
 )
 
-#: Vectors are stored as little-endian float32 so files move between machines.
+#: Experience vectors are stored as little-endian float32 so files move between machines; unit vectors (most of a
+#: store) as float16 since schema 6 (:mod:`memgas.kernels.quantize`).
 _VEC_DTYPE = np.dtype("<f4")
+#: How many unit rows the schema-6 migration re-encodes per statement batch.
+_MIGRATION_BATCH = 2000
+
+#: Schema version 6 of both backends: per-user index snapshots (:meth:`SQLStore.save_snapshot`); ``{collate}``
+#: and ``{blob}`` are the id columns' collation and the backend's byte type. The same migration re-encodes every
+#: unit vector (:func:`compact_unit_vectors`).
+SNAPSHOTS_TABLE = """CREATE TABLE snapshots (
+        user_id TEXT{collate} NOT NULL,
+        kind TEXT{collate} NOT NULL,
+        version BIGINT NOT NULL,
+        data {blob} NOT NULL,
+        PRIMARY KEY (user_id, kind))"""
+
+
+def compact_unit_vectors(conn: Any, placeholder: str) -> int:
+    """Re-encode every float32 unit vector of a store opened at schema 5 as float16 (schema 6), in batches of
+    rows, inside the migration's transaction; return how many were re-encoded. Rows already encoded are left."""
+    row = conn.execute(f"SELECT value FROM meta WHERE key = {placeholder}", ("dim",)).fetchone()
+    if row is None:
+        return 0  # no embedder bound: no unit stored yet
+    dim, done, after = int(row[0]), 0, 0
+    while True:
+        rows = conn.execute(f"SELECT id, vector FROM units WHERE id > {placeholder} ORDER BY id LIMIT {_MIGRATION_BATCH}",
+                            (after,)).fetchall()
+        if not rows:
+            return done
+        after = int(rows[-1][0])
+        old = [(int(i), bytes(v)) for i, v in rows if len(v) == 4 * dim]
+        if old:
+            vectors = np.frombuffer(b"".join(v for _, v in old), dtype=_VEC_DTYPE).reshape(len(old), dim)
+            conn.cursor().executemany(f"UPDATE units SET vector = {placeholder} WHERE id = {placeholder}",
+                                      [(code, i) for code, (i, _) in zip(encode_rows(vectors), old)])
+            done += len(old)
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -72,7 +107,8 @@ def _datetime(value: str | None) -> datetime | None:
 
 
 def session_unit_rows(session: Session, units: Sequence[Unit], dim: int | None) -> list[tuple[Any, ...]]:
-    """Validate a call's units; return ``(granularity, turn_start, turn_end, chunk, text, vector bytes)`` rows.
+    """Validate a call's units; return ``(granularity, turn_start, turn_end, chunk, text, vector bytes)`` rows, the
+    vectors encoded as the store keeps them (:func:`memgas.kernels.quantize.encode_rows`).
 
     Raises:
         InvalidInputError: a unit of another session, an unknown granularity, a turn range outside
@@ -107,8 +143,9 @@ def session_unit_rows(session: Session, units: Sequence[Unit], dim: int | None) 
         vec = vec.astype(_VEC_DTYPE)
         if not np.isfinite(vec).all():
             raise InvalidInputError(f"unit {i}: vector has NaN or infinite values")
-        rows.append((GRANULARITIES.index(u.granularity), start, end, chunk, u.text, vec.tobytes()))
-    return rows
+        rows.append((GRANULARITIES.index(u.granularity), start, end, chunk, u.text, vec))
+    encoded = encode_rows(np.stack([r[-1] for r in rows])) if rows else []
+    return [(*r[:-1], blob) for r, blob in zip(rows, encoded)]
 
 
 def _message_rows(messages: Sequence[Message]) -> list[tuple[Any, ...]]:
@@ -418,9 +455,41 @@ class SQLStore(Store):
             ids = self._insert_units_and_edges(conn, user_id, session_pk, unit_rows, edge_rows)
             self._touch(conn, user_id)
             self._stamp(conn, user_id, session_pk)
+            if keep_messages < n_stored:  # messages left the session: no snapshot may keep their words
+                self._forget_snapshots(conn, user_id)
             if drop or keep_messages < n_stored:
                 self._deleted()
         return ids
+
+    def _forget_snapshots(self, conn: Any, user_id: str) -> None:
+        """Drop the user's index snapshots in the open write transaction: what it deletes must not live on in them."""
+        conn.execute(self._q("DELETE FROM snapshots WHERE user_id = ?"), (user_id,))
+
+    def save_snapshot(self, user_id: str, kind: str, key: tuple[int, int], data: bytes) -> bool:
+        """Keep ``data``, an index of the user's state at ``key`` (``(version(user_id), generation)`` when it was
+        read), as the user's snapshot of ``kind``, replacing the one before; return whether it was kept.
+
+        It is kept only while ``key`` is still the user's state (no write of this user committed since and no
+        rollback in this store object), so a snapshot is always of a committed state that no later delete removed
+        content from: deletes, and rewrites that drop messages, drop the user's snapshots in their transaction.
+        """
+        with self._write(user_id) as conn:
+            if key[1] != self.generation:
+                return False
+            row = conn.execute(self._q("SELECT version FROM users WHERE user_id = ?"), (user_id,)).fetchone()
+            if row is None or int(row[0]) != key[0]:
+                return False
+            conn.execute(self._q("INSERT INTO snapshots (user_id, kind, version, data) VALUES (?, ?, ?, ?)"
+                                 " ON CONFLICT (user_id, kind) DO UPDATE SET version = excluded.version,"
+                                 " data = excluded.data"), (user_id, kind, key[0], data))
+        return True
+
+    def load_snapshot(self, user_id: str, kind: str) -> tuple[int, bytes] | None:
+        """The user's snapshot of ``kind`` as ``(version it is of, data)``, or ``None`` (see :meth:`save_snapshot`)."""
+        with self._read() as conn:
+            row = conn.execute(self._q("SELECT version, data FROM snapshots WHERE user_id = ? AND kind = ?"),
+                               (user_id, kind)).fetchone()
+        return None if row is None else (int(row[0]), bytes(row[1]))
 
     def _stamp(self, conn: Any, user_id: str, session_pk: int) -> None:
         """Mark a session written by this transaction with the user's new version (for :meth:`sessions_since`)."""
@@ -457,6 +526,7 @@ class SQLStore(Store):
             if not conn.execute(self._q("DELETE FROM sessions WHERE user_id = ? AND session_id = ?"),
                                 (user_id, session_id)).rowcount:
                 raise NotFoundError(f"user {user_id!r} has no session {session_id!r}")
+            self._forget_snapshots(conn, user_id)
             self._touch(conn, user_id)
             self._deleted()
 
@@ -474,6 +544,7 @@ class SQLStore(Store):
                                  (scope_of(user_id=user_id),)).rowcount
             if not n and not items:
                 raise NotFoundError(f"no user {user_id!r}")
+            self._forget_snapshots(conn, user_id)
             self._touch(conn, user_id)
             self._deleted()
         return n
@@ -568,7 +639,7 @@ class SQLStore(Store):
         if not rows:
             return UnitTable.empty(dim)
         ids, session_ids, granularity, turn_start, turn_end, chunk, texts, blobs = zip(*rows)
-        vectors = np.frombuffer(b"".join(blobs), dtype=_VEC_DTYPE).reshape(len(rows), dim)
+        vectors = decode_rows(b"".join(blobs), len(rows), dim)
         return UnitTable(
             ids=np.array(ids, dtype=np.int64),
             session_ids=session_ids,
@@ -577,7 +648,7 @@ class SQLStore(Store):
             turn_end=np.array(turn_end, dtype=np.int32),
             chunk=np.array(chunk, dtype=np.int32),
             texts=texts,
-            vectors=vectors.astype(np.float32, copy=False),
+            vectors=vectors,
         )
 
     def load_units(self, user_id: str) -> UnitTable:

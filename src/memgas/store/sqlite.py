@@ -10,13 +10,15 @@ Schema (version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_version``):
   ``timestamp`` and ``created_at`` are ISO 8601 text, ``metadata`` is JSON.
 * ``messages(session_pk, position, role, name, content, metadata)`` (``metadata`` JSON or ``NULL``).
 * ``units(id, session_pk, user_id, granularity, turn_start, turn_end, chunk, text, vector)``:
-  ``granularity`` indexes :data:`memgas.core.types.GRANULARITIES`, ``vector`` is little-endian float32
-  bytes. ``id`` is ``AUTOINCREMENT`` so a deleted unit's id is never handed out again.
+  ``granularity`` indexes :data:`memgas.core.types.GRANULARITIES`, ``vector`` is the unit's vector as little-endian
+  float16 bytes (:mod:`memgas.kernels.quantize`; float32 before schema 6, re-encoded by its migration). ``id`` is ``AUTOINCREMENT`` so a deleted unit's id is never handed out again.
 * ``edges(src, dst, weight, user_id)``: each undirected edge stored once, with ``src < dst``.
 * ``api_keys(key_id, secret_hash, scope, tenant, users, name, created_at, revoked_at)``: the service's
   API keys (:mod:`memgas.service.keys`), store-wide; only a SHA-256 of each key's secret is kept.
 * ``experiences(id, scope, kind, key, payload, vector, created_at, updated_at)``: experience memory
   (:mod:`memgas.experience`), scoped by ``agent:NAME`` or ``user:ID``.
+* ``snapshots(user_id, kind, version, data)``: a method's index of a user as of ``version``, so that loading it
+  costs a read, not a rebuild (:meth:`SQLiteStore.save_snapshot`); derived data, dropped by every delete.
 
 Deleting a session cascades (foreign keys) to its messages, its units and every edge touching
 those units, whichever session the other endpoint belongs to.
@@ -40,7 +42,7 @@ from typing import Any, Iterator
 from memgas.core.errors import InvalidInputError, MemgasError
 from memgas.core.types import GRANULARITIES
 from memgas.core.validate import check_id
-from memgas.store.sql import API_KEYS_TABLE, SCOPES_MIGRATION, SQLStore
+from memgas.store.sql import API_KEYS_TABLE, SCOPES_MIGRATION, SNAPSHOTS_TABLE, SQLStore, compact_unit_vectors
 
 __all__ = ["SQLiteStore", "SCHEMA_VERSION", "MIGRATIONS"]
 
@@ -108,6 +110,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX experiences_scope ON experiences (scope, kind, id)",),
     # 4: sessions' agent and run ids, messages' own metadata.
     tuple(statement.format(collate="") for statement in SCOPES_MIGRATION),
+    # 5: the shared rate-limit buckets live in PostgreSQL only; the version is kept in step.
+    (),
+    # 6: per-user index snapshots; unit vectors re-encoded as float16 (memgas.kernels.quantize).
+    (SNAPSHOTS_TABLE.format(collate="", blob="BLOB"), lambda conn: compact_unit_vectors(conn, "?")),
 )
 
 #: Version of the on-disk schema this code reads and writes.
@@ -216,9 +222,12 @@ class SQLiteStore(SQLStore):
                 if version < SCHEMA_VERSION:
                     for statements in MIGRATIONS[version:]:
                         for statement in statements:
-                            conn.execute(statement)
+                            statement(conn) if callable(statement) else conn.execute(statement)
                     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                     version = SCHEMA_VERSION
+            if found < 6 and self._path is not None and found:
+                # Schema 6 re-encoded the vectors in place: give the freed three quarters of their pages back.
+                self._writer().execute("VACUUM")
         if version > SCHEMA_VERSION:
             raise InvalidInputError(
                 f"{self._path} has store schema version {version}, newer than this memgas supports "

@@ -41,5 +41,6 @@ def metrics(request: Request, who: Principal = Depends(principal)) -> PlainTextR
         extra = {"llm_calls": llm["calls"], "llm_cached_calls": llm["cached"], "llm_failures": llm["failures"],
                  "llm_prompt_tokens": llm["prompt_tokens"], "llm_completion_tokens": llm["completion_tokens"]}
     held = state.memory.index_cache()
-    gauges = {"index_cache_bytes": held["bytes"], "index_cache_users": held["users"]}
+    gauges = {"index_cache_bytes": held["bytes"], "index_cache_users": held["users"],
+              "index_builds": held["builds"], "index_snapshot_loads": held["snapshot_loads"]}
     return PlainTextResponse(state.metrics.render(extra, gauges), media_type="text/plain; version=0.0.4")
