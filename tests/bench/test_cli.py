@@ -424,7 +424,7 @@ def test_users_bench_compares_round_robin_with_a_warm_user(tmp_path: Path, capsy
     data = lme_file(tmp_path)
     out = tmp_path / "users"
     assert main(["bench", "users", "--data", str(data), "--users", "3", "--sessions", "2", "--index-cache-mb",
-                 "64,none,0.001,0.001:rebuild", "--out", str(out)]) == 0
+                 "64,none,0.001,0.001:rebuild", "--http-workers", "1", "--out", str(out)]) == 0
     result = json.loads((out / "results.json").read_text())
     big, counted, tiny, rebuilt = result["rows"]
     # every index built once (its snapshot written) and kept; the warm user was built (and saved) before the round robin
@@ -434,5 +434,10 @@ def test_users_bench_compares_round_robin_with_a_warm_user(tmp_path: Path, capsy
     assert not rebuilt["snapshots"] and (rebuilt["builds"], rebuilt["loads"]) == (3 * 4, 0)  # a build a search
     assert 0 < result["store_bytes_per_session"] < result["store_bytes_per_session_with_snapshots"]
     assert "snapshots off" in capsys.readouterr().out
+    (http,) = result["http"]  # a real server answered every search
+    assert http["workers"] == 1 and http["round_robin"]["p50_ms"] > 0 and http["warm"]["p50_ms"] > 0
     for bad in ("lots", "1:sometimes"):
         assert main(["bench", "users", "--data", str(data), "--index-cache-mb", bad]) == 2
+    capsys.readouterr()
+    assert main(["bench", "users", "--data", str(data), "--http-workers", "2", "--out", str(out)]) == 2
+    assert "needs a PostgreSQL store" in capsys.readouterr().err

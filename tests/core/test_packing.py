@@ -1,4 +1,4 @@
-"""Packed arrays and texts: what goes in comes out, views without copies, and bad bytes are refused clearly."""
+"""Packed arrays: what goes in comes out, as views without copies, and bad bytes are refused clearly."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from memgas.core.errors import InvalidInputError
-from memgas.core.packing import PackedTexts, pack, unpack
+from memgas.core.packing import pack, unpack
 
 
 def test_arrays_and_meta_come_back_with_their_dtypes_and_shapes() -> None:
@@ -33,18 +33,3 @@ def test_bad_bytes_are_refused() -> None:
         unpack(data[:14] + b"\xff" + data[15:])
     with pytest.raises(InvalidInputError, match="Python objects"):
         pack({"o": np.array(["a", None], dtype=object)})
-
-
-def test_packed_texts_read_like_a_tuple() -> None:
-    texts = ("alpha", "", "naïve 🙂", "z")
-    packed = PackedTexts.of(texts)
-    assert len(packed) == 4 and packed == texts and list(packed) == list(texts)
-    assert packed[-1] == "z" and packed[2] == "naïve 🙂" and packed[1:3] == ("", "naïve 🙂")
-    with pytest.raises(IndexError):
-        packed[4]
-    assert packed != texts[:3] and packed != "alpha" and packed != ("alpha", "", "naive 🙂", "z")
-    more = packed + ("tail",)
-    assert isinstance(more, PackedTexts) and more == (*texts, "tail") and packed == texts  # the left one unchanged
-    assert packed.memory_bytes() == len("".join(texts).encode()) + 2 * 8 * 4
-    spans = PackedTexts(b"one\ntwo\n", np.array([0, 4, 0]), np.array([3, 7, 7]))  # the third covers both
-    assert list(spans) == ["one", "two", "one\ntwo"]

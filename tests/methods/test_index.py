@@ -67,6 +67,8 @@ def test_random_adds_and_deletes_match_a_fresh_build(embedder, tmp_path: Path) -
             stored.append(f"s{step}")
             method.ingest(store, _session(rng, f"s{step}"))
             expected = "append" if step else "build"
+            if step:  # filed under the state it holds: the version the write committed, this generation
+                assert cache._stores[store]["u"][0] == (store.version("u"), store.generation)
         _assert_same_as_fresh(method, store, embedder)
         # An add extends the cached index from what it wrote, without reading it back (at once, for the next
         # search); a delete (and the first search) builds it whole.

@@ -1101,3 +1101,29 @@ def test_schema_6_reencodes_float32_vectors_as_float16(target: str, rng: np.rand
     with open_store(target) as store:
         assert store.schema_upgrade == (6, 6)  # once
         np.testing.assert_array_equal(store.load_units("alice").vectors, table.vectors)
+
+
+def test_units_can_leave_their_texts_in_the_store(store: Store, rng: np.random.Generator) -> None:
+    """``load_units(texts=False)``: the same table but texts read when asked for, many in one read; a unit deleted
+    since reads as ""; selecting and extending keep them in the store."""
+    from memgas.store import StoredTexts, texts_of
+
+    s1, s2 = _session("alice", "s1", 2), _session("alice", "s2", 2)
+    u1, u2 = _units(s1, rng), _units(s2, rng)
+    ids = store.add_session(s1, u1, []) + store.add_session(s2, u2, [])
+    full, lazy = store.load_units("alice"), store.load_units("alice", texts=False)
+    assert isinstance(lazy.texts, StoredTexts) and not isinstance(full.texts, StoredTexts)
+    assert lazy.texts == full.texts and len(lazy.texts) == len(ids) and lazy.texts[-1] == full.texts[-1]
+    np.testing.assert_array_equal(lazy.vectors, full.vectors)
+    assert texts_of(lazy.texts, [3, 0]) == [full.texts[3], full.texts[0]] == texts_of(full.texts, [3, 0])
+    assert store.unit_texts("alice", [ids[1], 10**9]) == {ids[1]: u1[1].text}
+    assert store.unit_texts("bob", ids) == {}  # another user's ids read nothing
+    picked = lazy.select(np.array([False, True] + [False] * (len(ids) - 2)))
+    assert isinstance(picked.texts, StoredTexts) and list(picked.texts) == [u1[1].text]
+    kept, added = store.load_units_after("alice", ids[len(u1) - 1], texts=False)
+    grown = store.load_units("alice", texts=False).select(np.arange(len(u1))).extended(added)
+    assert kept == len(u1) and grown.texts == full.texts
+    store.delete_session("alice", "s1")
+    assert lazy.texts[0] == "" and lazy.texts[-1] == u2[-1].text  # deleted since: empty, the rest as before
+    with pytest.raises(IndexError):
+        lazy.texts[len(ids)]

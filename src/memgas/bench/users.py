@@ -13,22 +13,30 @@ A cache size may be given as ``(MiB, False)`` to measure it with MemGAS's snapsh
 evicted user is then rebuilt from the store instead of loaded from its snapshot. The first row's round robin also
 writes every user's snapshot (each first load is a build); later rows read them.
 
+With ``http_workers``, the same warm and round-robin searches then go over HTTP to a ``memgas serve --workers N``
+subprocess on the store (default index cache, one client opening a connection per request so that the workers
+share them, and one query for every user, so that the server embeds it once and what is timed is the index's work;
+the first round of each, which loads or builds the indexes, is reported apart).
+
 Each table row gives p50/p95 of both, their ratio (p50), what the cache held at the end, how many indexes were
 built and loaded from snapshots, and the process's resident memory per cached user (RSS after the round robin less
-RSS before it, over the users held). The store's bytes per session are given before and after the snapshots.
+RSS before it, over the users held; given for the first row only: later rows reuse the memory earlier ones freed). The store's bytes per session are given before and after the snapshots.
 """
 
 from __future__ import annotations
 
 import gc
+import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from memgas.bench.backends import percentiles, replay_user, store_size, template_users
 from memgas.bench.live import rss_mb
 from memgas.methods import get_method
+from memgas.service.keys import create_key
+from memgas.service.spawn import spawn_server, stop_server
 from memgas.store import open_store
 
 __all__ = ["run_users", "users_markdown"]
@@ -36,7 +44,7 @@ __all__ = ["run_users", "users_markdown"]
 
 def run_users(target: str, data: Path, embedder: Any, *, users: int = 12, sessions: int = 100,
               cache_mb: Sequence[float | None | tuple[float | None, bool]] = (1024, 1), rounds: int = 4,
-              probes: int = 40) -> dict[str, Any]:
+              probes: int = 40, http_workers: Sequence[int] = ()) -> dict[str, Any]:
     """Measure round-robin searches against a warm user at each cache size (see the module docstring)."""
     n_templates = min(10, users)
     templates, questions = template_users(data, n_templates, sessions, embedder)
@@ -86,9 +94,48 @@ def run_users(target: str, data: Path, embedder: Any, *, users: int = 12, sessio
                          "loads": method._indexes.loads,
                          "rss_mb_per_user": (rss_mb() - rss_before) / max(1, held["users"])})
             del method
+        key = create_key(store, "admin", name="bench users")[0] if http_workers else ""
+    http_rows = [_over_http(target, key, workers, users, questions, rounds, probes)
+                 for workers in http_workers]
     return {"users": users, "sessions": sessions, "store_bytes_per_session": size / (users * sessions),
             "store_bytes_per_session_with_snapshots": store_size(target) / (users * sessions),
-            "rounds": rounds, "rows": rows}
+            "rounds": rounds, "rows": rows, "http": http_rows}
+
+
+def _timed(calls: int, call: Callable[[int], None]) -> list[float]:
+    """The seconds each of ``calls`` calls of ``call(i)`` took."""
+    out = []
+    for i in range(calls):
+        t0 = time.perf_counter()
+        call(i)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def _over_http(target: str, key: str, workers: int, users: int, questions: list[str], rounds: int,
+               probes: int) -> dict[str, Any]:
+    """The warm and round-robin searches of :func:`run_users` over HTTP, to ``memgas serve --workers workers``."""
+    import httpx
+
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, url, _ = spawn_server(target, "--workers", str(workers), log=Path(tmp) / "serve.log")
+        try:
+            # A connection per request, so that the workers share the requests (a kept-alive one stays with one).
+            with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120,
+                              limits=httpx.Limits(max_keepalive_connections=0)) as http:
+                def search(user: str, query: str) -> None:
+                    http.post("/v1/search", json={"user_id": user, "query": query, "k": 5,
+                                                  "query_time": "2030-01-01T00:00:00"}).raise_for_status()
+
+                first = _timed(2 * workers, lambda i: search("u00000", questions[0]))  # each worker loads it
+                warm = _timed(probes, lambda i: search("u00000", questions[0]))
+                # One query for every user: the server embeds it once, so that what is timed is the index's work.
+                first += _timed(users, lambda i: search(f"u{i:05d}", questions[0]))
+                robin = _timed((rounds - 1) * users, lambda i: search(f"u{i % users:05d}", questions[0]))
+        finally:
+            stop_server(proc)
+    return {"workers": workers, "warm": percentiles(warm), "round_robin": percentiles(robin),
+            "first_round": percentiles(first)}
 
 
 def users_markdown(r: dict[str, Any]) -> str:
@@ -103,8 +150,17 @@ def users_markdown(r: dict[str, Any]) -> str:
         w, rr, f = row["warm"], row["round_robin"], row["first_round"]
         label = "8 users" if row["cache_mb"] is None else f"{row['cache_mb']:g} MiB"
         label += "" if row["snapshots"] else ", snapshots off"
+        rss = f"{row['rss_mb_per_user']:.2f}" if row is r["rows"][0] else "—"
         lines.append(f"| {label} | {w['p50_ms']:.1f} / {w['p95_ms']:.1f} | {rr['p50_ms']:.1f} / {rr['p95_ms']:.1f} | "
                      f"{rr['p50_ms'] / w['p50_ms']:.2f} | {f['p50_ms']:.1f} | {row['held_users']} | "
                      f"{row['held_bytes'] / 2**20:.1f} | {row['builds']} | {row['loads']} | "
-                     f"{row['rss_mb_per_user']:.2f} |")
+                     f"{rss} |")
+    if r.get("http"):
+        lines += ["", "Over HTTP (`memgas serve`, the default index cache, one client, a connection per request):", "",
+                  "| workers | warm p50 / p95 (ms) | round robin p50 / p95 (ms) | round robin / warm (p50) | "
+                  "first round p50 (ms) |", "|---:|---:|---:|---:|---:|"]
+        for row in r["http"]:
+            w, rr, f = row["warm"], row["round_robin"], row["first_round"]
+            lines.append(f"| {row['workers']} | {w['p50_ms']:.1f} / {w['p95_ms']:.1f} | {rr['p50_ms']:.1f} / "
+                         f"{rr['p95_ms']:.1f} | {rr['p50_ms'] / w['p50_ms']:.2f} | {f['p50_ms']:.1f} |")
     return "\n".join(lines) + "\n"

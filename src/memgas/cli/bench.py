@@ -95,6 +95,8 @@ def add_bench_parser(sub: Any) -> None:
     sp.add_argument("--index-cache-mb", default=None, metavar="MIB[,MIB...]",
                     help="users: index cache sizes to measure, comma-separated MiB or 'none' for 8 users, ':rebuild' for MemGAS "
                          "snapshots off (default 1024,none,1,1:rebuild)")
+    sp.add_argument("--http-workers", type=_ks, default=None, metavar="N[,N...]",
+                    help="users: also search over HTTP, a `memgas serve --workers N` for each N (default: in-process only)")
     sp.add_argument("--users", type=_ks, default=None, help="scale: user counts to measure at (default 100,1000,10000)")
     sp.add_argument("--checkpoints", type=_ks, default=None,
                     help="live: stored-session counts to report at (default 50,500,2000,5000)")
@@ -250,8 +252,12 @@ def _cmd_users(args: argparse.Namespace) -> int:
     embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
     with _backend(args, "memgas_bench_users") as backend:
         target, label = _target(backend, out / "users.db")
+        if max(args.http_workers or [1]) > 1 and not target.startswith(("postgresql://", "postgres://")):
+            raise InvalidInputError("--http-workers above 1 needs a PostgreSQL store (--backend URL or --pg-temp): "
+                                    "a SQLite file is served by one worker")
         result = run_users(target, _longmemeval_data(args), embedder, users=(args.users or [12])[0],
-                           sessions=100 if args.sessions is None else args.sessions, cache_mb=sizes)
+                           sessions=100 if args.sessions is None else args.sessions, cache_mb=sizes,
+                           http_workers=args.http_workers or [])
     command = command_line("memgas bench users")
     text = f"Command: `{command}`\n\nStore: {label}; {os.cpu_count()} CPU cores. {users_markdown(result)}"
     _write_results(out, "users", command, text, {"store": label, **result})

@@ -14,10 +14,9 @@ from typing import Any, Callable, Generic, Protocol, TypeVar
 import numpy as np
 
 from memgas.core.errors import InvalidInputError
-from memgas.core.packing import PackedTexts
 from memgas.core.types import GRANULARITIES, Session
 from memgas.kernels.quantize import from_half, to_half
-from memgas.store import Store, UnitTable
+from memgas.store import Store, StoredTexts, UnitTable
 
 __all__ = [
     "IndexCache", "nbytes", "UserIndex", "RowBuffer", "build_user_index", "extend_user_index", "compacted_index", "update_user_index",
@@ -81,9 +80,10 @@ def _with_rows(table: UnitTable, rows: RowBuffer) -> UnitTable:
                      table.chunk, table.texts, rows.view(len(table)))
 
 
-def build_user_index(store: Store, user_id: str) -> UserIndex:
-    """Load a user's units from ``store`` and derive the row lookups (call inside ``store.reading()``)."""
-    table = store.load_units(user_id)
+def build_user_index(store: Store, user_id: str, *, texts: bool = True) -> UserIndex:
+    """Load a user's units from ``store`` and derive the row lookups (call inside ``store.reading()``); with
+    ``texts=False`` the texts stay in the store (:class:`~memgas.store.StoredTexts`, read for the hits)."""
+    table = store.load_units(user_id, texts=texts)
     # The vectors are copied once into a growable buffer, so that extending the index later need not
     # copy them again, and a fresh build and an extended one hold their rows alike (same BLAS results).
     rows = RowBuffer(table.vectors, capacity=_spare(len(table)))
@@ -96,58 +96,35 @@ def build_user_index(store: Store, user_id: str) -> UserIndex:
 
 
 def _spare(n: int) -> int:
-    """The row capacity a fresh index gets for ``n`` rows (room for a quarter more before a copy)."""
-    return n + n // 4 + 16
-
-
-def _joined_turns(index: UserIndex) -> dict[int, tuple[int, int]]:
-    """The rows (not turns) whose text is the texts of consecutive turn rows of their session, over their turn range,
-    joined by newlines (MemGAS's session chunks), each with that range of rows ``[first, last]``."""
-    t = index.table
-    turn_row = {(int(index.session_of[r]), int(t.turn_start[r])): int(r) for r in index.masks["turn"]}
-    out = {}
-    for r in np.flatnonzero(t.granularity != GRANULARITIES.index("turn")).tolist():
-        parts = [turn_row.get((int(index.session_of[r]), k)) for k in range(int(t.turn_start[r]), int(t.turn_end[r]))]
-        if (None not in parts and parts == list(range(parts[0], parts[0] + len(parts)))  # type: ignore[operator]
-                and "\n".join(t.texts[p] for p in parts) == t.texts[r]):  # type: ignore[index]
-            out[r] = (parts[0], parts[-1])
-    return out
+    """The row capacity a fresh index gets for ``n`` rows: room for a few more, no more (most cached users are
+    only searched; the first add that does not fit copies the rows once, with room to double)."""
+    return n + 16
 
 
 def user_index_arrays(index: UserIndex) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """``index`` as arrays and JSON values for a snapshot (:func:`memgas.core.packing.pack`): the unit columns, the
-    vectors in float16 as the store keeps them (so a snapshot takes what the store takes for them), the texts in one
-    buffer, each followed by a newline, so that a text that joins consecutive turns by newlines (a session chunk's)
-    is kept as the span that covers them, not again (half the bytes), and the sessions with their timestamps."""
+    vectors in float16 as the store keeps them (so a snapshot takes what the store takes for them), and the sessions
+    with their timestamps. Not the texts: they stay in the store, read for the hits that show them (StoredTexts)."""
     t = index.table
-    derived = _joined_turns(index)
-    own = [b"" if r in derived else text.encode() + b"\n" for r, text in enumerate(t.texts)]
-    ends = np.cumsum([len(b) for b in own], dtype=np.int64)
-    starts = ends - [len(b) for b in own]
-    ends -= np.array([b != b"" for b in own], dtype=np.int64)  # the newline after a text is not part of it
-    for r, (first, last) in derived.items():
-        starts[r], ends[r] = starts[first], ends[last]
     arrays = {"ids": t.ids, "session_of": index.session_of.astype(np.int32), "granularity": t.granularity,
-              "turn_start": t.turn_start, "turn_end": t.turn_end, "chunk": t.chunk,
-              "halves": to_half(t.vectors), "text_bytes": np.frombuffer(b"".join(own), dtype=np.uint8),
-              "text_starts": starts, "text_ends": ends}
+              "turn_start": t.turn_start, "turn_end": t.turn_end, "chunk": t.chunk, "halves": to_half(t.vectors)}
     meta = {"sessions": list(index.sessions), "dim": int(t.vectors.shape[1]),
             "timestamps": {sid: None if ts is None else ts.isoformat() for sid, ts in index.timestamps.items()}}
     return arrays, meta
 
 
-def user_index_from_arrays(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> UserIndex:
-    """The :class:`UserIndex` that :func:`user_index_arrays` gave: equal, row for row and bit for bit, to the one a
-    build from the store at that state gives (texts stay packed, decoded when read)."""
+def user_index_from_arrays(store: Store, user_id: str, arrays: dict[str, np.ndarray], meta: dict[str, Any]
+                           ) -> UserIndex:
+    """The :class:`UserIndex` of the user's units that :func:`user_index_arrays` gave: equal, row for row and bit for
+    bit, to the one ``build_user_index(store, user_id, texts=False)`` gives at that state."""
     sessions = tuple(meta["sessions"])
     session_of = arrays["session_of"].astype(np.int64)
     vectors = from_half(arrays["halves"]).reshape(-1, int(meta["dim"]))
     rows = RowBuffer(vectors, capacity=_spare(len(vectors)))
-    table = UnitTable(arrays["ids"].astype(np.int64), tuple(sessions[i] for i in session_of.tolist()),
-                      arrays["granularity"].astype(np.int8), arrays["turn_start"].astype(np.int32),
-                      arrays["turn_end"].astype(np.int32), arrays["chunk"].astype(np.int32),
-                      PackedTexts(arrays["text_bytes"].tobytes(), arrays["text_starts"].copy(), arrays["text_ends"].copy()),
-                      rows.view())
+    ids = arrays["ids"].astype(np.int64)
+    table = UnitTable(ids, tuple(sessions[i] for i in session_of.tolist()), arrays["granularity"].astype(np.int8),
+                      arrays["turn_start"].astype(np.int32), arrays["turn_end"].astype(np.int32),
+                      arrays["chunk"].astype(np.int32), StoredTexts(store, user_id, ids), rows.view())
     timestamps = {sid: None if ts is None else datetime.fromisoformat(ts) for sid, ts in meta["timestamps"].items()}
     masks = {g: np.flatnonzero(table.mask(g)) for g in GRANULARITIES}
     return UserIndex(table, session_of, sessions, timestamps, masks, rows)
@@ -176,7 +153,7 @@ def extend_user_index(store: Store, user_id: str, index: UserIndex, *, compact: 
     old = index.table
     if len(old) == 0:
         return None
-    kept, added = store.load_units_after(user_id, int(old.ids[-1]))
+    kept, added = store.load_units_after(user_id, int(old.ids[-1]), texts=not isinstance(old.texts, StoredTexts))
     alive = None
     if kept != len(old):
         if not compact:
@@ -281,8 +258,9 @@ class SnapshotCodec(Protocol[T]):
         """``index`` as bytes."""
         ...
 
-    def decode(self, data: bytes) -> T:
-        """The index that :meth:`encode` gave ``data`` for (raises on data it cannot read)."""
+    def decode(self, store: Store, user_id: str, data: bytes) -> T:
+        """The index of the user's units in ``store`` that :meth:`encode` gave ``data`` for (raises on data it
+        cannot read)."""
         ...
 
     def rows(self, index: T) -> int:
@@ -394,7 +372,7 @@ class IndexCache(Generic[T]):
         if found is None or found[0] > version:
             return None
         try:
-            index: T | None = codec.decode(found[1])  # type: ignore[union-attr]
+            index: T | None = codec.decode(store, user_id, found[1])  # type: ignore[union-attr]
         except (InvalidInputError, ValueError, KeyError, TypeError, IndexError):
             return None  # an unreadable snapshot (another format): the build writes a good one
         self.loads += 1

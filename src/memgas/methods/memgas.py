@@ -163,7 +163,7 @@ class _Index:
 
 class _Snapshots:
     """A MemGAS index as a store snapshot (:class:`~memgas.methods.index.IndexCache`): the units (vectors as the
-    store's float16, texts packed), the search graph's edge list, and BM25's vocabulary and postings; the
+    store's float16; texts stay in the store), the search graph's edge list, and BM25's vocabulary and postings; the
     PageRank matrix is made again on first use, as after a build. The kind names the format and the settings the
     index is derived with (a change of either reads no old snapshot)."""
 
@@ -191,7 +191,7 @@ class _Snapshots:
             meta["vocabulary"] = vocabulary
         return pack(arrays, meta)
 
-    def decode(self, data: bytes) -> _Index:
+    def decode(self, store: Store, user_id: str, data: bytes) -> _Index:
         """The index :meth:`encode` wrote: it scores and grows bit for bit as the index it was written from."""
         arrays, meta = unpack(data)
         lexical = None
@@ -199,7 +199,7 @@ class _Snapshots:
             lexical = LexicalIndex.from_arrays(meta["vocabulary"], {
                 "starts": arrays["lex_starts"].copy(), "docs": arrays["lex_docs"], "tfs": arrays["lex_tfs"],
                 "lengths": arrays["lex_lengths"]}, k1=self._cfg.bm25_k1, b=self._cfg.bm25_b)
-        return _Index(user_index_from_arrays(arrays, meta), arrays["src"].astype(np.int64),
+        return _Index(user_index_from_arrays(store, user_id, arrays, meta), arrays["src"].astype(np.int64),
                       arrays["dst"].astype(np.int64), arrays["weight"].copy(), lexical)
 
 
@@ -395,8 +395,9 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         return LexicalIndex(views, k1=self.cfg.bm25_k1, b=self.cfg.bm25_b)
 
     def _build_index(self, store: Store, user_id: str) -> _Index:
-        """The user's whole index from the store (inside the cache's ``store.reading()``)."""
-        units = build_user_index(store, user_id)
+        """The user's whole index from the store (inside the cache's ``store.reading()``). Unit texts are not held:
+        they are most of a cached user's bytes, and a search shows only its hits' turns (read from the store)."""
+        units = build_user_index(store, user_id, texts=False)
         src, dst, weight = self._graph_edges(units, store.load_edges(user_id))
         lexical = None
         if self.cfg.use_lexical and len(units.table):

@@ -11,6 +11,7 @@ import numpy as np
 
 from memgas.core.types import Hit, TurnHit
 from memgas.methods.index import UserIndex
+from memgas.store import texts_of
 
 __all__ = ["Scored", "Ranking", "session_hits", "rank_units", "sessions_within"]
 
@@ -107,19 +108,22 @@ def session_hits(
         order = order[session_relevance[order] >= min_score]
     order = order[:k]
     turn_rows = index.masks["turn"]
-    hits = []
+    shown = []
     for s in order:
         if not np.isfinite(session_score[s]) or session_score[s] <= 0:
             break
         rows = turn_rows[index.session_of[turn_rows] == s]
-        best = rows[np.argsort(-scores[rows], kind="stable")[:turns_per_hit]]
+        shown.append((s, rows[np.argsort(-scores[rows], kind="stable")[:turns_per_hit]]))
+    texts = iter(texts_of(index.table.texts, [int(r) for _, best in shown for r in best]))  # one read for all hits
+    hits = []
+    for s, best in shown:
         sid = index.sessions[s]
         hits.append(
             Hit(
                 session_id=sid,
                 score=float(session_score[s]),
                 timestamp=index.timestamps.get(sid),
-                turns=[TurnHit(int(index.table.turn_start[r]), index.table.texts[r], float(scores[r])) for r in best],
+                turns=[TurnHit(int(index.table.turn_start[r]), next(texts), float(scores[r])) for r in best],
                 weights=dict(weights or {}),
                 via_association=seed is not None and bool(session_seed[s] == 0),
                 seed_score=float(session_seed[s]),

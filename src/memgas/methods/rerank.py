@@ -25,6 +25,7 @@ import numpy as np
 
 from memgas.core.errors import InvalidInputError
 from memgas.kernels.fusion import reciprocal_rank_fusion
+from memgas.store import texts_of
 
 if TYPE_CHECKING:
     from memgas.llm.wrapper import LLM
@@ -130,7 +131,7 @@ class RerankStage:
         top = rows[np.argsort(-scores[rows], kind="stable")[: self.candidates]]
         if len(top) < 2:
             return scored
-        order = self.reranker.order(query, [scored.index.table.texts[r] for r in top])
+        order = self.reranker.order(query, texts_of(scored.index.table.texts, top))
         if sorted(order) != sorted(set(order)) or any(not 0 <= i < len(top) for i in order):
             raise InvalidInputError(f"reranker {self.reranker.id} returned an invalid order {order}")
         fused = fuse(scores[top], order, self.weight)

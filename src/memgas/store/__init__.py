@@ -6,11 +6,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from memgas.core.errors import InvalidInputError
-from memgas.store.base import ApiKeyRecord, EdgeTable, ExperienceRecord, SessionInfo, Store, UnitTable, scope_of
+from memgas.store.base import (
+    ApiKeyRecord,
+    EdgeTable,
+    ExperienceRecord,
+    SessionInfo,
+    Store,
+    StoredTexts,
+    UnitTable,
+    scope_of,
+    texts_of,
+)
 from memgas.store.sqlite import SQLiteStore
 
 __all__ = [
     "Store", "UnitTable", "EdgeTable", "SessionInfo", "ApiKeyRecord", "ExperienceRecord", "scope_of",
+    "StoredTexts", "texts_of",
     "SQLiteStore", "open_store", "migrate",
 ]
 

@@ -7,11 +7,12 @@ association edges, all scoped by user. It knows nothing about memory methods: me
 
 from __future__ import annotations
 
+import weakref
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence, overload
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from memgas.core.errors import InvalidInputError
 from memgas.core.types import GRANULARITIES, Edge, Session, Unit
 
 __all__ = ["Store", "UnitTable", "EdgeTable", "SessionInfo", "ApiKeyRecord", "ExperienceRecord", "scope_of",
-           "PREVIEW_CHARS"]
+           "PREVIEW_CHARS", "StoredTexts", "texts_of"]
 
 #: Characters of a session's first user message that its header keeps as a preview.
 PREVIEW_CHARS = 200
@@ -93,6 +94,79 @@ class ExperienceRecord:
     updated_at: datetime
 
 
+class StoredTexts(Sequence[str]):
+    """The texts of a user's units, left in the store and read when asked for (:meth:`read` reads many in one query).
+
+    An index scores units by their vectors and BM25 statistics; it shows the texts of a few turns per search (its
+    hits'). Holding every text in memory would be about half of what a cached user costs (long turns, and session
+    chunks that repeat them), so an index may keep only the unit ids and read the texts of its hits from the store.
+    A unit's text never changes (an edit writes a new unit); a unit deleted since the index was read reads as
+    ``""``. The store is held weakly: an index does not keep a closed, dropped store alive.
+    """
+
+    __slots__ = ("_store", "_user_id", "_ids")
+
+    def __init__(self, store: "Store", user_id: str, ids: np.ndarray) -> None:
+        self._store = weakref.ref(store)
+        self._user_id = user_id
+        self._ids = np.asarray(ids, dtype=np.int64)
+
+    def read(self, rows: Sequence[int] | np.ndarray) -> list[str]:
+        """The texts of ``rows`` (positions), in one read of the store."""
+        ids = [int(self._ids[r]) for r in rows]
+        store = self._store()
+        found = store.unit_texts(self._user_id, ids) if ids and store is not None else {}
+        return [found.get(i, "") for i in ids]
+
+    def __len__(self) -> int:
+        return int(self._ids.size)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> tuple[str, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> "str | tuple[str, ...]":
+        if isinstance(i, slice):
+            return tuple(self.read(range(*i.indices(len(self)))))
+        if not -len(self) <= i < len(self):
+            raise IndexError("text index out of range")
+        return self.read([int(i) % len(self)])[0]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.read(range(len(self))))
+
+    def select(self, rows: np.ndarray) -> "StoredTexts":
+        """The texts of ``rows`` (positions), still in the store."""
+        store = self._store()
+        if store is None:
+            raise InvalidInputError("the store of these texts is gone")
+        return StoredTexts(store, self._user_id, self._ids[rows])
+
+    def extended(self, ids: np.ndarray) -> "StoredTexts":
+        """These texts followed by those of the units ``ids`` (written to the store)."""
+        store = self._store()
+        if store is None:
+            raise InvalidInputError("the store of these texts is gone")
+        return StoredTexts(store, self._user_id, np.concatenate([self._ids, np.asarray(ids, dtype=np.int64)]))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str) or len(other) != len(self):
+            return False
+        return list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]  # compared by content, like a list
+
+    def __repr__(self) -> str:
+        return f"StoredTexts(user {self._user_id!r}, {len(self)} units)"
+
+
+def texts_of(texts: Sequence[str], rows: Sequence[int] | np.ndarray) -> list[str]:
+    """The texts at ``rows`` of a table's ``texts``, in one store read when they are :class:`StoredTexts`."""
+    return texts.read(rows) if isinstance(texts, StoredTexts) else [texts[int(r)] for r in rows]
+
+
 @dataclass(frozen=True, slots=True)
 class UnitTable:
     """Every unit of one user, column-wise, in a stable order (ascending ``ids``).
@@ -107,7 +181,7 @@ class UnitTable:
     turn_start: np.ndarray  # int32, (n,)
     turn_end: np.ndarray  # int32, (n,)
     chunk: np.ndarray  # int32, (n,)
-    texts: Sequence[str]  # a tuple as the store reads it; an index loaded from a snapshot packs them (PackedTexts)
+    texts: Sequence[str]  # a tuple, or StoredTexts (read from the store when asked: load_units(texts=False))
     vectors: np.ndarray  # float32, (n, dim)
 
     def __len__(self) -> int:
@@ -120,9 +194,9 @@ class UnitTable:
     def select(self, rows: np.ndarray) -> "UnitTable":
         """The table of the given rows (indexes or a boolean mask), in their order."""
         idx = np.flatnonzero(rows) if np.asarray(rows).dtype == bool else np.asarray(rows, dtype=np.int64)
+        texts = self.texts.select(idx) if isinstance(self.texts, StoredTexts) else tuple(self.texts[i] for i in idx)
         return UnitTable(self.ids[idx], tuple(self.session_ids[i] for i in idx), self.granularity[idx],
-                         self.turn_start[idx], self.turn_end[idx], self.chunk[idx],
-                         tuple(self.texts[i] for i in idx), self.vectors[idx])
+                         self.turn_start[idx], self.turn_end[idx], self.chunk[idx], texts, self.vectors[idx])
 
     def extended(self, more: "UnitTable") -> "UnitTable":
         """This table followed by ``more`` (whose ids must all be larger)."""
@@ -130,11 +204,14 @@ class UnitTable:
             return self
         if len(self) and more.ids[0] <= self.ids[-1]:
             raise InvalidInputError("a table can only be extended by units with larger ids")
+        # Texts left in the store stay there (the new units are written, their texts read when asked for).
+        texts = (self.texts.extended(more.ids) if isinstance(self.texts, StoredTexts)
+                 else tuple(self.texts) + tuple(more.texts))
         return UnitTable(np.concatenate([self.ids, more.ids]), self.session_ids + more.session_ids,
                          np.concatenate([self.granularity, more.granularity]),
                          np.concatenate([self.turn_start, more.turn_start]),
                          np.concatenate([self.turn_end, more.turn_end]), np.concatenate([self.chunk, more.chunk]),
-                         self.texts + more.texts, np.concatenate([self.vectors, more.vectors]))
+                         texts, np.concatenate([self.vectors, more.vectors]))
 
     @classmethod
     def empty(cls, dim: int) -> "UnitTable":
@@ -286,10 +363,15 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def load_units(self, user_id: str) -> UnitTable:
-        """All units of a user (an empty table for an unknown user)."""
+    def load_units(self, user_id: str, *, texts: bool = True) -> UnitTable:
+        """All units of a user (an empty table for an unknown user); with ``texts=False`` their texts are left in the
+        store (:class:`StoredTexts`, read when asked for)."""
 
-    def load_units_after(self, user_id: str, after_id: int) -> tuple[int, UnitTable]:
+    @abstractmethod
+    def unit_texts(self, user_id: str, ids: Sequence[int]) -> dict[int, str]:
+        """The texts of the user's units ``ids`` that exist, by id."""
+
+    def load_units_after(self, user_id: str, after_id: int, *, texts: bool = True) -> tuple[int, UnitTable]:
         """One consistent read for refreshing a copy of the unit table that ends at ``after_id``.
 
         Returns how many of the user's units have ids ``<= after_id`` (fewer than the copy holds means
@@ -297,7 +379,7 @@ class Store(ABC):
         ids are never reused (ids seen inside a write that rolled back may be: see :attr:`generation`).
         Backends override this with a query that reads only the new rows.
         """
-        table = self.load_units(user_id)
+        table = self.load_units(user_id, texts=texts)
         newer = table.ids > after_id
         return int((~newer).sum()), table.select(newer)
 

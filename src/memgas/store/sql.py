@@ -30,6 +30,7 @@ from memgas.store.base import (
     ExperienceRecord,
     SessionInfo,
     Store,
+    StoredTexts,
     UnitTable,
     scope_of,
 )
@@ -634,14 +635,17 @@ class SQLStore(Store):
             run_id=row[4],
         )
 
-    @staticmethod
-    def _unit_table(rows: list[Any], dim: int) -> UnitTable:
+    def _unit_table(self, rows: list[Any], dim: int, stored_texts: str | None = None) -> UnitTable:
+        """The table of unit ``rows``; with ``stored_texts`` (the user id), texts left in the store (not read)."""
         if not rows:
             return UnitTable.empty(dim)
         ids, session_ids, granularity, turn_start, turn_end, chunk, texts, blobs = zip(*rows)
         vectors = decode_rows(b"".join(blobs), len(rows), dim)
+        unit_ids = np.array(ids, dtype=np.int64)
+        if stored_texts is not None:
+            texts = StoredTexts(self, stored_texts, unit_ids)
         return UnitTable(
-            ids=np.array(ids, dtype=np.int64),
+            ids=unit_ids,
             session_ids=session_ids,
             granularity=np.array(granularity, dtype=np.int8),
             turn_start=np.array(turn_start, dtype=np.int32),
@@ -651,25 +655,39 @@ class SQLStore(Store):
             vectors=vectors,
         )
 
-    def load_units(self, user_id: str) -> UnitTable:
-        """All units of a user, by ascending id; an empty table for an unknown user.
+    def load_units(self, user_id: str, *, texts: bool = True) -> UnitTable:
+        """All units of a user, by ascending id; an empty table for an unknown user. With ``texts=False`` the texts
+        are not read: the table's are :class:`~memgas.store.base.StoredTexts`, read when asked for.
 
         The vectors matrix is read-only: it is one view over the rows' joined bytes, and tables
         are meant to be shared snapshots.
         """
-        return self.load_units_after(user_id, 0)[1]
+        return self.load_units_after(user_id, 0, texts=texts)[1]
 
-    def load_units_after(self, user_id: str, after_id: int) -> tuple[int, UnitTable]:
+    def unit_texts(self, user_id: str, ids: Sequence[int]) -> dict[int, str]:
+        """The texts of the user's units ``ids`` that exist, by id (one query per 500 ids)."""
+        out: dict[int, str] = {}
+        wanted = sorted({int(i) for i in ids})
+        with self._read() as conn:
+            for start in range(0, len(wanted), 500):
+                part = wanted[start:start + 500]
+                out.update(conn.execute(self._q(f"SELECT id, text FROM units WHERE user_id = ? AND id IN "
+                                                f"({', '.join('?' * len(part))})"), (user_id, *part)).fetchall())
+        return out
+
+    def load_units_after(self, user_id: str, after_id: int, *, texts: bool = True) -> tuple[int, UnitTable]:
         """The count of the user's units with ids ``<= after_id`` and the units added after, in one
-        snapshot (ids are positive and never reused: AUTOINCREMENT in SQLite, a sequence in PostgreSQL)."""
+        snapshot (ids are positive and never reused: AUTOINCREMENT in SQLite, a sequence in PostgreSQL); texts
+        as for :meth:`load_units`."""
         with self._read() as conn:
             dim = self._dim(conn) or 0
             kept = 0 if after_id <= 0 else conn.execute(
                 self._q("SELECT count(*) FROM units WHERE user_id = ? AND id <= ?"), (user_id, int(after_id))
             ).fetchone()[0]
-            rows = conn.execute(self._q(self._UNIT_COLUMNS + " WHERE u.user_id = ? AND u.id > ? ORDER BY u.id"),
+            columns = self._UNIT_COLUMNS if texts else self._UNIT_COLUMNS.replace(" u.text,", " NULL,")
+            rows = conn.execute(self._q(columns + " WHERE u.user_id = ? AND u.id > ? ORDER BY u.id"),
                                 (user_id, int(after_id))).fetchall()
-        return int(kept), self._unit_table(rows, dim)
+        return int(kept), self._unit_table(rows, dim, None if texts else user_id)
 
     def session_units(self, user_id: str, session_id: str) -> UnitTable:
         """The units of one session, in id order (empty when there is no such session)."""
