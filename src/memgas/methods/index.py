@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from itertools import repeat
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -15,7 +16,7 @@ import numpy as np
 
 from memgas.core.errors import InvalidInputError
 from memgas.core.types import GRANULARITIES, Session
-from memgas.kernels.quantize import from_half, to_half
+from memgas.kernels.quantize import to_half
 from memgas.store import Store, StoredTexts, UnitTable
 
 __all__ = [
@@ -27,7 +28,8 @@ T = TypeVar("T")
 
 
 class RowBuffer:
-    """Float32 rows with spare capacity at the end, so that appending does not copy what is held.
+    """Float32 rows with spare capacity at the end, so that appending does not copy what is held (rows of another
+    float type, float16 from a snapshot, are widened as they are copied in).
 
     :meth:`extend` writes past the end of every view handed out so far, so a reader holding an older
     (shorter) view never sees a change. Thread-safe: extending from a length that is no longer the
@@ -119,8 +121,8 @@ def user_index_from_arrays(store: Store, user_id: str, arrays: dict[str, np.ndar
     bit, to the one ``build_user_index(store, user_id, texts=False)`` gives at that state."""
     sessions = tuple(meta["sessions"])
     session_of = arrays["session_of"].astype(np.int64)
-    vectors = from_half(arrays["halves"]).reshape(-1, int(meta["dim"]))
-    rows = RowBuffer(vectors, capacity=_spare(len(vectors)))
+    halves = arrays["halves"].reshape(-1, int(meta["dim"]))
+    rows = RowBuffer(halves, capacity=_spare(len(halves)))  # widened to float32 as they are copied in: exact
     ids = arrays["ids"].astype(np.int64)
     table = UnitTable(ids, tuple(sessions[i] for i in session_of.tolist()), arrays["granularity"].astype(np.int8),
                       arrays["turn_start"].astype(np.int32), arrays["turn_end"].astype(np.int32),
@@ -229,7 +231,7 @@ def nbytes(value: object) -> int:
             stack.extend(obj.values())
         elif isinstance(obj, (list, tuple, set, frozenset)):
             total += 8 * len(obj)
-            if obj and all(isinstance(x, str) for x in obj):  # texts: one C loop rather than an object each
+            if obj and all(map(isinstance, obj, repeat(str))):  # ids and texts: C loops rather than an object each
                 total += sum(map(len, obj))
             else:
                 stack.extend(obj)
