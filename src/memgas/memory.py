@@ -36,6 +36,7 @@ from memgas.core.validate import (
 from memgas.embed.base import Embedder
 from memgas.embed.cache import CachedEmbedder, EmbeddingCache
 from memgas.embed.factory import get_embedder
+from memgas.kernels.tense import asks_about_the_past
 from memgas.llm.base import ChatModel, Usage, track_usage
 from memgas.llm.factory import get_llm
 from memgas.sessions.listing import SessionCatalog, header_dict, ordered_page
@@ -562,6 +563,11 @@ class Memory:
         ``k`` best sessions, the best turns first, within ``max_tokens`` (counted as one token per four
         characters, rounded up; see :func:`memgas.answer.context_block`). Empty when nothing is found.
 
+        The most relevant sessions are taken until the budget is spent. For a question about the present ("where
+        do I live now?", any question that names no earlier time and is not in the past tense:
+        :func:`memgas.kernels.tense.asks_about_the_past`) they are shown newest first, so that the current state
+        of something comes before what it replaced; a question about the past keeps them most relevant first.
+
         ``exclude_sessions``, ``query_time``, ``min_score`` and ``filters`` are those of :meth:`search`.
 
         Raises:
@@ -572,7 +578,7 @@ class Memory:
 
         hits = self.search(query, user_id=user_id, k=k, query_time=query_time, min_score=min_score,
                            exclude_sessions=exclude_sessions, filters=filters)
-        return context_block(hits, max_tokens)
+        return context_block(hits, max_tokens, newest_first=not asks_about_the_past(query))
 
     def answer(
         self,

@@ -17,6 +17,7 @@ from memgas.bench.metrics import (
     sessions_from_turn_ranking,
 )
 from memgas.core.errors import InvalidInputError
+from memgas.core.validate import make_session
 
 # 1 / log2(3), the discount of rank 3
 D3 = 0.6309297535714575
@@ -232,5 +233,42 @@ def test_the_report_gives_the_newest_first_rate_of_update_questions() -> None:
         question("knowledge-update", ["b", "a"], ["a", "b"]), question("knowledge-update", ["a", "b"], ["a", "b"]),
         question("knowledge-update", ["c"], None), question("multi-session", ["a", "b"], ["b", "a"])])
     assert project_metrics(result) == {"m": {"newest_first": 0.5, "newest_first_n": 2.0}}
-    assert "newest-first rate on the 2 update questions" in markdown_table(result)
+    assert "newest first (update questions, 2+ dated evidence sessions) (n=2)" in markdown_table(result)
     assert project_metrics(BenchResult("locomo", {"ks": [5]}, questions=[question("single-hop", ["a"], None)])) == {}
+
+
+def test_the_report_gives_recall_all_by_evidence_spread_and_speakers() -> None:
+    from memgas.bench.report import markdown_table, project_metrics
+    from memgas.bench.runner import BenchResult
+
+    def question(n_gold: int, speakers: int | None, recall_all: float) -> dict:
+        q = {"qid": "q", "type": "multi-hop", "n_gold_sessions": n_gold, "methods": {"m": {"sessions": [], "turns": [],
+             "metrics": {"session_recall_all@5": recall_all, "session_recall_any@5": 1.0,
+                         "turn_locomo_recall@10": 1.0}}}}
+        if speakers is not None:
+            q["gold_speakers"] = speakers
+        return q
+
+    result = BenchResult("locomo", {"ks": [5]}, questions=[question(2, 2, 0.0), question(3, 2, 1.0), question(1, 1, 1.0),
+                                                          question(1, None, 0.0)])
+    got = project_metrics(result)["m"]
+    assert got == {"multi_session_recall_all@5": 0.5, "multi_session_recall_all@5_n": 2.0,
+                   "two_speaker_recall_all@5": 0.5, "two_speaker_recall_all@5_n": 2.0,
+                   "one_speaker_recall_all@5": 1.0, "one_speaker_recall_all@5_n": 1.0}
+    assert "S recall_all@5, evidence from both speakers (n=2)" in markdown_table(result)
+
+
+def test_evidence_speakers_reads_who_said_each_evidence_message() -> None:
+    from memgas.bench.datasets import BenchQuestion, evidence_speakers
+
+    msgs = [{"role": "user", "content": "I adopted a cat", "name": "Ann"},
+            {"role": "assistant", "content": "Lovely", "name": "Bo"}, {"role": "user", "content": "Named Tom", "name": "Ann"}]
+    session = make_session(msgs, user_id="u", session_id="S1", metadata={"dia_ids": ["D1:1", "D1:2", "D1:3"]})
+
+    def ask(ids: set[str]) -> BenchQuestion:
+        return BenchQuestion("q", "?", "", "single-hop", None, [session], {"S1"}, set(), ids, True, None, "c")
+
+    assert evidence_speakers(ask({"D1:1", "D1:3"})) == {"Ann"}
+    assert evidence_speakers(ask({"D1:1", "D1:2", "D9:9"})) == {"Ann", "Bo"}  # an unknown id names no one
+    plain = make_session(msgs[:1], user_id="u", session_id="S2")
+    assert evidence_speakers(BenchQuestion("q", "?", "", "x", None, [plain], set(), set(), {"S2_1"}, True, None, "c")) == set()

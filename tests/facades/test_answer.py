@@ -221,3 +221,28 @@ def test_memory_llm_without_llm_units_keeps_adds_free(stub: OpenAIStub) -> None:
         assert mem.stats()["llm"]["add"]["total"]["calls"] == 0 and "units" not in mem.stats()["llm"]
         assert mem.answer(Q, user_id="u").answer == "Lisbon"
     assert [kind(b) for b in stub.requests] == ["answer"]  # one memory: nothing to filter
+
+
+def test_context_shows_the_newest_state_first_for_a_question_about_the_present(embedder) -> None:
+    """The demo's case: the March session (Buckman) and the April one (moving to Sellwood) both answer "where do I
+    live these days?"; the context shows April first, each dated, and keeps relevance order for a past question."""
+    from memgas.answer import CONTEXT_HEADER, NEWEST_FIRST_HEADER
+    from memgas.memory import Memory
+
+    with Memory(embedder=embedder) as mem:
+        mem.add([{"role": "user", "content": "I live in the Buckman neighborhood of Portland, near Laurelhurst Park."},
+                 {"role": "assistant", "content": "Buckman is a lovely part of town."}],
+                user_id="u", session_id="march", timestamp="2024-03-05T10:00:00")
+        mem.add([{"role": "user", "content": "Big news: I'm moving to Sellwood next week, part of town by the river."},
+                 {"role": "assistant", "content": "Sellwood is quiet and green."}],
+                user_id="u", session_id="april", timestamp="2024-04-20T10:00:00")
+        mem.add([{"role": "user", "content": "My sourdough starter finally doubled overnight."}],
+                user_id="u", session_id="bread", timestamp="2024-04-01T10:00:00")
+        now = mem.context("Which part of town do I live in these days?", user_id="u", k=2).splitlines()
+        assert now[0] == NEWEST_FIRST_HEADER
+        heads = [line for line in now if line.startswith("[")]
+        assert heads == ["[1] 2024-04-20 (Sat) 10:00 · session april", "[2] 2024-03-05 (Tue) 10:00 · session march"]
+        hits = mem.search("Where did I live before I moved?", user_id="u", k=2)
+        past = mem.context("Where did I live before I moved?", user_id="u", k=2).splitlines()
+        assert past[0] == CONTEXT_HEADER
+        assert [line.split("session ")[1] for line in past if line.startswith("[")] == [h.session_id for h in hits]

@@ -29,6 +29,7 @@ from memgas.core.validate import check_id, make_session, parse_timestamp
 
 __all__ = [
     "LOCOMO_CATEGORIES",
+    "evidence_speakers",
     "BenchQuestion",
     "BenchConversation",
     "LoadReport",
@@ -444,6 +445,16 @@ def load_locomo(path: Path, limit: int | None = None) -> tuple[list[BenchConvers
         speakers = (str(conv["speaker_a"]), str(conv["speaker_b"]))
         conversations.append(BenchConversation(conv_id, speakers, sessions, questions))
     return conversations, report
+
+
+def evidence_speakers(question: BenchQuestion) -> set[str]:
+    """Who said the question's evidence: the speaker names of the messages its dataset turn ids name, where the
+    sessions record their messages' ids (LoCoMo's ``dia_ids`` in each session's metadata); else empty."""
+    said: dict[str, str] = {}
+    for session in question.sessions:
+        ids = session.metadata.get("dia_ids") or ()
+        said.update((str(dia), m.name or m.role) for dia, m in zip(ids, session.messages))
+    return {said[dia] for dia in question.gold_turn_ids if dia in said}
 
 
 def locomo_dia_ids(sessions: Sequence[Session], turns: Iterable[tuple[str, int]]) -> list[str]:

@@ -58,16 +58,41 @@ UPDATE_TYPES = ("knowledge-update",)
 
 
 def project_metrics(result: BenchResult) -> dict[str, dict[str, float]]:
-    """The project's own measures beside the official ones, per method: ``newest_first`` (the share of update
-    questions with two or more dated evidence sessions whose newest evidence session ranks above the older ones,
-    :func:`memgas.bench.metrics.newest_first`) and its question count ``newest_first_n``; empty without such
-    questions."""
-    rows = [q for q in result.questions if q["type"] in UPDATE_TYPES and len(q.get("gold_by_time", ())) >= 2]
-    if not rows:
-        return {}
-    return {m: {"newest_first": sum(newest_first(q["methods"][m]["sessions"], q["gold_by_time"]) for q in rows)
-                / len(rows), "newest_first_n": float(len(rows))}
-            for m in rows[0]["methods"]}
+    """The project's own measures beside the official ones, per method, each with its question count (``..._n``):
+
+    * ``newest_first``: the share of update questions with two or more dated evidence sessions whose newest evidence
+      session ranks above the older ones (:func:`memgas.bench.metrics.newest_first`);
+    * ``multi_session_recall_all@5``: session recall_all@5 of the questions whose evidence spans two or more sessions;
+    * ``two_speaker_recall_all@5`` and ``one_speaker_recall_all@5``: the same over questions whose evidence turns
+      were said by both speakers, or by one (LoCoMo, where the runner records ``gold_speakers``).
+
+    A measure with no question to average over is left out (empty without any)."""
+    groups = {
+        "multi_session_recall_all@5": [q for q in result.questions if q.get("n_gold_sessions", 0) >= 2],
+        "two_speaker_recall_all@5": [q for q in result.questions if q.get("gold_speakers", 0) >= 2],
+        "one_speaker_recall_all@5": [q for q in result.questions if q.get("gold_speakers", 0) == 1],
+    }
+    updates = [q for q in result.questions if q["type"] in UPDATE_TYPES and len(q.get("gold_by_time", ())) >= 2]
+    methods = list(result.questions[0]["methods"]) if result.questions else []
+    out: dict[str, dict[str, float]] = {m: {} for m in methods}
+    for m in methods:
+        if updates:
+            out[m]["newest_first"] = sum(newest_first(q["methods"][m]["sessions"], q["gold_by_time"])
+                                         for q in updates) / len(updates)
+            out[m]["newest_first_n"] = float(len(updates))
+        for name, rows in groups.items():
+            values = [q["methods"][m]["metrics"]["session_recall_all@5"] for q in rows
+                      if "session_recall_all@5" in q["methods"][m]["metrics"]]
+            if values:
+                out[m][name], out[m][f"{name}_n"] = sum(values) / len(values), float(len(values))
+    return {m: v for m, v in out.items() if v}
+
+
+#: How :func:`markdown_table` names each project measure.
+_PROJECT_LABELS = {"newest_first": "newest first (update questions, 2+ dated evidence sessions)",
+                   "multi_session_recall_all@5": "S recall_all@5, evidence in 2+ sessions",
+                   "two_speaker_recall_all@5": "S recall_all@5, evidence from both speakers",
+                   "one_speaker_recall_all@5": "S recall_all@5, evidence from one speaker"}
 
 
 def markdown_table(result: BenchResult) -> str:
@@ -102,11 +127,13 @@ def markdown_table(result: BenchResult) -> str:
 
     project = project_metrics(result)
     if project:
-        n = int(next(iter(project.values()))["newest_first_n"])
-        lines += ["", f"Project measure (not official): newest-first rate on the {n} update questions with two or more "
-                  "dated evidence sessions (the newest evidence session ranks above the older ones):", "",
-                  "| method | newest first |", "|---|---:|"]
-        lines += [f"| {m} | {v['newest_first']:.3f} |" for m, v in project.items()]
+        first = next(iter(project.values()))
+        names = [k for k in _PROJECT_LABELS if k in first]
+        lines += ["", "Project measures (not official; the newest-first rate is the share of update questions whose "
+                  "newest evidence session ranks above the older ones):", "",
+                  "| method | " + " | ".join(f"{_PROJECT_LABELS[k]} (n={int(first[f'{k}_n'])})" for k in names) + " |",
+                  "|---|" + "---:|" * len(names)]
+        lines += [f"| {m} | " + " | ".join(f"{v[k]:.3f}" for k in names) + " |" for m, v in project.items()]
     timing = timing_summary(result)
     ing = timing.pop("ingest", {})
     qe = timing.pop("query_embedding", {})

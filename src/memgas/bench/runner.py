@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from memgas.bench.datasets import BenchQuestion, load_locomo, load_longmemeval, locomo_dia_ids
+from memgas.bench.datasets import BenchQuestion, evidence_speakers, load_locomo, load_longmemeval, locomo_dia_ids
 from memgas.bench.metrics import locomo_recall, ndcg_any_at_k, recall_all_at_k, recall_any_at_k
 from memgas.bench.stream import stream_ingest
 from memgas.core.errors import InvalidInputError
@@ -229,6 +229,9 @@ def _run(
         for q in questions:
             record: dict[str, Any] = {"qid": q.qid, "type": q.qtype, "conv": q.conv_id,
                                       "n_gold_sessions": len(q.gold_sessions), "methods": {}}
+            speakers = evidence_speakers(q)
+            if speakers:  # for the project's measures of questions by who said their evidence (memgas.bench.report)
+                record["gold_speakers"] = len(speakers)
             if len(q.gold_sessions) >= 2:  # for the project's newest-first measure (memgas.bench.report)
                 when = {s.session_id: s.timestamp for s in q.sessions}
                 dated = [sid for sid in q.gold_sessions if when.get(sid) is not None]
