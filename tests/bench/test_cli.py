@@ -441,3 +441,20 @@ def test_users_bench_compares_round_robin_with_a_warm_user(tmp_path: Path, capsy
     capsys.readouterr()
     assert main(["bench", "users", "--data", str(data), "--http-workers", "2", "--out", str(out)]) == 2
     assert "needs a PostgreSQL store" in capsys.readouterr().err
+
+
+def test_longreplies_bench_reports_recall_by_the_depth_of_the_fact(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "lr"
+    assert main(["bench", "longreplies", "--method", "memgas,bm25", "--out", str(out)]) == 0
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert [(r["method"], r["depth"]) for r in rows] == [(m, d) for m in ("memgas", "bm25")
+                                                         for d in (0, 300, 700, 1100, 1500)]
+    assert all(r["questions"] == 8 for r in rows)
+    memgas = {r["depth"]: r for r in rows if r["method"] == "memgas"}
+    assert memgas[0]["recall_1"] == 1.0 and memgas[1500]["mean_offset"] > 1000  # facts past the 300-char view
+    assert "fact at ~0 chars: R@1 / MRR" in capsys.readouterr().out
+    whole = tmp_path / "whole"
+    assert main(["bench", "longreplies", "--method", "memgas", "--set", "lexical_reply_chars=5000",
+                 "--out", str(whole)]) == 0
+    deep = [r for r in json.loads((whole / "results.json").read_text())["rows"] if r["depth"] == 1500]
+    assert deep[0]["recall_1"] > memgas[1500]["recall_1"]  # reading replies whole finds what the cut hid

@@ -100,3 +100,23 @@ def test_memgas_ranks_turns_by_their_seed_within_the_session_ranking(embedder) -
     expect = np.minimum(new.seed[turns] / new.seed.max() + bonus[turns], session_score[units.session_of[turns]])
     np.testing.assert_allclose(new.scores[turns], expect)
     assert a.turns[0] == ("trip", 2)  # the kayak turn, by its own words
+
+
+def test_a_fact_deep_in_a_long_reply_is_found_by_its_words_with_lexical_reply_chars(embedder) -> None:
+    """BM25 reads a reply's first 300 characters by default (as the vector does): a fact the assistant gave after
+    them has no lexical evidence, and its session ties with a twin that lacks it; reading replies whole finds it."""
+    from memgas.bench.longreplies import long_reply_cases
+
+    case = next(c for c in long_reply_cases(depths=[1500]) if "Hiiragiya" in c.question)
+    fact = next(s for s in case.sessions if s.session_id == "fact").messages[1].content
+    assert fact.index("Hiiragiya") > 1000  # deep in the reply, past the first 300 characters
+    store = open_store(None)
+    default, whole = MemGAS(embedder), MemGAS(embedder, lexical_reply_chars=5000)
+    for session in case.sessions:
+        default.ingest(store, session)
+    hits = {name: {h.session_id: h for h in m.search(store, case.user_id, case.question, k=5)}
+            for name, m in (("default", default), ("whole", whole))}
+    assert hits["default"]["fact"].channels.get("lexical", 0.0) == 0.0  # not one of its words in the BM25 view
+    assert hits["whole"]["fact"].channels["lexical"] > 0.0
+    assert next(iter(hits["whole"])) == "fact"
+    assert default._indexes._snapshots.kind != whole._indexes._snapshots.kind  # another view, another snapshot

@@ -60,7 +60,8 @@ def add_bench_parser(sub: Any) -> None:
     """Register the ``bench`` subcommand on the main parser's subparsers."""
     sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
     sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost", "live", "kg", "store", "scale", "http", "bot",
-                                            "principles", "multilingual", "filters", "adapters", "ratelimit", "users"),
+                                            "principles", "multilingual", "filters", "adapters", "ratelimit", "users",
+                                            "longreplies"),
                     help="a retrieval benchmark; 'cost': add/search cost on LongMemEval-S sessions; 'live': add then "
                          "search, session after session, as an agent does; 'kg': the temporal knowledge graph's "
                          "update behaviour on the LongMemEval oracle (needs --llm); 'store': adds/s and searches/s "
@@ -79,7 +80,8 @@ def add_bench_parser(sub: Any) -> None:
                          "gets through a server with --rate-limit 5 at --clients worker counts (default 1,2; several "
                          "need --backend or --pg-temp); 'users': round-robin searches over --users users (default 12) of "
                          "--sessions sessions (default 100) against a warm user, at --index-cache-mb sizes (default "
-                         "1024,none,1)")
+                         "1024,none,1,1:rebuild); 'longreplies': facts said deep inside long assistant replies, found "
+                         "or not, by depth (the shipped sample; --method, --set for MemGAS)")
     sp.add_argument("--sessions", type=int, default=None,
                     help="cost, live: sessions to add to one user (default 500; live: the last checkpoint); "
                          "store: sessions each client adds (default 10); scale: sessions per user (default 20); "
@@ -423,6 +425,27 @@ def _cmd_multilingual(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_longreplies(args: argparse.Namespace) -> int:
+    """``bench longreplies``: facts at known depths of long assistant replies (see :mod:`memgas.bench.longreplies`)."""
+    from memgas.bench.longreplies import longreplies_markdown, run_longreplies
+    from memgas.bench.report import command_line
+    from memgas.core.paths import default_cache_path
+    from memgas.embed.cache import EmbeddingCache
+    from memgas.embed.factory import get_embedder
+
+    methods = "memgas,bm25,dense-turn" if args.method == DEFAULT_METHODS else args.method
+    embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
+    rows = run_longreplies(embedder, [m.strip() for m in methods.split(",")], path=args.data,
+                           method_options=_overrides(args.set))
+    table = longreplies_markdown(rows)
+    out = args.out or Path("bench-out") / "longreplies"
+    out.mkdir(parents=True, exist_ok=True)
+    command = command_line("memgas bench longreplies")
+    _write_results(out, "longreplies", command, f"Command: `{command}`\n\n{table}\n", {"rows": rows})
+    print(table)
+    return 0
+
+
 def _cmd_http(args: argparse.Namespace) -> int:
     """``bench http``: on ``--backend``, ``--pg-temp`` or a fresh SQLite file in ``--out``."""
     from memgas.bench.report import command_line
@@ -526,6 +549,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _cmd_http(args)
     if args.dataset == "multilingual":
         return _cmd_multilingual(args)
+    if args.dataset == "longreplies":
+        return _cmd_longreplies(args)
     if args.dataset == "bot":
         return _cmd_bot(args)
     if args.dataset == "principles":

@@ -95,6 +95,9 @@ class MemGASConfig:
             the LongMemEval dev half only so far (BENCHMARKS.md, "Newest first").
         current_window, current_ratio: how many of the best sessions ``current_first`` may reorder, and how close
             to the older session's score the newer one must be.
+        lexical_reply_chars: how much of each reply BM25 reads (the vector reads 300 characters, the BM25 view the
+            same by default): more makes facts said deep in long replies findable by their words (measured in
+            BENCHMARKS.md, "Long replies").
         snapshots: keep each user's index in the store as a snapshot (:meth:`memgas.store.Store.save_snapshot`),
             so that a user this process does not hold (evicted from the index cache, or never searched here) is
             loaded with one read instead of being rebuilt; results are the same bit for bit (off: always rebuild).
@@ -121,6 +124,7 @@ class MemGASConfig:
     current_window: int = 5
     current_ratio: float = 0.8
     snapshots: bool = True
+    lexical_reply_chars: int = 300
 
 
 @dataclass(slots=True)
@@ -173,7 +177,7 @@ class _Snapshots:
     def __init__(self, cfg: MemGASConfig) -> None:
         self._cfg = cfg
         self.kind = (f"memgas/{self.FORMAT}/association={int(cfg.use_association)},min={cfg.assoc_min_weight!r},"
-                     f"scale={cfg.assoc_scale!r},lexical={int(cfg.use_lexical)}")
+                     f"scale={cfg.assoc_scale!r},lexical={int(cfg.use_lexical)},reply={cfg.lexical_reply_chars}")
 
     def rows(self, index: _Index) -> int:
         """How many units ``index`` holds."""
@@ -381,13 +385,13 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         keep = w > 0
         return src[keep], dst[keep], w[keep]
 
-    @staticmethod
-    def _turn_views(units: UserIndex, rows: np.ndarray, sessions: dict[str, Session]) -> list[str]:
-        """The lexical documents of turn ``rows``: each turn read as its vector is (user words whole,
-        replies' openings), so the two channels see the same evidence and long assistant answers do
-        not drown the user's."""
+    def _turn_views(self, units: UserIndex, rows: np.ndarray, sessions: dict[str, Session]) -> list[str]:
+        """The lexical documents of turn ``rows``: each turn read as its vector is (user words whole, replies'
+        first ``lexical_reply_chars``, 300 as the vector by default), so the two channels see the same evidence and
+        long assistant answers do not drown the user's."""
         table = units.table
-        views = {(sid, turn.index): embedding_view(turn) for sid, s in sessions.items() for turn in s.turns}
+        views = {(sid, turn.index): embedding_view(turn, self.cfg.lexical_reply_chars)
+                 for sid, s in sessions.items() for turn in s.turns}
         return [views[(table.session_ids[r], int(table.turn_start[r]))] for r in rows]
 
     def _lexical(self, views: list[str]) -> LexicalIndex:
