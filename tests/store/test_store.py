@@ -560,6 +560,11 @@ def test_every_call_is_tenant_isolated(store: Store, rng: np.random.Generator) -
         store.add_session(s, _units(s, rng), [Edge(-1, bob_ids[0], 0.5)])
     with pytest.raises(DuplicateSessionError):
         store.add_session(_session("alice", "s1"), [], [])
+    # Texts by id and snapshots are the user's own: bob's unit ids read nothing for alice, his snapshot is his.
+    assert store.unit_texts("alice", bob_ids) == {}
+    assert store.save_snapshot("bob", "k", (store.version("bob"), store.generation), b"bob's")
+    assert store.load_snapshot("alice", "k") is None
+    assert not store.save_snapshot("alice", "k", (store.version("bob"), store.generation), b"x")  # not her version
     assert _tenant_view(store, "alice") == alice and _tenant_view(store, "bob") == bob
 
     def rolled_back() -> None:
@@ -817,6 +822,9 @@ def test_postgres_every_statement_is_scoped_by_user(pg_url: str, rng: np.random.
         store.load_units("alice"), store.load_edges("alice"), store.get_session("alice", "a1")
         store.list_sessions("alice"), store.version("alice"), store.has_user("alice"), store.embedder_id
         store.stats("alice"), store.stats(), store.list_users()
+        store.unit_texts("alice", ids), store.load_units("alice", texts=False)
+        key = (store.version("alice"), store.generation)
+        assert store.save_snapshot("alice", "k", key, b"x") and store.load_snapshot("alice", "k") == (key[0], b"x")
         store.delete_session("alice", "a1"), store.delete_user("bob")
         with pytest.raises(DuplicateSessionError):
             store.add_session(s, [], [])

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import threading
 import weakref
-from itertools import repeat
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from datetime import datetime
+from itertools import repeat
 from typing import Any, Callable, Generic, Protocol, TypeVar
 
 import numpy as np
