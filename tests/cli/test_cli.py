@@ -339,9 +339,9 @@ def test_a_postgresql_server_lost_mid_command_is_one_line(capsys: pytest.Capture
                          ("load_units_after", ["search", "ferry"]), ("stats", ["stats"])]:
         real = getattr(PostgresStore, method)
 
-        def lost(self: PostgresStore, *args: Any, _real: Any = real) -> Any:
+        def lost(self: PostgresStore, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
             lose_the_server()
-            return _real(self, *args)
+            return _real(self, *args, **kwargs)
 
         with monkeypatch.context() as patch:
             patch.setattr(PostgresStore, method, lost)

@@ -4,6 +4,7 @@ user-scoped statements and many processes writing at once."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 import subprocess
@@ -1091,23 +1092,25 @@ def test_schema_6_reencodes_float32_vectors_as_float16(target: str, rng: np.rand
     if target.startswith("postgresql://"):
         with psycopg.connect(target, autocommit=True) as conn:
             conn.execute("DROP TABLE snapshots")
-            conn.execute("DELETE FROM schema_version WHERE version = 6")
+            conn.execute("ALTER TABLE units DROP COLUMN joined")
+            conn.execute("DELETE FROM schema_version WHERE version >= 6")
             conn.cursor().executemany("UPDATE units SET vector = %s WHERE id = %s", old)
     else:
         conn = sqlite3.connect(target)
         conn.execute("DROP TABLE snapshots")
+        conn.execute("ALTER TABLE units DROP COLUMN joined")
         conn.executemany("UPDATE units SET vector = ? WHERE id = ?", old)
         conn.execute("PRAGMA user_version = 5")
         conn.commit()
         conn.close()
     with open_store(target) as store:
-        assert store.schema_upgrade == (5, 6)
+        assert store.schema_upgrade == (5, 7)
         table = store.load_units("alice")
         np.testing.assert_array_equal(table.vectors, from_half(to_half(vectors)))
         assert table.ids.tolist() == ids and table.texts == tuple(u.text for u in units)
         assert store.load_edges("alice").weight.tolist() == [0.5] and store.load_snapshot("alice", "k") is None
     with open_store(target) as store:
-        assert store.schema_upgrade == (6, 6)  # once
+        assert store.schema_upgrade == (7, 7)  # once
         np.testing.assert_array_equal(store.load_units("alice").vectors, table.vectors)
 
 
@@ -1135,3 +1138,28 @@ def test_units_can_leave_their_texts_in_the_store(store: Store, rng: np.random.G
     assert lazy.texts[0] == "" and lazy.texts[-1] == u2[-1].text  # deleted since: empty, the rest as before
     with pytest.raises(IndexError):
         lazy.texts[len(ids)]
+
+
+def test_a_text_that_joins_its_turns_is_stored_once(target: str, store: Store, rng: np.random.Generator) -> None:
+    """A unit whose text is its turns' texts joined (a turn's own, a session chunk's) keeps no copy: the stored text
+    is empty and every read joins it again from the messages, exactly; any other text is stored as given."""
+    s = _session("alice", "s1", 3)
+    turns = [t.text for t in s.turns]
+    vecs = _vectors(rng, 4)
+    units = [Unit("s1", "session", "\n".join(turns[0:2]), 0, 2, vector=vecs[0]),
+             Unit("s1", "turn", turns[2], 2, 3, vector=vecs[1]),
+             Unit("s1", "turn", turns[1] + " (edited)", 1, 2, vector=vecs[2]),  # not its turn's text: kept
+             Unit("s1", "summary", "a summary", 0, 3, vector=vecs[3])]
+    ids = store.add_session(s, units, [])
+    if target.startswith("postgresql://"):
+        with psycopg.connect(target) as conn:
+            raw = conn.execute("SELECT text, joined FROM units ORDER BY id").fetchall()
+    else:
+        with contextlib.closing(sqlite3.connect(target)) as conn:
+            raw = conn.execute("SELECT text, joined FROM units ORDER BY id").fetchall()
+    assert raw == [("", 1), ("", 1), (turns[1] + " (edited)", 0), ("a summary", 0)]
+    texts = tuple(u.text for u in units)
+    assert store.load_units("alice").texts == texts and store.session_units("alice", "s1").texts == texts
+    assert store.load_units_after("alice", ids[0])[1].texts == texts[1:]
+    assert store.unit_texts("alice", ids) == dict(zip(ids, texts))
+    assert list(store.load_units("alice", texts=False).texts) == list(texts)

@@ -12,7 +12,7 @@ and columns of :mod:`memgas.store.sqlite`, so the two backends stay one design, 
 * ``users(user_id, version)``; ``sessions(user_id, pk, session_id, timestamp, metadata, n_messages,
   n_turns, created_at, agent_id, run_id)``; ``messages(user_id, session_pk, position, role, name, content,
   metadata)``;
-  ``units(user_id, id, session_pk, granularity, turn_start, turn_end, chunk, text, vector)``;
+  ``units(user_id, id, session_pk, granularity, turn_start, turn_end, chunk, text, vector, joined)``;
   ``edges(user_id, src, dst, weight)``; ``snapshots(user_id, kind, version, data)``. ``vector`` is ``bytea`` encoded
   as in SQLite (little-endian float16 since schema 6); timestamps are
   ISO 8601 text and ids use the ``"C"`` collation, so sessions and users sort exactly as in SQLite.
@@ -44,7 +44,14 @@ from urllib.parse import urlsplit, urlunsplit
 from memgas.core.errors import InvalidInputError, MemgasError
 from memgas.core.types import GRANULARITIES, Session, Unit
 from memgas.core.validate import check_id
-from memgas.store.sql import API_KEYS_TABLE, SCOPES_MIGRATION, SNAPSHOTS_TABLE, SQLStore, compact_unit_vectors
+from memgas.store.sql import (
+    API_KEYS_TABLE,
+    JOINED_MIGRATION,
+    SCOPES_MIGRATION,
+    SNAPSHOTS_TABLE,
+    SQLStore,
+    compact_unit_vectors,
+)
 
 __all__ = ["PostgresStore", "SCHEMA_VERSION", "MIGRATIONS", "CROSS_USER_STATEMENTS"]
 
@@ -124,6 +131,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         updated_at DOUBLE PRECISION NOT NULL)""",),
     # 6: per-user index snapshots; unit vectors re-encoded as float16 (memgas.kernels.quantize).
     (SNAPSHOTS_TABLE.format(collate=' COLLATE "C"', blob="BYTEA"), lambda conn: compact_unit_vectors(conn, "%s")),
+    # 7: a unit whose text is its turns' joined (a turn's, a session chunk's) no longer stores it.
+    JOINED_MIGRATION,
 )
 
 #: One token-bucket step in one statement, on the database's clock (the same for every worker): refill the
@@ -382,7 +391,8 @@ class PostgresStore(SQLStore):
         return f"PostgresStore({_redact(self._url)!r})"
 
     # -- what differs from SQLite --------------------------------------------------------------
-    _UNIT_COLUMNS = ("SELECT u.id, s.session_id, u.granularity, u.turn_start, u.turn_end, u.chunk, u.text, u.vector"
+    _UNIT_COLUMNS = ("SELECT u.id, s.session_id, u.granularity, u.turn_start, u.turn_end, u.chunk, u.text, u.joined,"
+                     " u.vector"
                      " FROM units u JOIN sessions s ON s.user_id = u.user_id AND s.pk = u.session_pk")
     _DIM_VALUE = str
     _MESSAGES_OF = "m.user_id = s.user_id AND m.session_pk = s.pk"
@@ -452,7 +462,7 @@ class PostgresStore(SQLStore):
                 "SELECT nextval('unit_ids') FROM generate_series(1, %s)", (len(unit_rows),)).fetchall())
             cur.executemany(
                 "INSERT INTO units (user_id, id, session_pk, granularity, turn_start, turn_end, chunk, text,"
-                " vector) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                " joined, vector) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 [(user_id, i, session_pk, *row) for i, row in zip(ids, unit_rows)],
             )
 

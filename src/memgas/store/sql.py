@@ -20,7 +20,7 @@ from typing import Any, Callable, ClassVar, Sequence
 import numpy as np
 
 from memgas.core.errors import DuplicateSessionError, EmbedderMismatchError, InvalidInputError, NotFoundError
-from memgas.core.types import GRANULARITIES, Edge, Message, Session, Unit
+from memgas.core.types import GRANULARITIES, Edge, Message, Session, Unit, group_turns
 from memgas.core.validate import ID_CHAR, check_id, check_unicode, parse_timestamp
 from memgas.kernels.quantize import decode_rows, encode_rows
 from memgas.store.base import (
@@ -67,6 +67,9 @@ _VEC_DTYPE = np.dtype("<f4")
 #: How many unit rows the schema-6 migration re-encodes per statement batch.
 _MIGRATION_BATCH = 2000
 
+#: Schema version 7 of both backends: a unit whose text is its turns' texts joined is stored without it (``joined``).
+JOINED_MIGRATION = ("ALTER TABLE units ADD COLUMN joined SMALLINT NOT NULL DEFAULT 0",)
+
 #: Schema version 6 of both backends: per-user index snapshots (:meth:`SQLStore.save_snapshot`); ``{collate}``
 #: and ``{blob}`` are the id columns' collation and the backend's byte type. The same migration re-encodes every
 #: unit vector (:func:`compact_unit_vectors`).
@@ -108,8 +111,9 @@ def _datetime(value: str | None) -> datetime | None:
 
 
 def session_unit_rows(session: Session, units: Sequence[Unit], dim: int | None) -> list[tuple[Any, ...]]:
-    """Validate a call's units; return ``(granularity, turn_start, turn_end, chunk, text, vector bytes)`` rows, the
-    vectors encoded as the store keeps them (:func:`memgas.kernels.quantize.encode_rows`).
+    """Validate a call's units; return ``(granularity, turn_start, turn_end, chunk, text, joined, vector bytes)`` rows,
+    the vectors encoded as the store keeps them (:func:`memgas.kernels.quantize.encode_rows`), a text that is the
+    unit's turns' texts joined by newlines left out (``''``, ``joined`` 1: :meth:`SQLStore._joined_texts`).
 
     Raises:
         InvalidInputError: a unit of another session, an unknown granularity, a turn range outside
@@ -117,7 +121,8 @@ def session_unit_rows(session: Session, units: Sequence[Unit], dim: int | None) 
     """
     if units and dim is None:
         raise InvalidInputError("the store has no embedder yet: call bind_embedder before adding units")
-    n_turns = len(session.turns)
+    turn_texts = [t.text for t in session.turns]
+    n_turns = len(turn_texts)
     rows = []
     for i, u in enumerate(units):
         if u.session_id != session.session_id:
@@ -144,7 +149,10 @@ def session_unit_rows(session: Session, units: Sequence[Unit], dim: int | None) 
         vec = vec.astype(_VEC_DTYPE)
         if not np.isfinite(vec).all():
             raise InvalidInputError(f"unit {i}: vector has NaN or infinite values")
-        rows.append((GRANULARITIES.index(u.granularity), start, end, chunk, u.text, vec))
+        # A text that is its turns' texts joined (a turn's own, a session chunk's) is not stored twice: the messages
+        # hold it, and reads join it again (joined = 1, text '').
+        joined = u.text == "\n".join(turn_texts[start:end])
+        rows.append((GRANULARITIES.index(u.granularity), start, end, chunk, "" if joined else u.text, int(joined), vec))
     encoded = encode_rows(np.stack([r[-1] for r in rows])) if rows else []
     return [(*r[:-1], blob) for r, blob in zip(rows, encoded)]
 
@@ -639,7 +647,7 @@ class SQLStore(Store):
         """The table of unit ``rows``; with ``stored_texts`` (the user id), texts left in the store (not read)."""
         if not rows:
             return UnitTable.empty(dim)
-        ids, session_ids, granularity, turn_start, turn_end, chunk, texts, blobs = zip(*rows)
+        ids, session_ids, granularity, turn_start, turn_end, chunk, texts, _, blobs = zip(*rows)
         vectors = decode_rows(b"".join(blobs), len(rows), dim)
         unit_ids = np.array(ids, dtype=np.int64)
         if stored_texts is not None:
@@ -666,14 +674,33 @@ class SQLStore(Store):
 
     def unit_texts(self, user_id: str, ids: Sequence[int]) -> dict[int, str]:
         """The texts of the user's units ``ids`` that exist, by id (one query per 500 ids)."""
-        out: dict[int, str] = {}
         wanted = sorted({int(i) for i in ids})
+        rows: list[Any] = []
         with self._read() as conn:
             for start in range(0, len(wanted), 500):
                 part = wanted[start:start + 500]
-                out.update(conn.execute(self._q(f"SELECT id, text FROM units WHERE user_id = ? AND id IN "
-                                                f"({', '.join('?' * len(part))})"), (user_id, *part)).fetchall())
-        return out
+                rows += conn.execute(self._q(self._UNIT_COLUMNS + f" WHERE u.user_id = ? AND u.id IN "
+                                                                  f"({', '.join('?' * len(part))})"),
+                                     (user_id, *part)).fetchall()
+            rows = self._joined_texts(conn, user_id, rows)
+        return {int(r[0]): r[6] for r in rows}
+
+    def _joined_texts(self, conn: Any, user_id: str, rows: list[Any]) -> list[Any]:
+        """Unit ``rows`` (as :attr:`_UNIT_COLUMNS` reads them) with each joined text (``joined`` 1) made again from
+        its session's messages: the texts of its turns, joined by newlines, as they were when it was written."""
+        sessions = sorted({r[1] for r in rows if r[7]})
+        if not sessions:
+            return rows
+        messages: dict[str, list[Message]] = {}
+        for start in range(0, len(sessions), 500):
+            part = sessions[start:start + 500]
+            for sid, role, content, name in conn.execute(self._q(
+                    f"SELECT s.session_id, m.role, m.content, m.name FROM messages m JOIN sessions s ON "
+                    f"{self._MESSAGES_OF} WHERE s.user_id = ? AND s.session_id IN ({', '.join('?' * len(part))})"
+                    " ORDER BY s.session_id, m.position"), (user_id, *part)).fetchall():
+                messages.setdefault(sid, []).append(Message(role, content, name))
+        turns = {sid: [t.text for t in group_turns(tuple(msgs))] for sid, msgs in messages.items()}
+        return [(*r[:6], "\n".join(turns.get(r[1], [])[r[3]:r[4]]), *r[7:]) if r[7] else r for r in rows]
 
     def load_units_after(self, user_id: str, after_id: int, *, texts: bool = True) -> tuple[int, UnitTable]:
         """The count of the user's units with ids ``<= after_id`` and the units added after, in one
@@ -687,6 +714,8 @@ class SQLStore(Store):
             columns = self._UNIT_COLUMNS if texts else self._UNIT_COLUMNS.replace(" u.text,", " NULL,")
             rows = conn.execute(self._q(columns + " WHERE u.user_id = ? AND u.id > ? ORDER BY u.id"),
                                 (user_id, int(after_id))).fetchall()
+            if texts:
+                rows = self._joined_texts(conn, user_id, rows)
         return int(kept), self._unit_table(rows, dim, None if texts else user_id)
 
     def session_units(self, user_id: str, session_id: str) -> UnitTable:
@@ -695,6 +724,7 @@ class SQLStore(Store):
             dim = self._dim(conn) or 0
             rows = conn.execute(self._q(self._UNIT_COLUMNS + " WHERE u.user_id = ? AND s.session_id = ? ORDER BY u.id"),
                                 (user_id, session_id)).fetchall()
+            rows = self._joined_texts(conn, user_id, rows)
         return self._unit_table(rows, dim)
 
     def unit_ids(self, user_id: str) -> np.ndarray:
