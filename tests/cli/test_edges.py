@@ -74,8 +74,9 @@ def test_a_busy_port_is_one_line_and_exit_1(store: Path) -> None:
 
 
 def test_ctrl_c_during_an_add_is_one_line_exit_130_and_writes_nothing(tmp_path: Path) -> None:
+    # Enough sessions that the add is still running a second after the store opened, however fast the machine.
     sessions = [{"session_id": f"s{i}", "messages": [{"role": "user", "content": f"fact {i}: " + "word " * 200}]}
-                for i in range(300)]
+                for i in range(3000)]
     data = tmp_path / "many.json"
     data.write_text(json.dumps(sessions))
     db = tmp_path / "m.db"
