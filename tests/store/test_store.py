@@ -1141,8 +1141,9 @@ def test_units_can_leave_their_texts_in_the_store(store: Store, rng: np.random.G
 
 
 def test_a_text_that_joins_its_turns_is_stored_once(target: str, store: Store, rng: np.random.Generator) -> None:
-    """A unit whose text is its turns' texts joined (a turn's own, a session chunk's) keeps no copy: the stored text
-    is empty and every read joins it again from the messages, exactly; any other text is stored as given."""
+    """A unit whose text is several turns' texts joined (a session chunk's) keeps no copy: the stored text is empty
+    and every read joins it again from the messages, exactly; any other text (a turn's own, which searches read by
+    id) is stored as given."""
     s = _session("alice", "s1", 3)
     turns = [t.text for t in s.turns]
     vecs = _vectors(rng, 4)
@@ -1157,7 +1158,7 @@ def test_a_text_that_joins_its_turns_is_stored_once(target: str, store: Store, r
     else:
         with contextlib.closing(sqlite3.connect(target)) as conn:
             raw = conn.execute("SELECT text, joined FROM units ORDER BY id").fetchall()
-    assert raw == [("", 1), ("", 1), (turns[1] + " (edited)", 0), ("a summary", 0)]
+    assert raw == [("", 1), (turns[2], 0), (turns[1] + " (edited)", 0), ("a summary", 0)]
     texts = tuple(u.text for u in units)
     assert store.load_units("alice").texts == texts and store.session_units("alice", "s1").texts == texts
     assert store.load_units_after("alice", ids[0])[1].texts == texts[1:]

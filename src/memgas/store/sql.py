@@ -67,7 +67,7 @@ _VEC_DTYPE = np.dtype("<f4")
 #: How many unit rows the schema-6 migration re-encodes per statement batch.
 _MIGRATION_BATCH = 2000
 
-#: Schema version 7 of both backends: a unit whose text is its turns' texts joined is stored without it (``joined``).
+#: Schema version 7 of both backends: a unit whose text is several turns' texts joined is stored without it (``joined``).
 JOINED_MIGRATION = ("ALTER TABLE units ADD COLUMN joined SMALLINT NOT NULL DEFAULT 0",)
 
 #: Schema version 6 of both backends: per-user index snapshots (:meth:`SQLStore.save_snapshot`); ``{collate}``
@@ -113,7 +113,7 @@ def _datetime(value: str | None) -> datetime | None:
 def session_unit_rows(session: Session, units: Sequence[Unit], dim: int | None) -> list[tuple[Any, ...]]:
     """Validate a call's units; return ``(granularity, turn_start, turn_end, chunk, text, joined, vector bytes)`` rows,
     the vectors encoded as the store keeps them (:func:`memgas.kernels.quantize.encode_rows`), a text that is the
-    unit's turns' texts joined by newlines left out (``''``, ``joined`` 1: :meth:`SQLStore._joined_texts`).
+    unit's turns' texts (two or more) joined by newlines left out (``''``, ``joined`` 1: :meth:`SQLStore._joined_texts`).
 
     Raises:
         InvalidInputError: a unit of another session, an unknown granularity, a turn range outside
@@ -149,9 +149,9 @@ def session_unit_rows(session: Session, units: Sequence[Unit], dim: int | None) 
         vec = vec.astype(_VEC_DTYPE)
         if not np.isfinite(vec).all():
             raise InvalidInputError(f"unit {i}: vector has NaN or infinite values")
-        # A text that is its turns' texts joined (a turn's own, a session chunk's) is not stored twice: the messages
-        # hold it, and reads join it again (joined = 1, text '').
-        joined = u.text == "\n".join(turn_texts[start:end])
+        # A text that joins several turns' texts (a session chunk's) is not stored twice: the messages hold it, and
+        # reads join it again (joined = 1, text ''). One turn's text is kept: searches show turns, read by id.
+        joined = end - start > 1 and u.text == "\n".join(turn_texts[start:end])
         rows.append((GRANULARITIES.index(u.granularity), start, end, chunk, "" if joined else u.text, int(joined), vec))
     encoded = encode_rows(np.stack([r[-1] for r in rows])) if rows else []
     return [(*r[:-1], blob) for r, blob in zip(rows, encoded)]

@@ -12,8 +12,8 @@ Schema (version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_version``):
 * ``units(id, session_pk, user_id, granularity, turn_start, turn_end, chunk, text, vector, joined)``:
   ``granularity`` indexes :data:`memgas.core.types.GRANULARITIES`, ``vector`` is the unit's vector as little-endian
   float16 bytes (:mod:`memgas.kernels.quantize`; float32 before schema 6, re-encoded by its migration). ``joined``
-  (schema 7) is 1 for a unit whose text is its turns' texts joined by newlines (a turn's own, a session chunk's):
-  its ``text`` is then empty and reads join it again from the messages, so it is not stored twice. ``id`` is
+  (schema 7) is 1 for a unit whose text is several turns' texts joined by newlines (a session chunk's): its
+  ``text`` is then empty and reads join it again from the messages, so it is not stored twice. ``id`` is
   ``AUTOINCREMENT`` so a deleted unit's id is never handed out again.
 * ``edges(src, dst, weight, user_id)``: each undirected edge stored once, with ``src < dst``.
 * ``api_keys(key_id, secret_hash, scope, tenant, users, name, created_at, revoked_at)``: the service's
