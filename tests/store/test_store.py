@@ -1092,13 +1092,14 @@ def test_schema_6_reencodes_float32_vectors_as_float16(target: str, rng: np.rand
     if target.startswith("postgresql://"):
         with psycopg.connect(target, autocommit=True) as conn:
             conn.execute("DROP TABLE snapshots")
-            conn.execute("ALTER TABLE units DROP COLUMN joined")
+            conn.execute("ALTER TABLE units DROP COLUMN msg_start, DROP COLUMN msg_end")
             conn.execute("DELETE FROM schema_version WHERE version >= 6")
             conn.cursor().executemany("UPDATE units SET vector = %s WHERE id = %s", old)
     else:
         conn = sqlite3.connect(target)
         conn.execute("DROP TABLE snapshots")
-        conn.execute("ALTER TABLE units DROP COLUMN joined")
+        conn.execute("ALTER TABLE units DROP COLUMN msg_start")
+        conn.execute("ALTER TABLE units DROP COLUMN msg_end")
         conn.executemany("UPDATE units SET vector = ? WHERE id = ?", old)
         conn.execute("PRAGMA user_version = 5")
         conn.commit()
@@ -1141,9 +1142,9 @@ def test_units_can_leave_their_texts_in_the_store(store: Store, rng: np.random.G
 
 
 def test_a_text_that_joins_its_turns_is_stored_once(target: str, store: Store, rng: np.random.Generator) -> None:
-    """A unit whose text is several turns' texts joined (a session chunk's) keeps no copy: the stored text is empty
-    and every read joins it again from the messages, exactly; any other text (a turn's own, which searches read by
-    id) is stored as given."""
+    """A unit whose text is its turns' texts joined (a turn's own, a session chunk's) keeps no copy: the stored text
+    is empty, its messages' range is kept, and every read joins them again, exactly; any other text is stored as
+    given."""
     s = _session("alice", "s1", 3)
     turns = [t.text for t in s.turns]
     vecs = _vectors(rng, 4)
@@ -1154,11 +1155,11 @@ def test_a_text_that_joins_its_turns_is_stored_once(target: str, store: Store, r
     ids = store.add_session(s, units, [])
     if target.startswith("postgresql://"):
         with psycopg.connect(target) as conn:
-            raw = conn.execute("SELECT text, joined FROM units ORDER BY id").fetchall()
+            raw = conn.execute("SELECT text, msg_start, msg_end FROM units ORDER BY id").fetchall()
     else:
         with contextlib.closing(sqlite3.connect(target)) as conn:
-            raw = conn.execute("SELECT text, joined FROM units ORDER BY id").fetchall()
-    assert raw == [("", 1), (turns[2], 0), (turns[1] + " (edited)", 0), ("a summary", 0)]
+            raw = conn.execute("SELECT text, msg_start, msg_end FROM units ORDER BY id").fetchall()
+    assert raw == [("", 0, 4), ("", 4, 6), (turns[1] + " (edited)", -1, -1), ("a summary", -1, -1)]
     texts = tuple(u.text for u in units)
     assert store.load_units("alice").texts == texts and store.session_units("alice", "s1").texts == texts
     assert store.load_units_after("alice", ids[0])[1].texts == texts[1:]

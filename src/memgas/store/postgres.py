@@ -12,7 +12,7 @@ and columns of :mod:`memgas.store.sqlite`, so the two backends stay one design, 
 * ``users(user_id, version)``; ``sessions(user_id, pk, session_id, timestamp, metadata, n_messages,
   n_turns, created_at, agent_id, run_id)``; ``messages(user_id, session_pk, position, role, name, content,
   metadata)``;
-  ``units(user_id, id, session_pk, granularity, turn_start, turn_end, chunk, text, vector, joined)``;
+  ``units(user_id, id, session_pk, granularity, turn_start, turn_end, chunk, text, vector, msg_start, msg_end)``;
   ``edges(user_id, src, dst, weight)``; ``snapshots(user_id, kind, version, data)``. ``vector`` is ``bytea`` encoded
   as in SQLite (little-endian float16 since schema 6); timestamps are
   ISO 8601 text and ids use the ``"C"`` collation, so sessions and users sort exactly as in SQLite.
@@ -131,7 +131,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         updated_at DOUBLE PRECISION NOT NULL)""",),
     # 6: per-user index snapshots; unit vectors re-encoded as float16 (memgas.kernels.quantize).
     (SNAPSHOTS_TABLE.format(collate=' COLLATE "C"', blob="BYTEA"), lambda conn: compact_unit_vectors(conn, "%s")),
-    # 7: a unit whose text is its turns' joined (a turn's, a session chunk's) no longer stores it.
+    # 7: a unit whose text is its turns' texts joined (a turn's, a session chunk's) stores its messages' range instead.
     JOINED_MIGRATION,
 )
 
@@ -391,8 +391,8 @@ class PostgresStore(SQLStore):
         return f"PostgresStore({_redact(self._url)!r})"
 
     # -- what differs from SQLite --------------------------------------------------------------
-    _UNIT_COLUMNS = ("SELECT u.id, s.session_id, u.granularity, u.turn_start, u.turn_end, u.chunk, u.text, u.joined,"
-                     " u.vector"
+    _UNIT_COLUMNS = ("SELECT u.id, s.session_id, u.granularity, u.turn_start, u.turn_end, u.chunk, u.text, u.msg_start,"
+                     " u.msg_end, u.vector"
                      " FROM units u JOIN sessions s ON s.user_id = u.user_id AND s.pk = u.session_pk")
     _DIM_VALUE = str
     _MESSAGES_OF = "m.user_id = s.user_id AND m.session_pk = s.pk"
@@ -462,7 +462,7 @@ class PostgresStore(SQLStore):
                 "SELECT nextval('unit_ids') FROM generate_series(1, %s)", (len(unit_rows),)).fetchall())
             cur.executemany(
                 "INSERT INTO units (user_id, id, session_pk, granularity, turn_start, turn_end, chunk, text,"
-                " joined, vector) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                " msg_start, msg_end, vector) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 [(user_id, i, session_pk, *row) for i, row in zip(ids, unit_rows)],
             )
 

@@ -20,7 +20,7 @@ from typing import Any, Callable, ClassVar, Sequence
 import numpy as np
 
 from memgas.core.errors import DuplicateSessionError, EmbedderMismatchError, InvalidInputError, NotFoundError
-from memgas.core.types import GRANULARITIES, Edge, Message, Session, Unit, group_turns
+from memgas.core.types import GRANULARITIES, Edge, Message, Session, Unit
 from memgas.core.validate import ID_CHAR, check_id, check_unicode, parse_timestamp
 from memgas.kernels.quantize import decode_rows, encode_rows
 from memgas.store.base import (
@@ -67,8 +67,12 @@ _VEC_DTYPE = np.dtype("<f4")
 #: How many unit rows the schema-6 migration re-encodes per statement batch.
 _MIGRATION_BATCH = 2000
 
-#: Schema version 7 of both backends: a unit whose text is several turns' texts joined is stored without it (``joined``).
-JOINED_MIGRATION = ("ALTER TABLE units ADD COLUMN joined SMALLINT NOT NULL DEFAULT 0",)
+#: Schema version 7 of both backends: a unit whose text is its turns' texts joined is stored without it, as the range
+#: of the messages that make it (``msg_start``, ``msg_end``; -1 for a text stored as it is).
+JOINED_MIGRATION = ("ALTER TABLE units ADD COLUMN msg_start INTEGER NOT NULL DEFAULT -1",
+                    "ALTER TABLE units ADD COLUMN msg_end INTEGER NOT NULL DEFAULT -1")
+#: Message ranges one statement of :meth:`SQLStore._joined_texts` reads.
+_RANGES_PER_QUERY = 200
 
 #: Schema version 6 of both backends: per-user index snapshots (:meth:`SQLStore.save_snapshot`); ``{collate}``
 #: and ``{blob}`` are the id columns' collation and the backend's byte type. The same migration re-encodes every
@@ -111,9 +115,10 @@ def _datetime(value: str | None) -> datetime | None:
 
 
 def session_unit_rows(session: Session, units: Sequence[Unit], dim: int | None) -> list[tuple[Any, ...]]:
-    """Validate a call's units; return ``(granularity, turn_start, turn_end, chunk, text, joined, vector bytes)`` rows,
-    the vectors encoded as the store keeps them (:func:`memgas.kernels.quantize.encode_rows`), a text that is the
-    unit's turns' texts (two or more) joined by newlines left out (``''``, ``joined`` 1: :meth:`SQLStore._joined_texts`).
+    """Validate a call's units; return ``(granularity, turn_start, turn_end, chunk, text, msg_start, msg_end, vector
+    bytes)`` rows, the vectors encoded as the store keeps them (:func:`memgas.kernels.quantize.encode_rows`), and a text
+    that is the unit's turns' texts joined left out (``''``), named by its messages' range instead
+    (:meth:`SQLStore._joined_texts`; ``-1, -1`` for a text stored as it is).
 
     Raises:
         InvalidInputError: a unit of another session, an unknown granularity, a turn range outside
@@ -121,8 +126,9 @@ def session_unit_rows(session: Session, units: Sequence[Unit], dim: int | None) 
     """
     if units and dim is None:
         raise InvalidInputError("the store has no embedder yet: call bind_embedder before adding units")
-    turn_texts = [t.text for t in session.turns]
-    n_turns = len(turn_texts)
+    turns = session.turns
+    turn_texts = [t.text for t in turns]
+    n_turns = len(turns)
     rows = []
     for i, u in enumerate(units):
         if u.session_id != session.session_id:
@@ -149,10 +155,13 @@ def session_unit_rows(session: Session, units: Sequence[Unit], dim: int | None) 
         vec = vec.astype(_VEC_DTYPE)
         if not np.isfinite(vec).all():
             raise InvalidInputError(f"unit {i}: vector has NaN or infinite values")
-        # A text that joins several turns' texts (a session chunk's) is not stored twice: the messages hold it, and
-        # reads join it again (joined = 1, text ''). One turn's text is kept: searches show turns, read by id.
-        joined = end - start > 1 and u.text == "\n".join(turn_texts[start:end])
-        rows.append((GRANULARITIES.index(u.granularity), start, end, chunk, "" if joined else u.text, int(joined), vec))
+        # A text that is its turns' texts joined (a turn's own, a session chunk's) is not stored twice: the messages
+        # hold it, and reads join the messages in [msg_start, msg_end) again (text ''; -1 for a text stored as is).
+        if u.text == "\n".join(turn_texts[start:end]):
+            text, msg_start, msg_end = "", turns[start].msg_start, turns[end - 1].msg_end
+        else:
+            text, msg_start, msg_end = u.text, -1, -1
+        rows.append((GRANULARITIES.index(u.granularity), start, end, chunk, text, msg_start, msg_end, vec))
     encoded = encode_rows(np.stack([r[-1] for r in rows])) if rows else []
     return [(*r[:-1], blob) for r, blob in zip(rows, encoded)]
 
@@ -450,6 +459,11 @@ class SQLStore(Store):
             if ends & set(drop):
                 raise InvalidInputError(f"an edge links unit {min(ends & set(drop))}, which is dropped")
             self._check_endpoints(conn, user_id, ends)
+            # The texts kept as message ranges, read before the messages change: a kept unit's range is moved to
+            # where its turns now are (or its text stored, were they ever to differ).
+            ranged = self._joined_texts(conn, user_id, conn.execute(self._q(
+                self._UNIT_COLUMNS + " WHERE u.user_id = ? AND u.session_pk = ? AND u.msg_start >= 0"),
+                (user_id, session_pk)).fetchall())
             conn.execute(self._q("DELETE FROM messages WHERE session_pk = ? AND position >= ?"),
                          (session_pk, keep_messages))
             self._insert_messages(conn, user_id, session_pk, keep_messages,
@@ -457,6 +471,17 @@ class SQLStore(Store):
             for chunk in range(0, len(drop), 500):
                 part = drop[chunk:chunk + 500]
                 conn.execute(self._q(f"DELETE FROM units WHERE id IN ({', '.join('?' * len(part))})"), part)
+            turns, dropped = session.turns, set(drop)
+            for r in ranged:
+                if int(r[0]) in dropped:
+                    continue
+                start, end = int(r[3]), int(r[4])
+                if end <= len(turns) and "\n".join(t.text for t in turns[start:end]) == r[6]:
+                    moved = ("", turns[start].msg_start, turns[end - 1].msg_end)
+                else:
+                    moved = (r[6], -1, -1)
+                conn.execute(self._q("UPDATE units SET text = ?, msg_start = ?, msg_end = ? WHERE user_id = ? AND id = ?"),
+                             (*moved, user_id, int(r[0])))
             conn.execute(self._q("UPDATE sessions SET timestamp = ?, metadata = ?, n_messages = ?, n_turns = ?,"
                                  " agent_id = ?, run_id = ? WHERE pk = ?"),
                          (timestamp, metadata, len(session.messages), len(session.turns), session.agent_id,
@@ -647,7 +672,7 @@ class SQLStore(Store):
         """The table of unit ``rows``; with ``stored_texts`` (the user id), texts left in the store (not read)."""
         if not rows:
             return UnitTable.empty(dim)
-        ids, session_ids, granularity, turn_start, turn_end, chunk, texts, _, blobs = zip(*rows)
+        ids, session_ids, granularity, turn_start, turn_end, chunk, texts, _, _, blobs = zip(*rows)
         vectors = decode_rows(b"".join(blobs), len(rows), dim)
         unit_ids = np.array(ids, dtype=np.int64)
         if stored_texts is not None:
@@ -686,21 +711,22 @@ class SQLStore(Store):
         return {int(r[0]): r[6] for r in rows}
 
     def _joined_texts(self, conn: Any, user_id: str, rows: list[Any]) -> list[Any]:
-        """Unit ``rows`` (as :attr:`_UNIT_COLUMNS` reads them) with each joined text (``joined`` 1) made again from
-        its session's messages: the texts of its turns, joined by newlines, as they were when it was written."""
-        sessions = sorted({r[1] for r in rows if r[7]})
-        if not sessions:
+        """Unit ``rows`` (as :attr:`_UNIT_COLUMNS` reads them) with each text stored as a message range made again:
+        its messages' ``speaker: content`` lines joined by newlines (what its turns' texts joined are)."""
+        wanted = sorted({(r[1], r[7], r[8]) for r in rows if r[7] >= 0})
+        if not wanted:
             return rows
-        messages: dict[str, list[Message]] = {}
-        for start in range(0, len(sessions), 500):
-            part = sessions[start:start + 500]
-            for sid, role, content, name in conn.execute(self._q(
-                    f"SELECT s.session_id, m.role, m.content, m.name FROM messages m JOIN sessions s ON "
-                    f"{self._MESSAGES_OF} WHERE s.user_id = ? AND s.session_id IN ({', '.join('?' * len(part))})"
-                    " ORDER BY s.session_id, m.position"), (user_id, *part)).fetchall():
-                messages.setdefault(sid, []).append(Message(role, content, name))
-        turns = {sid: [t.text for t in group_turns(tuple(msgs))] for sid, msgs in messages.items()}
-        return [(*r[:6], "\n".join(turns.get(r[1], [])[r[3]:r[4]]), *r[7:]) if r[7] else r for r in rows]
+        lines: dict[str, dict[int, str]] = {}
+        for start in range(0, len(wanted), _RANGES_PER_QUERY):
+            part = wanted[start:start + _RANGES_PER_QUERY]
+            where = " OR ".join(["(s.session_id = ? AND m.position >= ? AND m.position < ?)"] * len(part))
+            for sid, position, role, content, name in conn.execute(self._q(
+                    f"SELECT s.session_id, m.position, m.role, m.content, m.name FROM messages m JOIN sessions s ON "
+                    f"{self._MESSAGES_OF} WHERE s.user_id = ? AND ({where})"),
+                    (user_id, *(x for w in part for x in w))).fetchall():
+                lines.setdefault(sid, {})[int(position)] = f"{name or role}: {content}"
+        return [(*r[:6], "\n".join(lines.get(r[1], {}).get(p, "") for p in range(r[7], r[8])), *r[7:]) if r[7] >= 0
+                else r for r in rows]
 
     def load_units_after(self, user_id: str, after_id: int, *, texts: bool = True) -> tuple[int, UnitTable]:
         """The count of the user's units with ids ``<= after_id`` and the units added after, in one

@@ -9,11 +9,12 @@ Schema (version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_version``):
   run_id)``, unique on ``(user_id, session_id)``, indexed on ``(user_id, agent_id)`` and ``(user_id, run_id)``;
   ``timestamp`` and ``created_at`` are ISO 8601 text, ``metadata`` is JSON.
 * ``messages(session_pk, position, role, name, content, metadata)`` (``metadata`` JSON or ``NULL``).
-* ``units(id, session_pk, user_id, granularity, turn_start, turn_end, chunk, text, vector, joined)``:
+* ``units(id, session_pk, user_id, granularity, turn_start, turn_end, chunk, text, vector, msg_start, msg_end)``:
   ``granularity`` indexes :data:`memgas.core.types.GRANULARITIES`, ``vector`` is the unit's vector as little-endian
-  float16 bytes (:mod:`memgas.kernels.quantize`; float32 before schema 6, re-encoded by its migration). ``joined``
-  (schema 7) is 1 for a unit whose text is several turns' texts joined by newlines (a session chunk's): its
-  ``text`` is then empty and reads join it again from the messages, so it is not stored twice. ``id`` is
+  float16 bytes (:mod:`memgas.kernels.quantize`; float32 before schema 6, re-encoded by its migration). For a unit
+  whose text is its turns' texts joined (a turn's own, a session chunk's), ``text`` is empty and ``msg_start``,
+  ``msg_end`` (schema 7) name the messages whose ``speaker: content`` lines make it: reads join them again, so it
+  is not stored twice (-1, -1 for a text stored as it is). ``id`` is
   ``AUTOINCREMENT`` so a deleted unit's id is never handed out again.
 * ``edges(src, dst, weight, user_id)``: each undirected edge stored once, with ``src < dst``.
 * ``api_keys(key_id, secret_hash, scope, tenant, users, name, created_at, revoked_at)``: the service's
@@ -124,7 +125,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (),
     # 6: per-user index snapshots; unit vectors re-encoded as float16 (memgas.kernels.quantize).
     (SNAPSHOTS_TABLE.format(collate="", blob="BLOB"), lambda conn: compact_unit_vectors(conn, "?")),
-    # 7: a unit whose text is its turns' joined (a turn's, a session chunk's) no longer stores it.
+    # 7: a unit whose text is its turns' texts joined (a turn's, a session chunk's) stores its messages' range instead.
     JOINED_MIGRATION,
 )
 
@@ -420,8 +421,8 @@ class SQLiteStore(SQLStore):
         return f"SQLiteStore({str(self._path) if self._path else ':memory:'!r})"
 
     # -- what differs from PostgreSQL ----------------------------------------------------------
-    _UNIT_COLUMNS = ("SELECT u.id, s.session_id, u.granularity, u.turn_start, u.turn_end, u.chunk, u.text, u.joined,"
-                     " u.vector"
+    _UNIT_COLUMNS = ("SELECT u.id, s.session_id, u.granularity, u.turn_start, u.turn_end, u.chunk, u.text, u.msg_start,"
+                     " u.msg_end, u.vector"
                      " FROM units u JOIN sessions s ON s.pk = u.session_pk")
     # Without the hint the planner may walk the user's whole graph; by ``dst`` the cost follows the
     # edges written since ``after_id`` (of every user: ids are store-wide).
@@ -468,8 +469,8 @@ class SQLiteStore(SQLStore):
         # One execute per unit: lastrowid is the only portable way to learn each new id.
         ids = [
             conn.execute(
-                "INSERT INTO units (session_pk, user_id, granularity, turn_start, turn_end, chunk, text, joined, vector)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO units (session_pk, user_id, granularity, turn_start, turn_end, chunk, text, msg_start,"
+                " msg_end, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (session_pk, user_id, *row),
             ).lastrowid
             for row in unit_rows
