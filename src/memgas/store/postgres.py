@@ -392,10 +392,11 @@ class PostgresStore(SQLStore):
 
     # -- what differs from SQLite --------------------------------------------------------------
     _UNIT_COLUMNS = ("SELECT u.id, s.session_id, u.granularity, u.turn_start, u.turn_end, u.chunk, u.text, u.msg_start,"
-                     " u.msg_end, u.vector"
+                     " u.msg_end, u.session_pk, u.vector"
                      " FROM units u JOIN sessions s ON s.user_id = u.user_id AND s.pk = u.session_pk")
     _DIM_VALUE = str
     _MESSAGES_OF = "m.user_id = s.user_id AND m.session_pk = s.pk"
+    _MESSAGES_USER = "user_id = ? AND "
 
     @staticmethod
     def _q(sql: str) -> str:

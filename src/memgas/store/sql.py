@@ -258,6 +258,9 @@ class SQLStore(Store):
     _EDGES_AFTER_FROM: ClassVar[str] = "edges"
     #: How a subquery on ``messages m`` names the messages of session ``s`` (on the backend's key).
     _MESSAGES_OF: ClassVar[str] = "m.session_pk = s.pk"
+    #: How a statement on ``messages`` alone names the user first (PostgreSQL keys them by user; SQLite's rows have
+    #: no user column, their session key is the store's own).
+    _MESSAGES_USER: ClassVar[str] = ""
     #: How the dimension is written in ``meta.value`` (an integer in SQLite, text in PostgreSQL).
     _DIM_VALUE: ClassVar[Callable[[int], Any]] = int
 
@@ -672,7 +675,7 @@ class SQLStore(Store):
         """The table of unit ``rows``; with ``stored_texts`` (the user id), texts left in the store (not read)."""
         if not rows:
             return UnitTable.empty(dim)
-        ids, session_ids, granularity, turn_start, turn_end, chunk, texts, _, _, blobs = zip(*rows)
+        ids, session_ids, granularity, turn_start, turn_end, chunk, texts, _, _, _, blobs = zip(*rows)
         vectors = decode_rows(b"".join(blobs), len(rows), dim)
         unit_ids = np.array(ids, dtype=np.int64)
         if stored_texts is not None:
@@ -712,21 +715,22 @@ class SQLStore(Store):
 
     def _joined_texts(self, conn: Any, user_id: str, rows: list[Any]) -> list[Any]:
         """Unit ``rows`` (as :attr:`_UNIT_COLUMNS` reads them) with each text stored as a message range made again:
-        its messages' ``speaker: content`` lines joined by newlines (what its turns' texts joined are)."""
-        wanted = sorted({(r[1], r[7], r[8]) for r in rows if r[7] >= 0})
+        its messages' ``speaker: content`` lines joined by newlines (what its turns' texts joined are). The ranges are
+        read by the messages' key (session, position), all in one statement per :data:`_RANGES_PER_QUERY`."""
+        wanted = sorted({(r[9], r[7], r[8]) for r in rows if r[7] >= 0})
         if not wanted:
             return rows
-        lines: dict[str, dict[int, str]] = {}
+        lines: dict[int, dict[int, str]] = {}
         for start in range(0, len(wanted), _RANGES_PER_QUERY):
             part = wanted[start:start + _RANGES_PER_QUERY]
-            where = " OR ".join(["(s.session_id = ? AND m.position >= ? AND m.position < ?)"] * len(part))
-            for sid, position, role, content, name in conn.execute(self._q(
-                    f"SELECT s.session_id, m.position, m.role, m.content, m.name FROM messages m JOIN sessions s ON "
-                    f"{self._MESSAGES_OF} WHERE s.user_id = ? AND ({where})"),
-                    (user_id, *(x for w in part for x in w))).fetchall():
-                lines.setdefault(sid, {})[int(position)] = f"{name or role}: {content}"
-        return [(*r[:6], "\n".join(lines.get(r[1], {}).get(p, "") for p in range(r[7], r[8])), *r[7:]) if r[7] >= 0
-                else r for r in rows]
+            where = " OR ".join(["(session_pk = ? AND position >= ? AND position < ?)"] * len(part))
+            params = ((user_id,) if self._MESSAGES_USER else ()) + tuple(x for w in part for x in w)
+            for pk, position, role, content, name in conn.execute(self._q(
+                    f"SELECT session_pk, position, role, content, name FROM messages WHERE {self._MESSAGES_USER}"
+                    f"({where})"), params).fetchall():
+                lines.setdefault(int(pk), {})[int(position)] = f"{name or role}: {content}"
+        return [(*r[:6], "\n".join(lines.get(int(r[9]), {}).get(p, "") for p in range(r[7], r[8])), *r[7:])
+                if r[7] >= 0 else r for r in rows]
 
     def load_units_after(self, user_id: str, after_id: int, *, texts: bool = True) -> tuple[int, UnitTable]:
         """The count of the user's units with ids ``<= after_id`` and the units added after, in one

@@ -422,7 +422,7 @@ class SQLiteStore(SQLStore):
 
     # -- what differs from PostgreSQL ----------------------------------------------------------
     _UNIT_COLUMNS = ("SELECT u.id, s.session_id, u.granularity, u.turn_start, u.turn_end, u.chunk, u.text, u.msg_start,"
-                     " u.msg_end, u.vector"
+                     " u.msg_end, u.session_pk, u.vector"
                      " FROM units u JOIN sessions s ON s.pk = u.session_pk")
     # Without the hint the planner may walk the user's whole graph; by ``dst`` the cost follows the
     # edges written since ``after_id`` (of every user: ids are store-wide).
