@@ -397,6 +397,7 @@ class PostgresStore(SQLStore):
     _DIM_VALUE = str
     _MESSAGES_OF = "m.user_id = s.user_id AND m.session_pk = s.pk"
     _MESSAGES_USER = "user_id = ? AND "
+    _MESSAGES_OF_UNIT = "m.user_id = ? AND m.session_pk = u.session_pk"
 
     @staticmethod
     def _q(sql: str) -> str:

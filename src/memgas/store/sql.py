@@ -261,6 +261,8 @@ class SQLStore(Store):
     #: How a statement on ``messages`` alone names the user first (PostgreSQL keys them by user; SQLite's rows have
     #: no user column, their session key is the store's own).
     _MESSAGES_USER: ClassVar[str] = ""
+    #: How a join of ``messages m`` to ``units u`` names the unit's session (and the user where messages carry it).
+    _MESSAGES_OF_UNIT: ClassVar[str] = "m.session_pk = u.session_pk"
     #: How the dimension is written in ``meta.value`` (an integer in SQLite, text in PostgreSQL).
     _DIM_VALUE: ClassVar[Callable[[int], Any]] = int
 
@@ -701,17 +703,25 @@ class SQLStore(Store):
         return self.load_units_after(user_id, 0, texts=texts)[1]
 
     def unit_texts(self, user_id: str, ids: Sequence[int]) -> dict[int, str]:
-        """The texts of the user's units ``ids`` that exist, by id (one query per 500 ids)."""
+        """The texts of the user's units ``ids`` that exist, by id: one statement per 500 ids, which joins each text
+        kept as a message range to its messages (a search reads its hits' turns so, in one round trip)."""
         wanted = sorted({int(i) for i in ids})
-        rows: list[Any] = []
+        lines: dict[int, list[str]] = {}
         with self._read() as conn:
             for start in range(0, len(wanted), 500):
                 part = wanted[start:start + 500]
-                rows += conn.execute(self._q(self._UNIT_COLUMNS + f" WHERE u.user_id = ? AND u.id IN "
-                                                                  f"({', '.join('?' * len(part))})"),
-                                     (user_id, *part)).fetchall()
-            rows = self._joined_texts(conn, user_id, rows)
-        return {int(r[0]): r[6] for r in rows}
+                statement = ("SELECT u.id, u.text, u.msg_start, m.role, m.content, m.name FROM units u LEFT JOIN"
+                             f" messages m ON {self._MESSAGES_OF_UNIT} AND m.position >= u.msg_start"
+                             f" AND m.position < u.msg_end WHERE u.user_id = ? AND u.id IN ({', '.join('?' * len(part))})"
+                             " ORDER BY u.id, m.position")
+                params = (user_id,) * self._MESSAGES_OF_UNIT.count("?") + (user_id, *part)
+                for uid, text, msg_start, role, content, name in conn.execute(self._q(statement), params).fetchall():
+                    got = lines.setdefault(int(uid), [])
+                    if msg_start < 0:
+                        got.append(text)
+                    elif role is not None:
+                        got.append(f"{name or role}: {content}")
+        return {uid: "\n".join(got) for uid, got in lines.items()}
 
     def _joined_texts(self, conn: Any, user_id: str, rows: list[Any]) -> list[Any]:
         """Unit ``rows`` (as :attr:`_UNIT_COLUMNS` reads them) with each text stored as a message range made again:
