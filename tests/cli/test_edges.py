@@ -79,11 +79,13 @@ def test_ctrl_c_during_an_add_is_one_line_exit_130_and_writes_nothing(tmp_path: 
     data = tmp_path / "many.json"
     data.write_text(json.dumps(sessions))
     db = tmp_path / "m.db"
-    # An embedding cache of its own: with every text already embedded (an earlier run), the add would be over before
-    # the signal comes; embedding them takes seconds, so the signal lands while the add runs.
+    # The child gets Ctrl-C's default disposition: a suite started in the background of a shell without job control
+    # has SIGINT ignored (POSIX), which every child would inherit, and Python then never turns it into an interrupt.
+    # An embedding cache of its own, so that no earlier run's vectors make the add short.
     proc = subprocess.Popen([sys.executable, "-m", "memgas.cli", "add", str(data), "--db", str(db), "--user", "u"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**ENV, "MEMGAS_CACHE_DIR": str(tmp_path / "cache")})
+                            env={**ENV, "MEMGAS_CACHE_DIR": str(tmp_path / "cache")},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not db.exists() and time.monotonic() < deadline:  # the store is open: the add is under way
         time.sleep(0.05)
