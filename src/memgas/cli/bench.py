@@ -254,7 +254,7 @@ def _cmd_users(args: argparse.Namespace) -> int:
     embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
     with _backend(args, "memgas_bench_users") as backend:
         target, label = _target(backend, out / "users.db")
-        if max(args.http_workers or [1]) > 1 and not target.startswith(("postgresql://", "postgres://")):
+        if max(args.http_workers or [1]) > 1 and label != "PostgreSQL":
             raise InvalidInputError("--http-workers above 1 needs a PostgreSQL store (--backend URL or --pg-temp): "
                                     "a SQLite file is served by one worker")
         result = run_users(target, _longmemeval_data(args), embedder, users=(args.users or [12])[0],

@@ -11,7 +11,7 @@ import numpy as np
 
 __all__ = [
     "GRANULARITIES", "Granularity", "ROLES", "Message", "Turn", "Session", "Unit", "Edge", "TurnHit", "Hit",
-    "group_turns", "MemoryItem", "items_from_hits", "items_from_sessions",
+    "group_turns", "MemoryItem", "items_from_hits", "items_from_sessions", "speaker_line",
 ]
 
 Granularity = Literal["session", "turn", "summary", "keyword"]
@@ -38,6 +38,15 @@ class Message:
                 **({"metadata": dict(self.metadata)} if self.metadata else {})}
 
 
+def speaker_line(role: str, name: str | None, content: str) -> str:
+    """A message as one ``speaker: content`` line of a turn's text (the speaker is the name, else the role).
+
+    >>> speaker_line("user", "Ann", "hi"), speaker_line("assistant", None, "hello")
+    ('Ann: hi', 'assistant: hello')
+    """
+    return f"{name or role}: {content}"
+
+
 @dataclass(frozen=True, slots=True)
 class Turn:
     """A user message with the replies to it (or a run of messages before the first user message).
@@ -53,7 +62,7 @@ class Turn:
     @property
     def text(self) -> str:
         """The turn as text, one ``speaker: content`` line per message."""
-        return "\n".join(f"{m.name or m.role}: {m.content}" for m in self.messages)
+        return "\n".join(speaker_line(m.role, m.name, m.content) for m in self.messages)
 
     @property
     def user_text(self) -> str:

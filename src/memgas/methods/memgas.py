@@ -329,7 +329,7 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         t1 = time.perf_counter()
         edges = session_edges(units)
         decisions: dict[str, int] = {}
-        grown = None
+        grown, key = None, (0, 0)
         with store.writing(session.user_id):
             t2 = time.perf_counter()
             held = None
@@ -340,13 +340,13 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
             t3 = time.perf_counter()
             ids = store.add_session(session, units, edges)
             if held is not None:  # nothing else wrote this user since ``held`` was read: this write is the change
-                grown = self._written(held, session, units, ids, edges), (store.version(session.user_id),
-                                                                          store.generation)
+                grown = self._written(held, session, units, ids, edges)
+                key = (store.version(session.user_id), store.generation)
         t4 = time.perf_counter()
         # A search usually follows an add (an agent's next turn): extend the cached index now, once, from what was
         # just written (filed after the commit; a rollback changes the generation, so it would never be served).
-        if grown is not None and grown[0] is not None:
-            self._indexes.put(store, session.user_id, grown[1], grown[0])
+        if grown is not None:
+            self._indexes.put(store, session.user_id, key, grown)
         self._indexes.refresh(store, session.user_id)
         t5 = time.perf_counter()
         return IngestStats(

@@ -20,7 +20,7 @@ from typing import Any, Callable, ClassVar, Sequence
 import numpy as np
 
 from memgas.core.errors import DuplicateSessionError, EmbedderMismatchError, InvalidInputError, NotFoundError
-from memgas.core.types import GRANULARITIES, Edge, Message, Session, Unit
+from memgas.core.types import GRANULARITIES, Edge, Message, Session, Unit, speaker_line
 from memgas.core.validate import ID_CHAR, check_id, check_unicode, parse_timestamp
 from memgas.kernels.quantize import decode_rows, encode_rows
 from memgas.store.base import (
@@ -720,7 +720,7 @@ class SQLStore(Store):
                     if msg_start < 0:
                         got.append(text)
                     elif role is not None:
-                        got.append(f"{name or role}: {content}")
+                        got.append(speaker_line(role, name, content))
         return {uid: "\n".join(got) for uid, got in lines.items()}
 
     def _joined_texts(self, conn: Any, user_id: str, rows: list[Any]) -> list[Any]:
@@ -738,7 +738,7 @@ class SQLStore(Store):
             for pk, position, role, content, name in conn.execute(self._q(
                     f"SELECT session_pk, position, role, content, name FROM messages WHERE {self._MESSAGES_USER}"
                     f"({where})"), params).fetchall():
-                lines.setdefault(int(pk), {})[int(position)] = f"{name or role}: {content}"
+                lines.setdefault(int(pk), {})[int(position)] = speaker_line(role, name, content)
         return [(*r[:6], "\n".join(lines.get(int(r[9]), {}).get(p, "") for p in range(r[7], r[8])), *r[7:])
                 if r[7] >= 0 else r for r in rows]
 
