@@ -120,3 +120,33 @@ def test_a_fact_deep_in_a_long_reply_is_found_by_its_words_with_lexical_reply_ch
     assert hits["whole"]["fact"].channels["lexical"] > 0.0
     assert next(iter(hits["whole"])) == "fact"
     assert default._indexes._snapshots.kind != whole._indexes._snapshots.kind  # another view, another snapshot
+
+
+def test_reply_tails_make_a_deep_fact_findable_and_load_and_grow_exactly(embedder, tmp_path) -> None:
+    """With ``reply_tail_weight``, BM25 reads what the view leaves out of each reply as a field of its own: the fact
+    deep in a reply is found first. The index is the same whether built, grown by an add, or loaded cold from its
+    snapshot (a weight float32 does not hold, so the snapshot must keep the frequencies' bits)."""
+    from memgas.bench.longreplies import long_reply_cases
+
+    case = next(c for c in long_reply_cases(depths=[1500]) if "Hiiragiya" in c.question)
+    path = str(tmp_path / "mem.db")
+    store = open_store(path)
+    writer = MemGAS(embedder, reply_tail_weight=0.3)
+    *first, last = case.sessions
+    for session in first:
+        writer.ingest(store, session)
+    writer.search(store, case.user_id, case.question, k=1)  # the index held and snapshotted before the last add
+    writer.ingest(store, last)  # the held index grows by the add
+    assert writer.flush(timeout=30)
+    grown = writer.score(store, case.user_id, case.question)
+    cold = MemGAS(embedder, reply_tail_weight=0.3)
+    fresh = MemGAS(embedder, reply_tail_weight=0.3, snapshots=False)
+    loaded, built = (m.score(open_store(path), case.user_id, case.question) for m in (cold, fresh))
+    assert cold._indexes.loads == 1 and fresh._indexes.builds == 1
+    np.testing.assert_array_equal(loaded.scores, built.scores)
+    np.testing.assert_array_equal(grown.scores, built.scores)
+    hits = fresh.search(store, case.user_id, case.question, k=5)
+    assert hits[0].session_id == "fact" and hits[0].channels["lexical"] > 0.0
+    off = MemGAS(embedder).search(store, case.user_id, case.question, k=5)
+    assert {h.session_id: h for h in off}["fact"].channels.get("lexical", 0.0) == 0.0  # off: no tail is read
+    store.close()

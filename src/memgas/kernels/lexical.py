@@ -212,11 +212,26 @@ class LexicalIndex:
         that a cache can charge it without walking every posting."""
         return self._bytes
 
-    def add(self, texts: Sequence[str]) -> None:
-        """Append documents (tokenized here); their numbers continue from ``len(self)``."""
+    def add(self, texts: Sequence[str], tails: Sequence[str] | None = None, *, tail_weight: float = 0.0) -> None:
+        """Append documents (tokenized here); their numbers continue from ``len(self)``.
+
+        With ``tails`` (one per text, ``""`` for none), each document has a second field whose words count
+        ``tail_weight`` each, in its term frequencies and its length (BM25F with field weights 1 and
+        ``tail_weight``; Robertson et al., "Simple BM25 extension to multiple weighted fields", 2004): a word
+        only a tail holds makes the document findable, without a long tail outweighing the text before it.
+        """
         if not len(texts):
             return
-        stems, tokens, lengths = _analyse(texts)
+        if tails is not None and len(tails) != len(texts):
+            raise ValueError(f"{len(tails)} tails for {len(texts)} texts")
+        if tails is not None and tail_weight > 0 and any(tails):
+            stems, tokens, lengths = _analyse([*texts, *tails])
+            doc = np.repeat(np.tile(np.arange(len(texts)), 2), lengths)
+            weights = np.repeat(np.repeat([1.0, tail_weight], len(texts)), lengths)
+        else:
+            stems, tokens, lengths = _analyse(texts)
+            doc = np.repeat(np.arange(len(texts)), lengths)
+            weights = None
         with self._lock:
             vocab = self._vocab
             before = len(vocab)
@@ -224,10 +239,15 @@ class LexicalIndex:
             new = len(vocab) - before
             # One sort gives every (term, document) pair with its count, grouped by term, documents ascending.
             width = self._n + len(texts)
-            pairs, counts = np.unique(terms * width + np.repeat(np.arange(self._n, width), lengths),
-                                      return_counts=True)
+            keys = terms * width + self._n + doc
+            if weights is None:
+                pairs, counts = np.unique(keys, return_counts=True)
+                tf = counts.astype(np.float64)
+            else:  # a pair's frequency is its tokens' weights summed, a document's length likewise
+                pairs, inverse = np.unique(keys, return_inverse=True)
+                tf = np.bincount(inverse, weights, pairs.size)
+                lengths = np.bincount(doc, weights, len(texts))
             term_of, doc_of = np.divmod(pairs, width)
-            tf = counts.astype(np.float64)
             starts = np.flatnonzero(np.diff(term_of, prepend=-1))  # where each term's documents begin
             for t, start, end in zip(term_of[starts].tolist(), starts.tolist(), [*starts[1:].tolist(), pairs.size]):
                 docs, tfs = self._pieces(t)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable, Collection
+from typing import Any, Callable, Collection, Optional
 
 import numpy as np
 import scipy.sparse as sp
@@ -51,10 +51,14 @@ from memgas.methods.index import (
     user_index_from_arrays,
 )
 from memgas.methods.ranking import Scored, sessions_within
-from memgas.methods.units import embedding_view
+from memgas.methods.units import embedding_view, reply_tail
 from memgas.store import EdgeTable, Store, UnitTable
 
 __all__ = ["MemGASConfig", "MemGAS", "session_edges", "association_edges"]
+
+
+#: Turn documents for BM25: each turn's view, and each reply's tail past the view (``None``: tails not read).
+_Documents = tuple[list[str], Optional[list[str]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +102,10 @@ class MemGASConfig:
         lexical_reply_chars: how much of each reply BM25 reads (the vector reads 300 characters, the BM25 view the
             same by default): more makes facts said deep in long replies findable by their words (measured in
             BENCHMARKS.md, "Long replies").
+        reply_tail_weight: BM25 also reads each reply past ``lexical_reply_chars``, as a second field whose words
+            count this much each in a turn's term frequencies and length (BM25F): a fact said deep in a long reply
+            becomes findable by its words without the reply's bulk outweighing what the user said (0 = off; measured
+            in BENCHMARKS.md, "Long replies").
         snapshots: keep each user's index in the store as a snapshot (:meth:`memgas.store.Store.save_snapshot`),
             so that a user this process does not hold (evicted from the index cache, or never searched here) is
             loaded with one read instead of being rebuilt; results are the same bit for bit (off: always rebuild).
@@ -125,6 +133,7 @@ class MemGASConfig:
     current_ratio: float = 0.8
     snapshots: bool = True
     lexical_reply_chars: int = 300
+    reply_tail_weight: float = 0.0
 
 
 @dataclass(slots=True)
@@ -177,7 +186,8 @@ class _Snapshots:
     def __init__(self, cfg: MemGASConfig) -> None:
         self._cfg = cfg
         self.kind = (f"memgas/{self.FORMAT}/association={int(cfg.use_association)},min={cfg.assoc_min_weight!r},"
-                     f"scale={cfg.assoc_scale!r},lexical={int(cfg.use_lexical)},reply={cfg.lexical_reply_chars}")
+                     f"scale={cfg.assoc_scale!r},lexical={int(cfg.use_lexical)},reply={cfg.lexical_reply_chars}"
+                     + (f",tail={cfg.reply_tail_weight!r}" if cfg.reply_tail_weight > 0 else ""))
 
     def rows(self, index: _Index) -> int:
         """How many units ``index`` holds."""
@@ -188,10 +198,9 @@ class _Snapshots:
         arrays, meta = user_index_arrays(index.units)
         arrays.update(src=index.src.astype(np.int32), dst=index.dst.astype(np.int32), weight=index.weight)
         if index.lexical is not None:
-            # Counts and lengths are whole numbers: float32 holds them exactly, and they are widened back on load.
             vocabulary, lexical = index.lexical.to_arrays(index.units.masks["turn"].size)
             arrays.update(lex_starts=lexical["starts"], lex_docs=lexical["docs"].astype(np.int32),
-                          lex_tfs=lexical["tfs"].astype(np.float32), lex_lengths=lexical["lengths"].astype(np.float32))
+                          lex_tfs=_compact(lexical["tfs"]), lex_lengths=_compact(lexical["lengths"]))
             meta["vocabulary"] = vocabulary
         return pack(arrays, meta)
 
@@ -205,6 +214,13 @@ class _Snapshots:
                 "lengths": arrays["lex_lengths"]}, k1=self._cfg.bm25_k1, b=self._cfg.bm25_b)
         return _Index(user_index_from_arrays(store, user_id, arrays, meta), arrays["src"].astype(np.int64),
                       arrays["dst"].astype(np.int64), arrays["weight"].copy(), lexical)
+
+
+def _compact(values: np.ndarray) -> np.ndarray:
+    """``values`` as float32 when that holds them exactly (counts and lengths are whole numbers, or sums of a
+    reply tail's weights that float32 holds), else as they are: they are widened back on load, bit for bit."""
+    narrow = values.astype(np.float32)
+    return narrow if np.array_equal(narrow, values) else values
 
 
 def _extended_adjacency(a: sp.csr_matrix, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
@@ -385,18 +401,30 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         keep = w > 0
         return src[keep], dst[keep], w[keep]
 
-    def _turn_views(self, units: UserIndex, rows: np.ndarray, sessions: dict[str, Session]) -> list[str]:
+    def _turn_views(self, units: UserIndex, rows: np.ndarray, sessions: dict[str, Session]) -> _Documents:
         """The lexical documents of turn ``rows``: each turn read as its vector is (user words whole, replies'
         first ``lexical_reply_chars``, 300 as the vector by default), so the two channels see the same evidence and
-        long assistant answers do not drown the user's."""
+        long assistant answers do not drown the user's; with ``reply_tail_weight``, the rest of each reply as a
+        second field whose words count that much (:meth:`memgas.kernels.lexical.LexicalIndex.add`)."""
         table = units.table
-        views = {(sid, turn.index): embedding_view(turn, self.cfg.lexical_reply_chars)
-                 for sid, s in sessions.items() for turn in s.turns}
-        return [views[(table.session_ids[r], int(table.turn_start[r]))] for r in rows]
+        reply = self.cfg.lexical_reply_chars
+        keys = [(table.session_ids[r], int(table.turn_start[r])) for r in rows]
+        views = {(sid, turn.index): embedding_view(turn, reply) for sid, s in sessions.items() for turn in s.turns}
+        if self.cfg.reply_tail_weight <= 0:
+            return [views[k] for k in keys], None
+        tails = {(sid, turn.index): reply_tail(turn, reply) for sid, s in sessions.items() for turn in s.turns}
+        return [views[k] for k in keys], [tails[k] for k in keys]
 
-    def _lexical(self, views: list[str]) -> LexicalIndex:
-        """BM25 over turn ``views`` with this configuration's parameters."""
-        return LexicalIndex(views, k1=self.cfg.bm25_k1, b=self.cfg.bm25_b)
+    def _lexical(self, documents: _Documents) -> LexicalIndex:
+        """BM25 over turn documents (:meth:`_turn_views`) with this configuration's parameters."""
+        index = LexicalIndex(k1=self.cfg.bm25_k1, b=self.cfg.bm25_b)
+        self._add_documents(index, documents)
+        return index
+
+    def _add_documents(self, index: LexicalIndex, documents: _Documents) -> None:
+        """Append turn documents (:meth:`_turn_views`) to ``index``."""
+        views, tails = documents
+        index.add(views, tails, tail_weight=self.cfg.reply_tail_weight)
 
     def _build_index(self, store: Store, user_id: str) -> _Index:
         """The user's whole index from the store (inside the cache's ``store.reading()``). Unit texts are not held:
@@ -431,14 +459,14 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         if len(units.table) == len(index.units.table):
             return index
 
-        def all_views(held: UserIndex) -> list[str]:
+        def all_views(held: UserIndex) -> _Documents:
             return self._turn_views(held, held.masks["turn"], {sid: store.get_session(user_id, sid)
                                                                for sid in held.sessions})
 
         return self._grown(index, units, sessions, store.load_edges_after(user_id, last_id), had_matrix, all_views)
 
     def _grown(self, index: _Index, units: UserIndex, sessions: dict[str, Session], edges: EdgeTable,
-               had_matrix: bool, all_views: Callable[[UserIndex], list[str]] | None = None) -> _Index | None:
+               had_matrix: bool, all_views: Callable[[UserIndex], _Documents] | None = None) -> _Index | None:
         """``index`` grown to ``units`` (``index``'s rows then new ones, of ``sessions``) with the new ``edges``:
         edges appended to the edge list, the new turns' documents to BM25 (or to a copy of ``index``'s documents,
         made by ``all_views``, when a later index already appended to its BM25; ``None`` without ``all_views``)."""
@@ -450,7 +478,7 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
                 if all_views is None:
                     return None
                 lexical = self._lexical(all_views(index.units))
-            lexical.add(self._turn_views(units, units.masks["turn"][old_turns:], sessions))
+            self._add_documents(lexical, self._turn_views(units, units.masks["turn"][old_turns:], sessions))
         parent = None if index._adjacency is None else (index._adjacency, index.src.size)
         out = _Index(units, np.concatenate([index.src, src]), np.concatenate([index.dst, dst]),
                      np.concatenate([index.weight, weight]), lexical, _parent=parent)

@@ -32,7 +32,7 @@ from memgas.kernels.text import fair_heads, word_head
 
 __all__ = [
     "Summarizer", "Keyworder", "ExtractiveSummarizer", "YakeKeyworder", "build_units", "embed_texts",
-    "embedding_view",
+    "embedding_view", "reply_tail",
 ]
 
 
@@ -269,10 +269,23 @@ def embedding_view(turn: Turn, reply_chars: int = 300) -> str:
     for m in turn.messages:
         text = m.content
         if m.role != "user" and len(text) > reply_chars:
-            cut = text.rfind(" ", 0, reply_chars)
-            text = text[: cut if cut > reply_chars // 2 else reply_chars] + " …"
+            text = text[: _reply_cut(text, reply_chars)] + " …"
         lines.append(f"{m.name or m.role}: {text}")
     return "\n".join(lines)
+
+
+def reply_tail(turn: Turn, reply_chars: int = 300) -> str:
+    """What :func:`embedding_view` leaves out of a turn: each reply's text past its first ``reply_chars``, one
+    reply a line ("" when every reply is shorter). The two together hold every word of the turn's replies."""
+    return "\n".join(m.content[_reply_cut(m.content, reply_chars):] for m in turn.messages
+                     if m.role != "user" and len(m.content) > reply_chars)
+
+
+def _reply_cut(text: str, reply_chars: int) -> int:
+    """Where a reply longer than ``reply_chars`` is cut: at the last space before it, unless that leaves under
+    half of it (one long word), then at ``reply_chars`` itself."""
+    cut = text.rfind(" ", 0, reply_chars)
+    return cut if cut > reply_chars // 2 else reply_chars
 
 
 def _pack_turns(counts: Sequence[int], budget: int) -> list[tuple[int, int]]:
