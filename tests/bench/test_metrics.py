@@ -222,18 +222,24 @@ def test_the_report_gives_the_newest_first_rate_of_update_questions() -> None:
     from memgas.bench.report import markdown_table, project_metrics
     from memgas.bench.runner import BenchResult
 
-    def question(qtype: str, ranked: list[str], gold: list[str] | None) -> dict:
+    def question(qtype: str, ranked: list[str], gold: list[str] | None, past: bool = False) -> dict:
         q = {"qid": ranked[0], "type": qtype, "methods": {"m": {"sessions": ranked, "turns": [], "metrics": {
             "session_recall_any@5": 1.0, "session_recall_all@5": 1.0, "turn_locomo_recall@10": 1.0}}}}
         if gold is not None:
-            q["gold_by_time"] = gold
+            q["gold_by_time"], q["asks_about_the_past"] = gold, past
         return q
 
     result = BenchResult("longmemeval", {"ks": [5]}, questions=[
         question("knowledge-update", ["b", "a"], ["a", "b"]), question("knowledge-update", ["a", "b"], ["a", "b"]),
-        question("knowledge-update", ["c"], None), question("multi-session", ["a", "b"], ["b", "a"])])
-    assert project_metrics(result) == {"m": {"newest_first": 0.5, "newest_first_n": 2.0}}
-    assert "newest first (update questions, 2+ dated evidence sessions) (n=2)" in markdown_table(result)
+        question("knowledge-update", ["c"], None), question("multi-session", ["a", "b"], ["b", "a"]),
+        question("knowledge-update", ["b", "m", "a"], ["a", "m", "b"], past=True),  # wants the oldest: trails
+        question("knowledge-update", ["a", "b", "m"], ["a", "m", "b"], past=True)])  # the oldest leads
+    assert project_metrics(result) == {"m": {"newest_first": 0.5, "newest_first_n": 4.0,
+                                             "newest_first_present": 0.5, "newest_first_present_n": 2.0,
+                                             "oldest_first_past": 0.5, "oldest_first_past_n": 2.0}}
+    table = markdown_table(result)
+    assert "newest first (update questions, 2+ dated evidence sessions) (n=4)" in table
+    assert "oldest first, questions about an earlier state (n=2)" in table
     assert project_metrics(BenchResult("locomo", {"ks": [5]}, questions=[question("single-hop", ["a"], None)])) == {}
 
 

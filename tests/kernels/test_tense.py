@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memgas.kernels.tense import asks_about_the_past
+from memgas.kernels.tense import asks_about_now, asks_about_the_past
 
 
 @pytest.mark.parametrize(("question", "past"), [
@@ -22,3 +22,19 @@ from memgas.kernels.tense import asks_about_the_past
 ])
 def test_past_state_markers(question: str, past: bool) -> None:
     assert asks_about_the_past(question) is past
+
+
+@pytest.mark.parametrize(("question", "now"), [
+    ("Where do I keep my old sneakers?", True),  # the asker's own state
+    ("How many of Emma's recipes have we tried out?", True),
+    ("What company is Rachel currently working at?", True),  # someone else's, with the present named
+    ("What type of camera lens did I purchase most recently?", True),
+    ("What instruments does Melanie play?", False),  # someone else's, no time named: said once, mostly
+    ("What is Caroline's identity?", False),
+    ("Where did I initially keep my old sneakers?", False),  # about the past
+    ("What was my first car?", False),
+    ("Is Myra still in Iowa?", True),  # "my" inside a word is not the first person; "still" names the present
+    ("Is Myra in Iowa?", False),
+])
+def test_asks_about_now(question: str, now: bool) -> None:
+    assert asks_about_now(question) is now

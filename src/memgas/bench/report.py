@@ -61,7 +61,10 @@ def project_metrics(result: BenchResult) -> dict[str, dict[str, float]]:
     """The project's own measures beside the official ones, per method, each with its question count (``..._n``):
 
     * ``newest_first``: the share of update questions with two or more dated evidence sessions whose newest evidence
-      session ranks above the older ones (:func:`memgas.bench.metrics.newest_first`);
+      session ranks above the older ones (:func:`memgas.bench.metrics.newest_first`); ``newest_first_present``
+      the same over those that ask about the present, and ``oldest_first_past`` the share of those that ask about
+      an earlier state whose oldest evidence session ranks above the newer ones (the split is
+      :func:`memgas.kernels.tense.asks_about_the_past`, which the runner records per question);
     * ``multi_session_recall_all@5``: session recall_all@5 of the questions whose evidence spans two or more sessions;
     * ``two_speaker_recall_all@5`` and ``one_speaker_recall_all@5``: the same over questions whose evidence turns
       were said by both speakers, or by one (LoCoMo, where the runner records ``gold_speakers``).
@@ -75,11 +78,17 @@ def project_metrics(result: BenchResult) -> dict[str, dict[str, float]]:
     updates = [q for q in result.questions if q["type"] in UPDATE_TYPES and len(q.get("gold_by_time", ())) >= 2]
     methods = list(result.questions[0]["methods"]) if result.questions else []
     out: dict[str, dict[str, float]] = {m: {} for m in methods}
+    present = [q for q in updates if not q.get("asks_about_the_past", False)]
+    past = [q for q in updates if q.get("asks_about_the_past", False)]
+    orders = {"newest_first": (updates, False), "newest_first_present": (present, False),
+              "oldest_first_past": (past, True)}
     for m in methods:
-        if updates:
-            out[m]["newest_first"] = sum(newest_first(q["methods"][m]["sessions"], q["gold_by_time"])
-                                         for q in updates) / len(updates)
-            out[m]["newest_first_n"] = float(len(updates))
+        for name, (rows, oldest) in orders.items():
+            if rows:  # the oldest first is the newest first of the sessions listed newest to oldest
+                out[m][name] = sum(newest_first(q["methods"][m]["sessions"],
+                                                q["gold_by_time"][::-1] if oldest else q["gold_by_time"])
+                                   for q in rows) / len(rows)
+                out[m][f"{name}_n"] = float(len(rows))
         for name, rows in groups.items():
             values = [q["methods"][m]["metrics"]["session_recall_all@5"] for q in rows
                       if "session_recall_all@5" in q["methods"][m]["metrics"]]
@@ -90,6 +99,8 @@ def project_metrics(result: BenchResult) -> dict[str, dict[str, float]]:
 
 #: How :func:`markdown_table` names each project measure.
 _PROJECT_LABELS = {"newest_first": "newest first (update questions, 2+ dated evidence sessions)",
+                   "newest_first_present": "newest first, questions about the present",
+                   "oldest_first_past": "oldest first, questions about an earlier state",
                    "multi_session_recall_all@5": "S recall_all@5, evidence in 2+ sessions",
                    "two_speaker_recall_all@5": "S recall_all@5, evidence from both speakers",
                    "one_speaker_recall_all@5": "S recall_all@5, evidence from one speaker"}

@@ -28,6 +28,7 @@ from memgas.bench.stream import stream_ingest
 from memgas.core.errors import InvalidInputError
 from memgas.core.types import Session, Unit
 from memgas.embed.base import Embedder
+from memgas.kernels.tense import asks_about_the_past
 from memgas.llm.base import track_usage
 from memgas.methods import METHODS, NEEDS_LLM, MemGAS, MemoryMethod, get_method
 from memgas.store import Store, open_store
@@ -236,6 +237,7 @@ def _run(
                 when = {s.session_id: s.timestamp for s in q.sessions}
                 dated = [sid for sid in q.gold_sessions if when.get(sid) is not None]
                 record["gold_by_time"] = sorted(dated, key=lambda sid: (when[sid], sid))
+                record["asks_about_the_past"] = asks_about_the_past(q.question)
             # Embed the query once, timed on its own; every method then finds it in the cache, so
             # method latencies compare search work alone.
             inner = getattr(embedder, "inner", embedder)  # time the model itself, not a cache hit

@@ -36,7 +36,7 @@ from memgas.kernels.gmm import accept_masks
 from memgas.kernels.lexical import LexicalIndex
 from memgas.kernels.ppr import personalized_pagerank
 from memgas.kernels.router import granularity_weights
-from memgas.kernels.tense import asks_about_the_past
+from memgas.kernels.tense import asks_about_now
 from memgas.kernels.temporal import parse_time_window
 from memgas.kernels.turnscore import own_turn_scores
 from memgas.methods.base import ConfiguredMethod, IngestStats
@@ -92,13 +92,14 @@ class MemGASConfig:
             plus β times its session's evidence, capped at its session's score, instead of by its
             PageRank score (which every turn of a strong session shares through the session's chunk);
             sessions rank as before (:func:`memgas.kernels.turnscore.own_turn_scores`). Off = every unit alike.
-        current_first: for a question about the present (:func:`memgas.kernels.tense.asks_about_the_past` false),
-            among the ``current_window`` best sessions, a newer session linked by association to a better-ranked
-            older one, and scoring at least ``current_ratio`` of it, moves above it (they speak of the same thing;
-            the newer says how it is now). Sessions move, turns keep their own scores. Off by default: measured on
-            the LongMemEval dev half only so far (BENCHMARKS.md, "Newest first").
-        current_window, current_ratio: how many of the best sessions ``current_first`` may reorder, and how close
-            to the older session's score the newer one must be.
+        current_first: for a question about how things stand now (:func:`memgas.kernels.tense.asks_about_now`),
+            among the ``current_window`` best sessions, a newer session that states what a better-ranked older one
+            states moves above it (the newer says how it is now). "States the same": it scores at least
+            ``current_ratio`` of the older one, holds at least ``current_lexical`` of its BM25 evidence (the
+            question's own words, so the same specifics), and their turns nearest the question have a cosine of at
+            least ``current_similarity``. Sessions move, turns keep their own scores. Off by default: it wins on
+            LongMemEval, not on LoCoMo (BENCHMARKS.md, "Newest first").
+        current_window, current_ratio, current_lexical, current_similarity: see ``current_first``.
         lexical_reply_chars: how much of each reply BM25 reads (the vector reads 300 characters, the BM25 view the
             same by default): more makes facts said deep in long replies findable by their words (measured in
             BENCHMARKS.md, "Long replies").
@@ -130,7 +131,9 @@ class MemGASConfig:
     turn_seed: bool = True
     current_first: bool = False
     current_window: int = 5
-    current_ratio: float = 0.8
+    current_ratio: float = 0.55
+    current_lexical: float = 0.7
+    current_similarity: float = 0.4
     snapshots: bool = True
     lexical_reply_chars: int = 300
     reply_tail_weight: float = 0.0
@@ -630,32 +633,43 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
                                          units.masks["session"])
         if allowed is not None:
             scores = np.where(allowed, scores, -np.inf)
-        if self.cfg.current_first and not asks_about_the_past(query):
-            scores = self._current_first(index, scores)
+        if self.cfg.current_first and asks_about_now(query):
+            scores = self._current_first(index, scores, sims, shares.get("lexical"))
         return Scored(index.units, scores, weights, personalization, relevance=sims, channels=shares)
 
-    def _current_first(self, index: _Index, scores: np.ndarray) -> np.ndarray:
-        """``scores`` with the best sessions reordered as :attr:`MemGASConfig.current_first` says: the top
-        sessions' scores are handed out again in the new order, a session moved up through its carrier units
-        (session chunks), one moved down by capping its units, so that turns keep their own order."""
+    def _current_first(self, index: _Index, scores: np.ndarray, sims: np.ndarray,
+                       lexical: np.ndarray | None) -> np.ndarray:
+        """``scores`` with the best sessions reordered as :attr:`MemGASConfig.current_first` says (``sims``: each
+        unit's cosine with the query; ``lexical``: each session's BM25 evidence). The top sessions' scores are
+        handed out again in the new order, a session moved up through its carrier units (session chunks), one
+        moved down by capping its units, so that turns keep their own order."""
         units = index.units
         session = np.full(len(units.sessions), -np.inf)
         np.maximum.at(session, units.session_of, scores)
         top = [int(t) for t in np.argsort(-session, kind="stable")[: self.cfg.current_window]
                if np.isfinite(session[t])]
-        place = np.full(len(units.sessions), -1)
-        place[top] = np.arange(len(top))
-        a, b = place[units.session_of[index.src]], place[units.session_of[index.dst]]
-        cross = (a >= 0) & (b >= 0) & (a != b)
-        linked = np.zeros((len(top), len(top)), dtype=bool)
-        linked[a[cross], b[cross]] = linked[b[cross], a[cross]] = True
+        if len(top) < 2:
+            return scores
+        turns = units.masks["turn"]
+        nearest = []  # per top session: the vectors of its (up to) three turns nearest the query
+        for t in top:
+            rows = turns[units.session_of[turns] == t]
+            nearest.append(units.table.vectors[rows[np.argsort(-sims[rows], kind="stable")[:3]]].astype(np.float32))
+        evidence = np.zeros(len(units.sessions)) if lexical is None else lexical
+
+        def states_what(newer: int, older: int) -> bool:
+            a, b = top[older], top[newer]
+            return (session[b] >= self.cfg.current_ratio * session[a]
+                    and evidence[b] > 0 and evidence[b] >= self.cfg.current_lexical * evidence[a]
+                    and nearest[older].size > 0 and nearest[newer].size > 0
+                    and float((nearest[older] @ nearest[newer].T).max()) >= self.cfg.current_similarity)
+
         when = [units.timestamps.get(units.sessions[t]) for t in top]
         order = list(range(len(top)))  # positions into top, best first
         for _ in range(len(top) ** 2):  # each move puts a newer session before an older one; capped all the same
             move = next(((i, j) for i in range(len(order)) for j in range(i + 1, len(order))
-                         if linked[order[i], order[j]] and when[order[i]] is not None and when[order[j]] is not None
-                         and when[order[j]] > when[order[i]]
-                         and session[top[order[j]]] >= self.cfg.current_ratio * session[top[order[i]]]), None)
+                         if when[order[i]] is not None and when[order[j]] is not None
+                         and when[order[j]] > when[order[i]] and states_what(order[j], order[i])), None)
             if move is None:
                 break
             order.insert(move[0], order.pop(move[1]))
