@@ -115,6 +115,8 @@ def test_locomo_bench_scores_each_question_against_its_evidence(tmp_path: Path, 
     q0, q1, q5 = results["questions"]
     assert [q0["qid"], q1["qid"], q5["qid"]] == ["conv-x_q0", "conv-x_q1", "conv-x_q5"]
     assert [q["n_gold_sessions"] for q in (q0, q1, q5)] == [1, 2, 1]
+    # evidence in two sessions: oldest first, and whether the question asks about an earlier state (newest first)
+    assert (q1["gold_by_time"], q1["asks_about_the_past"]) == (["S1", "S2"], False) and "gold_by_time" not in q0
 
     # BM25 (user side; a turn Ann does not open, S1#0, is indexed as "Bob: Hi Ann!"). Turns: S1#0 = [D1:1],
     # S1#1 = [D1:2, D1:3], S1#2 = [D1:4], S2#0 = [D2:1, D2:2].
