@@ -134,7 +134,14 @@ class Memory:
             method_options.setdefault("keyworder", self._unit_writer)
         if method is None:  # the method the store was made with (what the command line opens a store with)
             method = self.store.method or "memgas"
-        self.method: MemoryMethod = get_method(method, self.embedder, llm=self.llm, **method_options)
+        try:
+            self.method: MemoryMethod = get_method(method, self.embedder, llm=self.llm, **method_options)
+        except InvalidInputError:  # a parameter the method does not take: close what was opened for it
+            self.store.close()
+            self._embedding_cache.close()
+            if self._llm_cache is not None:
+                self._llm_cache.close()
+            raise
         self.method.reranker = reranker
         self.index_cache_bytes = None if index_cache_mb is None else int(index_cache_mb * 2**20)
         if self.index_cache_bytes is not None:

@@ -362,3 +362,27 @@ def test_the_command_line_imports_no_postgresql_driver_for_a_file(db: Path) -> N
                           env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "False"
+
+
+def test_set_passes_memgas_parameters_and_a_bad_one_is_refused(capsys: pytest.CaptureFixture[str],
+                                                               tmp_path: Path) -> None:
+    from memgas.memory import Memory
+    from support.moves import SESSIONS
+
+    db = tmp_path / "moves.db"
+    with Memory(str(db)) as mem:
+        for sid, when, said, reply in SESSIONS:
+            mem.add([{"role": "user", "content": said}, {"role": "assistant", "content": reply}], user_id="u",
+                    session_id=sid, timestamp=when)
+    query = ["search", "Which neighbourhood of Portland do I live in these days?", "--db", str(db), "--user", "u",
+             "--json", "-k", "2"]
+    code, out, _ = _cli(capsys, *query)
+    assert code == 0 and [h["session_id"] for h in json.loads(out)] == ["march", "april"]
+    code, out, _ = _cli(capsys, *query, "--set", "current_first=true", "--set", "current_ratio=0")
+    assert code == 0 and [h["session_id"] for h in json.loads(out)] == ["april", "march"]  # the newer state first
+    before = _state(db)
+    _refused(_cli(capsys, *query, "--set", "current_first=maybe"), "'maybe' is not a valid bool")
+    _refused(_cli(capsys, *query, "--set", "dampin=0.5"), "expected KEY=VALUE with KEY one of")
+    _refused(_cli(capsys, *query, "--method", "bm25", "--set", "current_first=true"),
+             "method 'bm25' takes no parameter 'current_first'")
+    assert _state(db) == before

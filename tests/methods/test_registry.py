@@ -149,6 +149,17 @@ def test_unknown_method_is_a_clear_error(embedder) -> None:
         get_method("magic", embedder)
 
 
+def test_a_parameter_the_method_does_not_take_is_a_clear_error(embedder) -> None:
+    with pytest.raises(InvalidInputError, match="method 'bm25' takes no parameter 'current_first'; its parameters: "
+                                                ".*bm25_k1"):
+        get_method("bm25", embedder, current_first=True)
+    with pytest.raises(InvalidInputError, match="method 'memgas' takes no parameter 'dampin'"):
+        get_method("memgas", embedder, dampin=0.5)
+    # what a method and the classes it builds on take is accepted: its own, its configuration's, the base's
+    assert get_method("memgas", embedder, current_first=True, summarizer=None).cfg.current_first is True
+    assert get_method("memgas-no-ppr", embedder, damping=0.3).cfg.use_ppr is False  # the fixed switch still wins
+
+
 def test_users_do_not_see_each_other(embedder) -> None:
     store = open_store(None)
     m = MemGAS(embedder)

@@ -463,3 +463,24 @@ def test_append_takes_the_formats_agents_send(server: LiveServer) -> None:
     context = call(server, "POST", "/v1/context", admin, json={"user_id": "fmt", "query": "weather in Oslo",
                                                                "max_tokens": 60}).json()["context"]
     assert "session agent/chat" in context and len(context) <= 4 * 60 + 20
+
+
+def test_serve_set_passes_memgas_parameters_and_a_bad_one_creates_nothing(tmp_path: Path) -> None:
+    from support.moves import SESSIONS
+
+    refused = subprocess.run([sys.executable, "-m", "memgas.cli", "serve", "--db", str(tmp_path / "new.db"),
+                              "--create", "--set", "current_first=maybe"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "is not a valid bool" in refused.stderr and not (tmp_path / "new.db").exists()
+    db = tmp_path / "moves.db"
+    with Memory(str(db)) as mem:
+        for sid, when, said, reply in SESSIONS:
+            mem.add([{"role": "user", "content": said}, {"role": "assistant", "content": reply}], user_id="u",
+                    session_id=sid, timestamp=when)
+    srv = start_server(db, "--no-auth", "--no-mcp", "--set", "current_first=true", "--set", "current_ratio=0",
+                       tmp=tmp_path)
+    try:
+        r = call(srv, "POST", "/v1/search", json={"user_id": "u", "k": 2,
+                                                   "query": "Which neighbourhood of Portland do I live in these days?"})
+        assert r.status_code == 200 and [h["session_id"] for h in r.json()["hits"]] == ["april", "march"]
+    finally:
+        srv.stop()

@@ -380,3 +380,26 @@ def test_http_filters_narrow_search_and_pages_of_sessions(served: LiveServer) ->
                                                                "filters": {"project": "gemini"}})) == {"hits": []}
 
     run(scenario)
+
+
+def test_stdio_set_passes_memgas_parameters_and_a_bad_one_is_refused(tmp_path: Path) -> None:
+    from support.moves import SESSIONS
+
+    db = tmp_path / "moves.db"
+    with Memory(str(db)) as mem:
+        for sid, when, said, reply in SESSIONS:
+            mem.add([{"role": "user", "content": said}, {"role": "assistant", "content": reply}], user_id="u",
+                    session_id=sid, timestamp=when)
+
+    async def scenario() -> None:
+        async with stdio(db, "--set", "current_first=true", "--set", "current_ratio=0") as client:
+            found = ok(await client.call_tool("search_memory", {
+                "user_id": "u", "query": "Which neighbourhood of Portland do I live in these days?", "k": 2}))
+            assert [h["session_id"] for h in found["hits"]] == ["april", "march"]  # the newer state first
+
+    run(scenario)
+    bad = subprocess.run([sys.executable, "-m", "memgas.cli", "mcp", "--db", str(tmp_path / "new.db"), "--create",
+                          "--set", "nope=1"], capture_output=True, text=True, env=ENV, stdin=subprocess.DEVNULL,
+                         timeout=120)
+    assert bad.returncode == 2 and bad.stdout == "" and "--set 'nope=1'" in bad.stderr
+    assert not (tmp_path / "new.db").exists()

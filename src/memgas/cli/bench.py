@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from memgas.cli.common import memgas_options
 from memgas.core.errors import InvalidInputError
 
 __all__ = ["add_bench_parser", "cmd_bench"]
@@ -27,33 +28,6 @@ def _ks(text: str) -> list[int]:
     if not ks or ks[0] < 1:
         raise argparse.ArgumentTypeError("values must be positive")
     return ks
-
-
-def _overrides(pairs: list[str]) -> dict[str, Any]:
-    """``["temperature=0.2", "use_ppr=false"]`` → typed MemGASConfig overrides."""
-    from dataclasses import fields
-
-    from memgas.methods import MemGASConfig
-
-    types = {f.name: f.type for f in fields(MemGASConfig)}
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or key not in types:
-            raise InvalidInputError(f"--set {pair!r}: expected KEY=VALUE with KEY one of {', '.join(types)}")
-        kind = str(types[key])
-        try:
-            if "bool" in kind:
-                if raw.lower() not in ("true", "false", "1", "0"):
-                    raise ValueError(raw)
-                out[key] = raw.lower() in ("true", "1")
-            elif "str" in kind:
-                out[key] = raw
-            else:
-                out[key] = int(raw) if "int" in kind else float(raw)
-        except ValueError:
-            raise InvalidInputError(f"--set {pair!r}: {raw!r} is not a valid {kind}") from None
-    return out
 
 
 def add_bench_parser(sub: Any) -> None:
@@ -436,7 +410,7 @@ def _cmd_longreplies(args: argparse.Namespace) -> int:
     methods = "memgas,bm25,dense-turn" if args.method == DEFAULT_METHODS else args.method
     embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
     rows = run_longreplies(embedder, [m.strip() for m in methods.split(",")], path=args.data,
-                           method_options=_overrides(args.set))
+                           method_options=memgas_options(args.set))
     table = longreplies_markdown(rows)
     out = args.out or Path("bench-out") / "longreplies"
     out.mkdir(parents=True, exist_ok=True)
@@ -587,7 +561,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             cache = None if args.no_llm_cache else args.llm_cache or default_llm_cache_path()
             reranker = rerank_stage(args.rerank, llm_cache=cache)
         result = run(Path(path), methods, embedder, limit=args.limit, ks=ks, progress=not args.no_progress,
-                     store_dir=args.stores, overrides=_overrides(args.set), llm=llm, backend=backend,
+                     store_dir=args.stores, overrides=memgas_options(args.set), llm=llm, backend=backend,
                      reranker=reranker, ingest=args.ingest, **extra)
     if args.ingest != "whole":  # what one append costs, beside embedding what it made and a warm search
         from memgas.bench.datasets import load_locomo, load_longmemeval

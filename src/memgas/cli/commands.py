@@ -33,7 +33,7 @@ from memgas.core.version import __version__  # noqa: E402
 
 if TYPE_CHECKING:
     from memgas.memory import Memory
-from memgas.cli.common import DEFAULT_DB, Progress, print_json, require_store, store_file, undo_created
+from memgas.cli.common import DEFAULT_DB, Progress, memgas_options, print_json, require_store, store_file, undo_created
 
 __all__ = ["main", "build_parser", "EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED"]
 
@@ -79,7 +79,7 @@ def _memory(args: argparse.Namespace, *, create: bool = False) -> Memory:
     if not create:
         require_store(args.db)
     method = getattr(args, "method", None) or getattr(args, "method_default", None)
-    return Memory(args.db, method=method, llm=getattr(args, "llm", None))
+    return Memory(args.db, method=method, llm=getattr(args, "llm", None), **memgas_options(getattr(args, "set", [])))
 
 
 def _require_user(mem: Memory, user_id: str) -> None:
@@ -403,6 +403,9 @@ def build_parser() -> argparse.ArgumentParser:
             sp.set_defaults(method_default=method)
         sp.add_argument("--llm", default=None, help="LLM spec: openai:<model>[@<base_url>] or local "
                                                      "(needed by --method zep; default none)")
+        sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a MemGAS parameter, repeatable, e.g. --set current_first=true --set "
+                             "reply_tail_weight=0.25 (keys: the fields of MemGASConfig)")
         if user:
             sp.add_argument("--user", required=user_required, help="user id")
 

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 from memgas.core.errors import InvalidInputError, NotFoundError
 
 __all__ = ["DEFAULT_DB", "SQLITE_HEADER", "print_json", "store_file", "require_store", "undo_created", "Made",
-           "Progress"]
+           "Progress", "memgas_options"]
 
 DEFAULT_DB = "memgas.db"
 #: The first bytes of every SQLite database file.
@@ -116,3 +116,31 @@ def _remove(path: Path) -> None:
         return
     for f in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         f.unlink(missing_ok=True)
+
+
+def memgas_options(pairs: list[str]) -> dict[str, Any]:
+    """``--set`` pairs as typed MemGAS parameters: ``["temperature=0.2", "use_ppr=false"]`` →
+    ``{"temperature": 0.2, "use_ppr": False}`` (keys: the fields of :class:`~memgas.methods.MemGASConfig`)."""
+    from dataclasses import fields
+
+    from memgas.methods import MemGASConfig
+
+    types = {f.name: f.type for f in fields(MemGASConfig)}
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or key not in types:
+            raise InvalidInputError(f"--set {pair!r}: expected KEY=VALUE with KEY one of {', '.join(types)}")
+        kind = str(types[key])
+        try:
+            if "bool" in kind:
+                if raw.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError(raw)
+                out[key] = raw.lower() in ("true", "1")
+            elif "str" in kind:
+                out[key] = raw
+            else:
+                out[key] = int(raw) if "int" in kind else float(raw)
+        except ValueError:
+            raise InvalidInputError(f"--set {pair!r}: {raw!r} is not a valid {kind}") from None
+    return out

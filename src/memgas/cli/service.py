@@ -11,7 +11,7 @@ import math
 import sys
 from typing import Any, Callable
 
-from memgas.cli.common import require_store
+from memgas.cli.common import memgas_options, require_store
 from memgas.core.errors import InvalidInputError, MemgasError
 
 __all__ = ["add_service_parsers"]
@@ -77,10 +77,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         _need_extra(module)
     from memgas.service.serve import ServeConfig, serve
 
+    options = memgas_options(args.set)  # before the store is opened: a refused --set creates nothing
     announce = open_or_create(args)
     config = ServeConfig(db=args.db, method=args.method, llm=args.llm, auth=not args.no_auth,
                          rate_limit=args.rate_limit, max_body=args.max_body, mcp=not args.no_mcp,
-                         index_cache_mb=args.index_cache_mb,
+                         index_cache_mb=args.index_cache_mb, options=options,
                          **({} if args.idle_timeout is None else {"idle_timeout": args.idle_timeout}))
     serve(config, host=args.host, port=args.port, workers=args.workers, log_level=args.log_level, announce=announce)
     return 0
@@ -120,9 +121,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     _need_extra("mcp")
     from memgas.service.mcp import run_stdio
 
+    options = memgas_options(args.set)  # before the store is opened: a refused --set creates nothing
     print(open_or_create(args), file=sys.stderr)
 
-    run_stdio(args)
+    run_stdio(args, options)
     return 0
 
 

@@ -130,18 +130,43 @@ def get_method(name: str, embedder: Embedder, *, llm: LLM | None = None, **kwarg
         The method, its ``name`` set to ``name``.
 
     Raises:
-        InvalidInputError: unknown name (the message lists the known ones).
+        InvalidInputError: unknown name (the message lists the known ones), or a parameter the method does not
+            take (``Memory(method="bm25", current_first=True)``; the message lists those it takes).
     """
     try:
         spec = METHODS[name]
     except KeyError:
         raise InvalidInputError(f"unknown method {name!r}; choose from {', '.join(METHODS)}") from None
+    cls = __getattr__(spec.cls)
+    takes = _parameters(cls)
+    unknown = sorted(k for k in kwargs if k not in takes)
+    if unknown:
+        raise InvalidInputError(f"method {name!r} takes no parameter {unknown[0]!r}; its parameters: "
+                                f"{', '.join(sorted(takes - set(spec.fixed))) or 'none'}")
     if llm is not None and spec.needs_llm:
         kwargs.setdefault("llm", llm)
     if llm is not None and spec.describes_groups:
         from memgas.methods.trees import LLMGroupSummarizer
 
         kwargs.setdefault("group_summarizer", LLMGroupSummarizer(llm))
-    method: MemoryMethod = __getattr__(spec.cls)(embedder, **{**kwargs, **spec.fixed})
+    method: MemoryMethod = cls(embedder, **{**kwargs, **spec.fixed})
     method.name = name
     return method
+
+
+def _parameters(cls: type) -> set[str]:
+    """The keyword parameters a method class takes: those of every ``__init__`` along its classes (they pass the
+    rest on), and for a configured method the fields of its configuration."""
+    import inspect
+    from dataclasses import fields, is_dataclass
+
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is not None:
+            names |= {p.name for p in inspect.signature(init).parameters.values()
+                      if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    config = getattr(cls, "config_class", None)
+    if config is not None and is_dataclass(config):
+        names |= {f.name for f in fields(config)}
+    return names - {"self", "embedder"}

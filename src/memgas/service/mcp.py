@@ -334,8 +334,9 @@ def mount_mcp(app: FastAPI, state: ServiceState) -> Callable[[], AsyncContextMan
     return server.session_manager.run
 
 
-def run_stdio(args: argparse.Namespace) -> None:
-    """``memgas mcp``: serve the tools over stdin/stdout until the client closes them.
+def run_stdio(args: argparse.Namespace, options: dict[str, Any] | None = None) -> None:
+    """``memgas mcp``: serve the tools over stdin/stdout until the client closes them (``options``: the method's
+    parameters, from ``--set``).
 
     Acts on every user, or with ``--tenant NAME`` on that tenant's users only. Only the MCP protocol
     goes to stdout: anything printed while the memory opens goes to stderr.
@@ -348,7 +349,7 @@ def run_stdio(args: argparse.Namespace) -> None:
         _, tenant = parse_scope(f"tenant:{args.tenant}")
         who = Principal(key_id="stdio", tenant=tenant)
     with contextlib.redirect_stdout(sys.stderr):
-        memory = Memory(args.db, method=args.method, llm=args.llm)
+        memory = Memory(args.db, method=args.method, llm=args.llm, **(options or {}))
     try:
         server = build_server(memory)
         _principal.set(who)  # anyio.run starts from this context, and every task it makes copies it

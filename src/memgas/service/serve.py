@@ -13,7 +13,7 @@ import logging
 import os
 import socket
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -44,6 +44,7 @@ class ServeConfig:
     mcp: bool = True
     idle_timeout: float = IDLE_TIMEOUT
     index_cache_mb: float | None = None  # None: the library's default
+    options: dict[str, Any] = field(default_factory=dict)  # the method's parameters (memgas serve --set)
 
 
 def build_app(config: ServeConfig) -> Any:
@@ -53,7 +54,8 @@ def build_app(config: ServeConfig) -> Any:
     from memgas.service.deps import DEFAULT_MAX_BODY
 
     cache = {} if config.index_cache_mb is None else {"index_cache_mb": config.index_cache_mb}
-    memory = Memory(config.db, method=config.method, llm=config.llm, **cache)  # embeddings cached in memory only
+    # embeddings cached in memory only
+    memory = Memory(config.db, method=config.method, llm=config.llm, **cache, **config.options)
     return create_app(memory, auth=config.auth, rate_limit=config.rate_limit,
                       max_body=config.max_body or DEFAULT_MAX_BODY, mcp=config.mcp, on_shutdown=memory.close)
 
