@@ -141,7 +141,8 @@ def markdown_table(result: BenchResult) -> str:
         first = next(iter(project.values()))
         names = [k for k in _PROJECT_LABELS if k in first]
         lines += ["", "Project measures (not official; the newest-first rate is the share of update questions whose "
-                  "newest evidence session ranks above the older ones):", "",
+                  "newest evidence session ranks above the older ones, the oldest-first rate the share of those "
+                  "asking about an earlier state whose oldest evidence session leads):", "",
                   "| method | " + " | ".join(f"{_PROJECT_LABELS[k]} (n={int(first[f'{k}_n'])})" for k in names) + " |",
                   "|---|" + "---:|" * len(names)]
         lines += [f"| {m} | " + " | ".join(f"{v[k]:.3f}" for k in names) + " |" for m, v in project.items()]
