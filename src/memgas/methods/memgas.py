@@ -132,7 +132,7 @@ class MemGASConfig:
     current_first: bool = False
     current_window: int = 5
     current_ratio: float = 0.55
-    current_lexical: float = 0.7
+    current_lexical: float = 0.6
     current_similarity: float = 0.4
     snapshots: bool = True
     lexical_reply_chars: int = 300
