@@ -200,49 +200,20 @@ def test_an_index_from_its_arrays_scores_and_grows_as_the_original() -> None:
     assert loaded.to_arrays()[0] == original.to_arrays()[0]
 
 
-def test_tails_at_weight_one_score_as_the_texts_joined() -> None:
+def test_absent_names_the_query_tokens_no_document_scored_holds() -> None:
+    index = LexicalIndex(["the corgi sleeps", "a lentil curry", "corgi walks"])
+    index.add(["the vet visit"])  # a later document: not among the first 3
+    assert index.absent("corgi vet cello", 3) == {"vet", "cello"}
+    assert index.absent("corgi vet cello") == {"cello"}
+    assert index.absent("corgi curry", 3, within=np.array([False, True, False])) == {"corgi"}  # outside the scope
+    assert index.absent("the a of") == set()  # stop words are no tokens
+
+
+def test_scores_of_only_some_tokens_leave_the_others_out() -> None:
     corpus = _corpus()
-    heads, tails = corpus[:60], corpus[60:120]
-    whole = LexicalIndex([f"{h} {t}" for h, t in zip(heads, tails)])
-    fielded = LexicalIndex()
-    fielded.add(heads[:25], tails[:25], tail_weight=1.0)
-    fielded.add(heads[25:], tails[25:], tail_weight=1.0)  # in two batches, as an index grows
-    for q in QUERIES:
-        np.testing.assert_allclose(fielded.scores(q), whole.scores(q), rtol=1e-12)
-
-
-def test_a_tail_word_counts_its_weight_in_frequency_and_length_bm25f_by_hand() -> None:
-    # tokens: doc 0 [appl] + tail [appl, cherri] at 0.25 → tf(appl) 1.25, tf(cherri) 0.25, length 1.5;
-    # doc 1 [banana], no tail → length 1; N = 2, avgdl = 1.25
-    index = LexicalIndex()
-    index.add(["apple", "banana"], ["apple cherry", ""], tail_weight=0.25)
-    k1, b = 1.5, 0.75
-
-    def part(tf: float, length: float) -> float:
-        return tf / (tf + k1 * (1 - b + b * length / 1.25))
-
-    idf = np.log(1 + (2 - 1 + 0.5) / (1 + 0.5))
-    np.testing.assert_allclose(index.scores("apple"), [idf * part(1.25, 1.5), 0.0])
-    np.testing.assert_allclose(index.scores("cherry"), [idf * part(0.25, 1.5), 0.0])
-    np.testing.assert_allclose(index.scores("banana"), [0.0, idf * part(1.0, 1.0)])
-
-
-def test_tails_weighted_zero_change_nothing_and_a_count_mismatch_is_refused() -> None:
-    corpus = _corpus()
-    plain = LexicalIndex(corpus[:40])
-    off = LexicalIndex()
-    off.add(corpus[:40], corpus[40:80], tail_weight=0.0)
-    for q in QUERIES:
-        assert np.array_equal(off.scores(q), plain.scores(q))
-    with pytest.raises(ValueError, match="3 tails for 2 texts"):
-        LexicalIndex().add(["a b", "c d"], ["x", "y", "z"], tail_weight=0.5)
-
-
-def test_an_index_with_weighted_tails_from_its_arrays_scores_as_the_original() -> None:
-    corpus = _corpus()
-    original = LexicalIndex()
-    original.add(corpus[:50], corpus[50:100], tail_weight=0.3)  # frequencies float32 cannot hold exactly
-    vocabulary, arrays = original.to_arrays()
-    loaded = LexicalIndex.from_arrays(vocabulary, {k: v.copy() for k, v in arrays.items()})
-    for q in QUERIES:
-        assert np.array_equal(loaded.scores(q), original.scores(q)), q
+    index = LexicalIndex(corpus)
+    both = index.scores("corgi lentil")
+    np.testing.assert_allclose(index.scores("corgi lentil", only={"corgi"}) + index.scores("corgi lentil",
+                               only={"lentil"}), both, rtol=1e-12)
+    np.testing.assert_array_equal(index.scores("corgi lentil", only={"corgi"}), index.scores("corgi"))
+    assert not index.scores("corgi lentil", only=set()).any()

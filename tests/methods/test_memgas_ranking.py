@@ -103,15 +103,17 @@ def test_memgas_ranks_turns_by_their_seed_within_the_session_ranking(embedder) -
 
 
 def test_a_fact_deep_in_a_long_reply_is_found_by_its_words_with_lexical_reply_chars(embedder) -> None:
-    """BM25 reads a reply's first 300 characters by default (as the vector does): a fact the assistant gave after
-    them has no lexical evidence, and its session ties with a twin that lacks it; reading replies whole finds it."""
+    """BM25's view reads a reply's first 300 characters (as the vector does): without the tails, a fact the assistant
+    gave after them has no lexical evidence, and its session ties with a twin that lacks it; a view that reads
+    replies whole finds it."""
     from memgas.bench.longreplies import long_reply_cases
 
     case = next(c for c in long_reply_cases(depths=[1500]) if "Hiiragiya" in c.question)
     fact = next(s for s in case.sessions if s.session_id == "fact").messages[1].content
     assert fact.index("Hiiragiya") > 1000  # deep in the reply, past the first 300 characters
     store = open_store(None)
-    default, whole = MemGAS(embedder), MemGAS(embedder, lexical_reply_chars=5000)
+    default = MemGAS(embedder, reply_tail_weight=0.0)
+    whole = MemGAS(embedder, reply_tail_weight=0.0, lexical_reply_chars=5000)
     for session in case.sessions:
         default.ingest(store, session)
     hits = {name: {h.session_id: h for h in m.search(store, case.user_id, case.question, k=5)}
@@ -123,15 +125,15 @@ def test_a_fact_deep_in_a_long_reply_is_found_by_its_words_with_lexical_reply_ch
 
 
 def test_reply_tails_make_a_deep_fact_findable_and_load_and_grow_exactly(embedder, tmp_path) -> None:
-    """With ``reply_tail_weight``, BM25 reads what the view leaves out of each reply as a field of its own: the fact
-    deep in a reply is found first. The index is the same whether built, grown by an add, or loaded cold from its
-    snapshot (a weight float32 does not hold, so the snapshot must keep the frequencies' bits)."""
+    """With ``reply_tail_weight``, the question's words that no turn's view holds are read in the replies' tails: the
+    fact deep in a reply is found first, while a question whose words the views hold scores as without tails. The
+    index is the same whether built, grown by an add, or loaded cold from its snapshot (the tails' BM25 with it)."""
     from memgas.bench.longreplies import long_reply_cases
 
     case = next(c for c in long_reply_cases(depths=[1500]) if "Hiiragiya" in c.question)
     path = str(tmp_path / "mem.db")
     store = open_store(path)
-    writer = MemGAS(embedder, reply_tail_weight=0.3)
+    writer = MemGAS(embedder, reply_tail_weight=1.0)
     *first, last = case.sessions
     for session in first:
         writer.ingest(store, session)
@@ -139,14 +141,19 @@ def test_reply_tails_make_a_deep_fact_findable_and_load_and_grow_exactly(embedde
     writer.ingest(store, last)  # the held index grows by the add
     assert writer.flush(timeout=30)
     grown = writer.score(store, case.user_id, case.question)
-    cold = MemGAS(embedder, reply_tail_weight=0.3)
-    fresh = MemGAS(embedder, reply_tail_weight=0.3, snapshots=False)
+    cold = MemGAS(embedder, reply_tail_weight=1.0)
+    fresh = MemGAS(embedder, reply_tail_weight=1.0, snapshots=False)
     loaded, built = (m.score(open_store(path), case.user_id, case.question) for m in (cold, fresh))
     assert cold._indexes.loads == 1 and fresh._indexes.builds == 1
+    assert cold._indexes.get(store, case.user_id).tails is not None  # the snapshot held the tails' BM25
     np.testing.assert_array_equal(loaded.scores, built.scores)
     np.testing.assert_array_equal(grown.scores, built.scores)
     hits = fresh.search(store, case.user_id, case.question, k=5)
     assert hits[0].session_id == "fact" and hits[0].channels["lexical"] > 0.0
-    off = MemGAS(embedder).search(store, case.user_id, case.question, k=5)
-    assert {h.session_id: h for h in off}["fact"].channels.get("lexical", 0.0) == 0.0  # off: no tail is read
+    off = MemGAS(embedder, reply_tail_weight=0.0)
+    assert {h.session_id: h for h in off.search(store, case.user_id, case.question, k=5)}["fact"].channels.get(
+        "lexical", 0.0) == 0.0  # no tail read: none of the fact's words in the views
+    held = "Can you help me plan a long weekend in Kyoto in early November?"  # every word in the views
+    np.testing.assert_array_equal(fresh.score(store, case.user_id, held).scores, off.score(store, case.user_id,
+                                                                                             held).scores)
     store.close()

@@ -212,26 +212,11 @@ class LexicalIndex:
         that a cache can charge it without walking every posting."""
         return self._bytes
 
-    def add(self, texts: Sequence[str], tails: Sequence[str] | None = None, *, tail_weight: float = 0.0) -> None:
-        """Append documents (tokenized here); their numbers continue from ``len(self)``.
-
-        With ``tails`` (one per text, ``""`` for none), each document has a second field whose words count
-        ``tail_weight`` each, in its term frequencies and its length (BM25F with field weights 1 and
-        ``tail_weight``; Robertson et al., "Simple BM25 extension to multiple weighted fields", 2004): a word
-        only a tail holds makes the document findable, without a long tail outweighing the text before it.
-        """
+    def add(self, texts: Sequence[str]) -> None:
+        """Append documents (tokenized here); their numbers continue from ``len(self)``."""
         if not len(texts):
             return
-        if tails is not None and len(tails) != len(texts):
-            raise ValueError(f"{len(tails)} tails for {len(texts)} texts")
-        if tails is not None and tail_weight > 0 and any(tails):
-            stems, tokens, lengths = _analyse([*texts, *tails])
-            doc = np.repeat(np.tile(np.arange(len(texts)), 2), lengths)
-            weights = np.repeat(np.repeat([1.0, tail_weight], len(texts)), lengths)
-        else:
-            stems, tokens, lengths = _analyse(texts)
-            doc = np.repeat(np.arange(len(texts)), lengths)
-            weights = None
+        stems, tokens, lengths = _analyse(texts)
         with self._lock:
             vocab = self._vocab
             before = len(vocab)
@@ -239,15 +224,10 @@ class LexicalIndex:
             new = len(vocab) - before
             # One sort gives every (term, document) pair with its count, grouped by term, documents ascending.
             width = self._n + len(texts)
-            keys = terms * width + self._n + doc
-            if weights is None:
-                pairs, counts = np.unique(keys, return_counts=True)
-                tf = counts.astype(np.float64)
-            else:  # a pair's frequency is its tokens' weights summed, a document's length likewise
-                pairs, inverse = np.unique(keys, return_inverse=True)
-                tf = np.bincount(inverse, weights, pairs.size)
-                lengths = np.bincount(doc, weights, len(texts))
+            pairs, counts = np.unique(terms * width + np.repeat(np.arange(self._n, width), lengths),
+                                      return_counts=True)
             term_of, doc_of = np.divmod(pairs, width)
+            tf = counts.astype(np.float64)
             starts = np.flatnonzero(np.diff(term_of, prepend=-1))  # where each term's documents begin
             for t, start, end in zip(term_of[starts].tolist(), starts.tolist(), [*starts[1:].tolist(), pairs.size]):
                 docs, tfs = self._pieces(t)
@@ -271,16 +251,35 @@ class LexicalIndex:
             out[docs[: int(np.searchsorted(docs, n))]] += 1.0
         return out / len(tokens) if tokens else out
 
-    def scores(self, query: str, n: int | None = None, *, within: np.ndarray | None = None) -> np.ndarray:
+    def absent(self, query: str, n: int | None = None, *, within: np.ndarray | None = None) -> set[str]:
+        """The tokens of ``query`` that none of the first ``n`` documents (those ``within`` marks) holds."""
+        n = self._n if n is None else n
+        tokens = set(tokenize([query])[0])
+        with self._lock:
+            held = {tok: _joined(self._pieces(t)[0]) for tok, t in ((tok, self._vocab.get(tok)) for tok in tokens)
+                    if t is not None}
+        out = set()
+        for tok in tokens:
+            docs = held.get(tok)
+            docs = None if docs is None else docs[: int(np.searchsorted(docs, n))]
+            if docs is None or not docs.size or (within is not None and not within[docs].any()):
+                out.add(tok)
+        return out
+
+    def scores(self, query: str, n: int | None = None, *, within: np.ndarray | None = None,
+               only: set[str] | None = None) -> np.ndarray:
         """BM25 score of each of the first ``n`` documents (default: all) for ``query``, as float64.
 
         With ``within`` (a boolean per document of those ``n``), only the documents it marks are scored, the
         others 0, and the statistics (N, document frequencies, mean length) are theirs alone: the scores of an
-        index that held only them. All zero when no query token occurs in the documents scored.
+        index that held only them. With ``only`` (tokens, e.g. another index's :meth:`absent`), the query's other
+        tokens are left out. All zero when no query token occurs in the documents scored.
         """
         n = self._n if n is None else n
         out = np.zeros(n, dtype=np.float64)
         tokens = tokenize([query])[0] if n else []
+        if only is not None:
+            tokens = [tok for tok in tokens if tok in only]
         with self._lock:
             postings = [(_joined(docs), _joined(tfs)) for docs, tfs in
                         (self._pieces(t) for t in (self._vocab.get(tok) for tok in tokens) if t is not None)]

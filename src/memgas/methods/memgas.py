@@ -57,7 +57,7 @@ from memgas.store import EdgeTable, Store, UnitTable
 __all__ = ["MemGASConfig", "MemGAS", "session_edges", "association_edges"]
 
 
-#: Turn documents for BM25: each turn's view, and each reply's tail past the view (``None``: tails not read).
+#: Turn documents for BM25: each turn's view, and its replies' tails past the view (``None``: tails not read).
 _Documents = tuple[list[str], Optional[list[str]]]
 
 
@@ -103,9 +103,10 @@ class MemGASConfig:
         lexical_reply_chars: how much of each reply BM25 reads (the vector reads 300 characters, the BM25 view the
             same by default): more makes facts said deep in long replies findable by their words (measured in
             BENCHMARKS.md, "Long replies").
-        reply_tail_weight: BM25 also reads each reply past ``lexical_reply_chars``, as a second field whose words
-            count this much each in a turn's term frequencies and length (BM25F): a fact said deep in a long reply
-            becomes findable by its words without the reply's bulk outweighing what the user said (0 = off; measured
+        reply_tail_weight: words of the question that no turn's BM25 view holds are looked up in the rest of each
+            reply (past ``lexical_reply_chars``, an index of its own), and that BM25 score, times this weight, is
+            added to the turn's: a fact said deep in a long reply is found by the words only it holds, while a
+            question whose words the views hold scores exactly as without it (0 = the tails are not read; measured
             in BENCHMARKS.md, "Long replies").
         snapshots: keep each user's index in the store as a snapshot (:meth:`memgas.store.Store.save_snapshot`),
             so that a user this process does not hold (evicted from the index cache, or never searched here) is
@@ -136,7 +137,7 @@ class MemGASConfig:
     current_similarity: float = 0.4
     snapshots: bool = True
     lexical_reply_chars: int = 300
-    reply_tail_weight: float = 0.0
+    reply_tail_weight: float = 1.0
 
 
 @dataclass(slots=True)
@@ -148,7 +149,7 @@ class _Index:
     is made on first use, by extending the previous snapshot's matrix when that one was made
     (``_parent``: its matrix and edge count), else from the edge list. ``lexical`` may hold more
     documents than this snapshot (a later snapshot appended to it): its first
-    ``units.masks["turn"].size`` are this one's.
+    ``units.masks["turn"].size`` are this one's; so may ``tails``, which always grows with it.
     """
 
     units: UserIndex
@@ -156,6 +157,7 @@ class _Index:
     dst: np.ndarray
     weight: np.ndarray  # float64, > 0
     lexical: LexicalIndex | None  # documents = the rows ``units.masks["turn"]``, in that order
+    tails: LexicalIndex | None = None  # the same documents' reply tails (MemGASConfig.reply_tail_weight)
     _adjacency: sp.csr_matrix | None = None
     _parent: tuple[sp.csr_matrix, int] | None = None
 
@@ -200,30 +202,43 @@ class _Snapshots:
         """``index`` as one packed byte string (:func:`memgas.core.packing.pack`)."""
         arrays, meta = user_index_arrays(index.units)
         arrays.update(src=index.src.astype(np.int32), dst=index.dst.astype(np.int32), weight=index.weight)
-        if index.lexical is not None:
-            vocabulary, lexical = index.lexical.to_arrays(index.units.masks["turn"].size)
-            arrays.update(lex_starts=lexical["starts"], lex_docs=lexical["docs"].astype(np.int32),
-                          lex_tfs=_compact(lexical["tfs"]), lex_lengths=_compact(lexical["lengths"]))
-            meta["vocabulary"] = vocabulary
+        for prefix, lexical in (("lex", index.lexical), ("tail", index.tails)):
+            if lexical is not None:
+                _put_lexical(arrays, meta, prefix, lexical, index.units.masks["turn"].size)
         return pack(arrays, meta)
 
     def decode(self, store: Store, user_id: str, data: bytes) -> _Index:
         """The index :meth:`encode` wrote: it scores and grows bit for bit as the index it was written from."""
         arrays, meta = unpack(data)
-        lexical = None
-        if "vocabulary" in meta:
-            lexical = LexicalIndex.from_arrays(meta["vocabulary"], {
-                "starts": arrays["lex_starts"].copy(), "docs": arrays["lex_docs"], "tfs": arrays["lex_tfs"],
-                "lengths": arrays["lex_lengths"]}, k1=self._cfg.bm25_k1, b=self._cfg.bm25_b)
         return _Index(user_index_from_arrays(store, user_id, arrays, meta), arrays["src"].astype(np.int64),
-                      arrays["dst"].astype(np.int64), arrays["weight"].copy(), lexical)
+                      arrays["dst"].astype(np.int64), arrays["weight"].copy(), _get_lexical(arrays, meta, "lex", self._cfg),
+                      _get_lexical(arrays, meta, "tail", self._cfg))
 
 
-def _compact(values: np.ndarray) -> np.ndarray:
-    """``values`` as float32 when that holds them exactly (counts and lengths are whole numbers, or sums of a
-    reply tail's weights that float32 holds), else as they are: they are widened back on load, bit for bit."""
-    narrow = values.astype(np.float32)
-    return narrow if np.array_equal(narrow, values) else values
+#: Where a snapshot's header keeps each BM25 index's vocabulary: the turns' views ("vocabulary", as snapshots have
+#: always named it) and the replies' tails (:attr:`MemGASConfig.reply_tail_weight`).
+_VOCABULARY = {"lex": "vocabulary", "tail": "tail_vocabulary"}
+
+
+def _put_lexical(arrays: dict[str, np.ndarray], meta: dict[str, Any], prefix: str, lexical: LexicalIndex,
+                 n: int) -> None:
+    """Add BM25 over the first ``n`` turns to a snapshot's ``arrays`` and ``meta``, under ``prefix``. Counts and
+    lengths are whole numbers: float32 holds them exactly, and they are widened back on load."""
+    vocabulary, parts = lexical.to_arrays(n)
+    arrays.update({f"{prefix}_starts": parts["starts"], f"{prefix}_docs": parts["docs"].astype(np.int32),
+                   f"{prefix}_tfs": parts["tfs"].astype(np.float32),
+                   f"{prefix}_lengths": parts["lengths"].astype(np.float32)})
+    meta[_VOCABULARY[prefix]] = vocabulary
+
+
+def _get_lexical(arrays: dict[str, np.ndarray], meta: dict[str, Any], prefix: str, cfg: MemGASConfig
+                 ) -> LexicalIndex | None:
+    """The BM25 index :func:`_put_lexical` put under ``prefix`` (``None`` when the snapshot has none)."""
+    if _VOCABULARY[prefix] not in meta:
+        return None
+    return LexicalIndex.from_arrays(meta[_VOCABULARY[prefix]], {
+        "starts": arrays[f"{prefix}_starts"].copy(), "docs": arrays[f"{prefix}_docs"],
+        "tfs": arrays[f"{prefix}_tfs"], "lengths": arrays[f"{prefix}_lengths"]}, k1=cfg.bm25_k1, b=cfg.bm25_b)
 
 
 def _extended_adjacency(a: sp.csr_matrix, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
@@ -318,7 +333,7 @@ def _without_rows(index: _Index, alive: np.ndarray) -> _Index:
     position = np.cumsum(alive) - 1  # old row -> new row, as compacted_index numbers them
     keep = alive[index.src] & alive[index.dst]
     return _Index(compacted_index(index.units, alive), position[index.src[keep]], position[index.dst[keep]],
-                  index.weight[keep], index.lexical)
+                  index.weight[keep], index.lexical, index.tails)
 
 
 class MemGAS(ConfiguredMethod[MemGASConfig]):
@@ -407,8 +422,8 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
     def _turn_views(self, units: UserIndex, rows: np.ndarray, sessions: dict[str, Session]) -> _Documents:
         """The lexical documents of turn ``rows``: each turn read as its vector is (user words whole, replies'
         first ``lexical_reply_chars``, 300 as the vector by default), so the two channels see the same evidence and
-        long assistant answers do not drown the user's; with ``reply_tail_weight``, the rest of each reply as a
-        second field whose words count that much (:meth:`memgas.kernels.lexical.LexicalIndex.add`)."""
+        long assistant answers do not drown the user's; with ``reply_tail_weight``, also the rest of each reply
+        (:func:`memgas.methods.units.reply_tail`), for a BM25 index of its own."""
         table = units.table
         reply = self.cfg.lexical_reply_chars
         keys = [(table.session_ids[r], int(table.turn_start[r])) for r in rows]
@@ -418,27 +433,22 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         tails = {(sid, turn.index): reply_tail(turn, reply) for sid, s in sessions.items() for turn in s.turns}
         return [views[k] for k in keys], [tails[k] for k in keys]
 
-    def _lexical(self, documents: _Documents) -> LexicalIndex:
-        """BM25 over turn documents (:meth:`_turn_views`) with this configuration's parameters."""
-        index = LexicalIndex(k1=self.cfg.bm25_k1, b=self.cfg.bm25_b)
-        self._add_documents(index, documents)
-        return index
-
-    def _add_documents(self, index: LexicalIndex, documents: _Documents) -> None:
-        """Append turn documents (:meth:`_turn_views`) to ``index``."""
-        views, tails = documents
-        index.add(views, tails, tail_weight=self.cfg.reply_tail_weight)
+    def _lexical(self, texts: list[str]) -> LexicalIndex:
+        """BM25 over ``texts`` with this configuration's parameters."""
+        return LexicalIndex(texts, k1=self.cfg.bm25_k1, b=self.cfg.bm25_b)
 
     def _build_index(self, store: Store, user_id: str) -> _Index:
         """The user's whole index from the store (inside the cache's ``store.reading()``). Unit texts are not held:
         they are most of a cached user's bytes, and a search shows only its hits' turns (read from the store)."""
         units = build_user_index(store, user_id, texts=False)
         src, dst, weight = self._graph_edges(units, store.load_edges(user_id))
-        lexical = None
+        lexical = tails = None
         if self.cfg.use_lexical and len(units.table):
             sessions = {sid: store.get_session(user_id, sid) for sid in units.sessions}
-            lexical = self._lexical(self._turn_views(units, units.masks["turn"], sessions))
-        return _Index(units, src, dst, weight, lexical)
+            views, replies = self._turn_views(units, units.masks["turn"], sessions)
+            lexical = self._lexical(views)
+            tails = None if replies is None else self._lexical(replies)
+        return _Index(units, src, dst, weight, lexical, tails)
 
     def _update_index(self, store: Store, user_id: str, index: _Index) -> _Index | None:
         """``index`` extended by what was added since it was read: the new units' rows, the edges that
@@ -474,17 +484,21 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         edges appended to the edge list, the new turns' documents to BM25 (or to a copy of ``index``'s documents,
         made by ``all_views``, when a later index already appended to its BM25; ``None`` without ``all_views``)."""
         src, dst, weight = self._graph_edges(units, edges)
-        lexical = index.lexical
+        lexical, tails = index.lexical, index.tails
         if lexical is not None:
             old_turns = index.units.masks["turn"].size
             if len(lexical) != old_turns:  # a later snapshot already appended to it: start a copy of ours
                 if all_views is None:
                     return None
-                lexical = self._lexical(all_views(index.units))
-            self._add_documents(lexical, self._turn_views(units, units.masks["turn"][old_turns:], sessions))
+                views, replies = all_views(index.units)
+                lexical, tails = self._lexical(views), None if replies is None else self._lexical(replies)
+            views, replies = self._turn_views(units, units.masks["turn"][old_turns:], sessions)
+            lexical.add(views)
+            if tails is not None and replies is not None:
+                tails.add(replies)
         parent = None if index._adjacency is None else (index._adjacency, index.src.size)
         out = _Index(units, np.concatenate([index.src, src]), np.concatenate([index.dst, dst]),
-                     np.concatenate([index.weight, weight]), lexical, _parent=parent)
+                     np.concatenate([index.weight, weight]), lexical, tails, _parent=parent)
         if had_matrix:
             out.adjacency()  # searches used the graph before: grow it now (cheap) rather than in the next one
         return out
@@ -547,6 +561,11 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
             turns = index.units.masks["turn"]
             within = None if allowed is None else allowed[turns]
             lexical = index.lexical.scores(query, turns.size, within=within)
+            if index.tails is not None:  # the question's words no view holds, read in the replies' tails
+                missing = index.lexical.absent(query, turns.size, within=within)
+                if missing:
+                    lexical += self.cfg.reply_tail_weight * index.tails.scores(query, turns.size, within=within,
+                                                                               only=missing)
             if within is not None:
                 lexical = lexical[within]
             if lexical.size and lexical.max() > 0:
