@@ -217,3 +217,15 @@ def test_scores_of_only_some_tokens_leave_the_others_out() -> None:
                                only={"lentil"}), both, rtol=1e-12)
     np.testing.assert_array_equal(index.scores("corgi lentil", only={"corgi"}), index.scores("corgi"))
     assert not index.scores("corgi lentil", only=set()).any()
+
+
+def test_skipped_tokens_get_no_postings_and_the_others_score_as_without_skip() -> None:
+    corpus = _corpus()
+    full = LexicalIndex(corpus)
+    lean = LexicalIndex()
+    lean.add(corpus[:70], skip={"corgi", "trail"})
+    lean.add(corpus[70:], skip={"corgi", "trail"})
+    for q in ["lentil curry dinner", "formula returns zero in the sheet", "hike mountain"]:
+        np.testing.assert_array_equal(lean.scores(q), full.scores(q))  # lengths still count the skipped tokens
+    assert not lean.scores("corgi trail").any() and lean.absent("corgi trail vet") == {"corgi", "trail"}
+    assert "corgi" not in lean.to_arrays()[0] and lean.memory_bytes() < full.memory_bytes()

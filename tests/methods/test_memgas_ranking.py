@@ -156,4 +156,11 @@ def test_reply_tails_make_a_deep_fact_findable_and_load_and_grow_exactly(embedde
     held = "Can you help me plan a long weekend in Kyoto in early November?"  # every word in the views
     np.testing.assert_array_equal(fresh.score(store, case.user_id, held).scores, off.score(store, case.user_id,
                                                                                              held).scores)
+    # a later session's user says the word: the views hold it now, so it is no longer looked up in the tails (whose
+    # postings for it stopped growing), and the grown index still scores as a fresh build
+    writer.ingest(store, make_session([{"role": "user", "content": "We booked the Hiiragiya for the trip."},
+                                       {"role": "assistant", "content": "Lovely."}], user_id=case.user_id,
+                                      session_id="later", timestamp="2024-12-01T10:00:00"))
+    np.testing.assert_array_equal(writer.score(store, case.user_id, case.question).scores,
+                                  MemGAS(embedder, snapshots=False).score(store, case.user_id, case.question).scores)
     store.close()

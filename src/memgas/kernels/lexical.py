@@ -24,7 +24,7 @@ import threading
 from collections import defaultdict
 from functools import cache
 from itertools import count
-from typing import Any, Sequence
+from typing import Any, Container, Sequence
 
 import numpy as np
 
@@ -212,20 +212,33 @@ class LexicalIndex:
         that a cache can charge it without walking every posting."""
         return self._bytes
 
-    def add(self, texts: Sequence[str]) -> None:
-        """Append documents (tokenized here); their numbers continue from ``len(self)``."""
+    def add(self, texts: Sequence[str], *, skip: Container[str] | None = None) -> None:
+        """Append documents (tokenized here); their numbers continue from ``len(self)``.
+
+        With ``skip``, the tokens whose stem it holds get no postings (and no place in the vocabulary), though
+        they still count in their document's length: the index then scores every other token exactly as one
+        built without ``skip``, and holds nothing for those (a second index asked only for what a first one lacks).
+        """
         if not len(texts):
             return
         stems, tokens, lengths = _analyse(texts)
+        width = self._n + len(texts)
+        doc = np.repeat(np.arange(self._n, width), lengths)
+        if skip is not None:
+            kept = np.fromiter((s not in skip for s in stems), bool, len(stems))[tokens]
+            tokens, doc = tokens[kept], doc[kept]
         with self._lock:
             vocab = self._vocab
             before = len(vocab)
-            terms = np.fromiter((vocab.setdefault(s, len(vocab)) for s in stems), np.int64, len(stems))[tokens]
+            used = np.zeros(len(stems), bool)
+            used[tokens] = True  # the stems that keep a token (all of them without skip)
+            ids = np.full(len(stems), -1, np.int64)
+            ids[used] = np.fromiter((vocab.setdefault(s, len(vocab)) for s, u in zip(stems, used) if u), np.int64,
+                                    int(used.sum()))
+            terms = ids[tokens]
             new = len(vocab) - before
             # One sort gives every (term, document) pair with its count, grouped by term, documents ascending.
-            width = self._n + len(texts)
-            pairs, counts = np.unique(terms * width + np.repeat(np.arange(self._n, width), lengths),
-                                      return_counts=True)
+            pairs, counts = np.unique(terms * width + doc, return_counts=True)
             term_of, doc_of = np.divmod(pairs, width)
             tf = counts.astype(np.float64)
             starts = np.flatnonzero(np.diff(term_of, prepend=-1))  # where each term's documents begin
@@ -250,6 +263,10 @@ class LexicalIndex:
         for docs in present:
             out[docs[: int(np.searchsorted(docs, n))]] += 1.0
         return out / len(tokens) if tokens else out
+
+    def terms(self) -> Container[str]:
+        """The stems the index has postings for (a live view: it grows with the index)."""
+        return self._vocab.keys()
 
     def absent(self, query: str, n: int | None = None, *, within: np.ndarray | None = None) -> set[str]:
         """The tokens of ``query`` that none of the first ``n`` documents (those ``within`` marks) holds."""

@@ -107,7 +107,8 @@ class MemGASConfig:
             reply (past ``lexical_reply_chars``, an index of its own), and that BM25 score, times this weight, is
             added to the turn's: a fact said deep in a long reply is found by the words only it holds, while a
             question whose words the views hold scores exactly as without it (0 = the tails are not read; measured
-            in BENCHMARKS.md, "Long replies").
+            in BENCHMARKS.md, "Long replies"). "No view holds" is over all the user's turns, in a filtered search
+            too (the tails keep postings only for such words).
         snapshots: keep each user's index in the store as a snapshot (:meth:`memgas.store.Store.save_snapshot`),
             so that a user this process does not hold (evicted from the index cache, or never searched here) is
             loaded with one read instead of being rebuilt; results are the same bit for bit (off: always rebuild).
@@ -437,6 +438,13 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         """BM25 over ``texts`` with this configuration's parameters."""
         return LexicalIndex(texts, k1=self.cfg.bm25_k1, b=self.cfg.bm25_b)
 
+    def _tails(self, replies: list[str], views: LexicalIndex) -> LexicalIndex:
+        """BM25 over the turns' reply tails, holding postings only for the words no view holds (``views``): only
+        those are ever looked up in it, and they are a fifth of a long reply's postings."""
+        tails = LexicalIndex(k1=self.cfg.bm25_k1, b=self.cfg.bm25_b)
+        tails.add(replies, skip=views.terms())
+        return tails
+
     def _build_index(self, store: Store, user_id: str) -> _Index:
         """The user's whole index from the store (inside the cache's ``store.reading()``). Unit texts are not held:
         they are most of a cached user's bytes, and a search shows only its hits' turns (read from the store)."""
@@ -447,7 +455,7 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
             sessions = {sid: store.get_session(user_id, sid) for sid in units.sessions}
             views, replies = self._turn_views(units, units.masks["turn"], sessions)
             lexical = self._lexical(views)
-            tails = None if replies is None else self._lexical(replies)
+            tails = None if replies is None else self._tails(replies, lexical)
         return _Index(units, src, dst, weight, lexical, tails)
 
     def _update_index(self, store: Store, user_id: str, index: _Index) -> _Index | None:
@@ -491,11 +499,12 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
                 if all_views is None:
                     return None
                 views, replies = all_views(index.units)
-                lexical, tails = self._lexical(views), None if replies is None else self._lexical(replies)
+                lexical = self._lexical(views)
+                tails = None if replies is None else self._tails(replies, lexical)
             views, replies = self._turn_views(units, units.masks["turn"][old_turns:], sessions)
             lexical.add(views)
-            if tails is not None and replies is not None:
-                tails.add(replies)
+            if tails is not None and replies is not None:  # a word the views now hold is never looked up here
+                tails.add(replies, skip=lexical.terms())
         parent = None if index._adjacency is None else (index._adjacency, index.src.size)
         out = _Index(units, np.concatenate([index.src, src]), np.concatenate([index.dst, dst]),
                      np.concatenate([index.weight, weight]), lexical, tails, _parent=parent)
@@ -561,8 +570,8 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
             turns = index.units.masks["turn"]
             within = None if allowed is None else allowed[turns]
             lexical = index.lexical.scores(query, turns.size, within=within)
-            if index.tails is not None:  # the question's words no view holds, read in the replies' tails
-                missing = index.lexical.absent(query, turns.size, within=within)
+            if index.tails is not None:  # the question's words no view of the user holds, read in the reply tails
+                missing = index.lexical.absent(query, turns.size)
                 if missing:
                     lexical += self.cfg.reply_tail_weight * index.tails.scores(query, turns.size, within=within,
                                                                                only=missing)
