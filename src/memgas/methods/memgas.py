@@ -7,7 +7,8 @@ high component becomes weighted association edges. Units of one session are link
 other (session chunk ↔ its turns, summary and keywords ↔ chunks).
 
 Search: five channels score the units — the four granularities (cosine similarity) and BM25 over
-the turns (:mod:`memgas.kernels.lexical`). Each channel's scores are standardised (z-scores) and the
+the turns (:mod:`memgas.kernels.lexical`; the words of the query no turn's view holds are looked up in the rest of
+the replies, ``reply_tail_weight``). Each channel's scores are standardised (z-scores) and the
 entropy router (:mod:`memgas.kernels.router`) weights each channel by the inverse entropy of
 softmax(z / λ); a unit's seed is the weighted sum of its positive z-scores, times a time prior
 when the query names a time window (:mod:`memgas.kernels.temporal`). The top ``seeds`` units seed
