@@ -386,3 +386,26 @@ def test_set_passes_memgas_parameters_and_a_bad_one_is_refused(capsys: pytest.Ca
     _refused(_cli(capsys, *query, "--method", "bm25", "--set", "current_first=true"),
              "method 'bm25' takes no parameter 'current_first'")
     assert _state(db) == before
+
+
+def _interrupted_import() -> None:
+    """What a Ctrl-C inside a C extension's import leaves behind: an ImportError raised from the interrupt."""
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as e:
+        raise ImportError("scipy.optimize: initialisation interrupted") from e
+
+
+def test_ctrl_c_inside_a_lazy_import_is_an_interrupt_in_one_line(capsys: pytest.CaptureFixture[str],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("memgas.cli.commands.cmd_list", lambda args: _interrupted_import())
+    assert _cli(capsys, "list", "--db", "none.db", "--user", "u") == (130, "", "memgas: interrupted\n")
+
+
+def test_an_import_error_without_an_interrupt_is_not_called_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(args: Any) -> None:
+        raise ImportError("no module named 'nowhere'")
+
+    monkeypatch.setattr("memgas.cli.commands.cmd_list", broken)
+    with pytest.raises(ImportError, match="nowhere"):
+        main(["list", "--db", "none.db", "--user", "u"])

@@ -522,6 +522,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError):  # stdout is not a file descriptor (captured in-process)
             pass
         return EXIT_BROKEN_PIPE
+    except Exception as e:
+        if not _caused_by_interrupt(e):
+            raise
+        # Ctrl-C inside the lazy import of a C extension (scipy's, at the first association) surfaces as the
+        # ImportError it left behind, with the KeyboardInterrupt in its chain: it is an interrupt all the same.
+        print("memgas: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _caused_by_interrupt(error: BaseException) -> bool:
+    """Whether a ``KeyboardInterrupt`` is in ``error``'s chain of causes and contexts."""
+    seen: set[int] = set()
+    link: BaseException | None = error
+    while link is not None and id(link) not in seen:
+        if isinstance(link, KeyboardInterrupt):
+            return True
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    return False
 
 
 def _run(argv: Sequence[str] | None) -> int:
