@@ -127,8 +127,9 @@ def test_ablations_change_only_their_part(embedder, filled) -> None:
 def test_session_evidence_adds_one_bonus_per_session(embedder, filled) -> None:
     store, _ = filled
     q = "which trail did I hike with my corgi"
-    full = MemGAS(embedder, session_weight=2.0, turn_seed=False).score(store, "u", q)
-    plain = MemGAS(embedder, session_weight=0.0).score(store, "u", q)
+    # the formula before the best sessions are ordered by their direct evidence (direct_window, tested on its own)
+    full = MemGAS(embedder, session_weight=2.0, turn_seed=False, direct_window=0).score(store, "u", q)
+    plain = MemGAS(embedder, session_weight=0.0, direct_window=0).score(store, "u", q)
     np.testing.assert_allclose(full.seed, plain.seed)  # evidence does not touch the seeds
     bonus = full.scores - plain.scores / plain.scores.max()
     session_of = full.index.session_of

@@ -14,7 +14,8 @@ softmax(z / λ); a unit's seed is the weighted sum of its positive z-scores, tim
 when the query names a time window (:mod:`memgas.kernels.temporal`). The top ``seeds`` units seed
 Personalized PageRank (:mod:`memgas.kernels.ppr`) over the association graph; node scores are mapped
 back to sessions (a session scores as its best unit plus its evidence across channels) and turns
-(a turn scores as its own seed plus its session's evidence, never above its session).
+(a turn scores as its own seed plus its session's evidence, never above its session). PageRank chooses the best
+few sessions (``direct_window``); what each scores without PageRank, its own evidence, orders them.
 
 Reference: Xu et al., "Towards Multi-Granularity Memory Association and Selection for
 Long-Term Conversational Agents" (MemGAS), 2025.
@@ -101,6 +102,12 @@ class MemGASConfig:
             least ``current_similarity``. Sessions move, turns keep their own scores. Off by default: it wins on
             LongMemEval, not on LoCoMo (BENCHMARKS.md, "Newest first").
         current_window, current_ratio, current_lexical, current_similarity: see ``current_first``.
+        direct_window: PageRank chooses the ``direct_window`` best sessions, and what each of them says itself
+            orders them: its best seed plus its session evidence, what it scores without PageRank (``use_ppr`` off).
+            PageRank carries evidence between associated sessions, which brings a multi-session question's other
+            sessions into the best few, but it also lifts a session that many others point to above the one that
+            answers in its own words; ordering the few by their direct evidence keeps the first and mends the
+            second. 0 or 1 = off.
         lexical_reply_chars: how much of each reply BM25 reads (the vector reads 300 characters, the BM25 view the
             same by default): more makes facts said deep in long replies findable by their words (measured in
             BENCHMARKS.md, "Long replies").
@@ -138,6 +145,7 @@ class MemGASConfig:
     current_lexical: float = 0.6
     current_similarity: float = 0.4
     snapshots: bool = True
+    direct_window: int = 3
     lexical_reply_chars: int = 300
     reply_tail_weight: float = 1.0
 
@@ -327,6 +335,38 @@ def association_edges(
                 if s > 0:
                     edges.append(Edge(-(i + 1), int(table.ids[old_rows[j]]), float(s)))
     return edges, decisions
+
+
+def _session_scores(units: UserIndex, scores: np.ndarray) -> np.ndarray:
+    """Each session's score: the best of its units' (``-inf`` for a session with none finite)."""
+    session = np.full(len(units.sessions), -np.inf)
+    np.maximum.at(session, units.session_of, scores)
+    return session
+
+
+def _best_sessions(session: np.ndarray, window: int) -> list[int]:
+    """The positions of the ``window`` best sessions with a finite score, best first (ties in stored order)."""
+    return [int(t) for t in np.argsort(-session, kind="stable")[:window] if np.isfinite(session[t])]
+
+
+def _reordered(units: UserIndex, scores: np.ndarray, session: np.ndarray, top: list[int],
+               order: list[int]) -> np.ndarray:
+    """``scores`` with the sessions ``top`` (best first, ``session`` their scores) ranked in ``order`` (positions
+    into ``top``): their scores are handed out again in the new order, a session moved up through its carrier units
+    (session chunks), one moved down by capping its units, so that turns keep their own order."""
+    if list(order) == list(range(len(top))):
+        return scores
+    out = scores.copy()
+    values = [session[t] for t in top]  # best first: handed out in the new order
+    carriers = units.masks["session"]
+    for rank, k in enumerate(order):
+        if values[rank] > session[top[k]]:  # moved up: its session chunks carry the new score
+            rows = carriers[units.session_of[carriers] == top[k]]
+            out[rows] = np.maximum(out[rows], values[rank])
+        elif values[rank] < session[top[k]]:  # moved down: no unit of it stays above its new score
+            mine = np.flatnonzero(units.session_of == top[k])
+            out[mine] = np.minimum(out[mine], values[rank])
+    return out
 
 
 def _without_rows(index: _Index, alive: np.ndarray) -> _Index:
@@ -662,9 +702,28 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
                                          units.masks["session"])
         if allowed is not None:
             scores = np.where(allowed, scores, -np.inf)
+        if self.cfg.direct_window > 1 and adjacency is not None and adjacency.nnz:
+            # what each unit scores without PageRank: its seed, plus its session's evidence (as memgas-no-ppr)
+            direct = personalization / personalization.max()
+            if self.cfg.session_weight > 0 and evidence.max() > 0:
+                direct = direct + self.cfg.session_weight * (evidence / evidence.max())[index.units.session_of]
+            if allowed is not None:
+                direct = np.where(allowed, direct, -np.inf)
+            scores = self._directly_ordered(index, scores, direct)
         if self.cfg.current_first and asks_about_now(query):
             scores = self._current_first(index, scores, sims, shares.get("lexical"))
         return Scored(index.units, scores, weights, personalization, relevance=sims, channels=shares)
+
+    def _directly_ordered(self, index: _Index, scores: np.ndarray, direct: np.ndarray) -> np.ndarray:
+        """``scores`` with the ``direct_window`` best sessions ordered by their best ``direct`` score
+        (:attr:`MemGASConfig.direct_window`)."""
+        units = index.units
+        session = _session_scores(units, scores)
+        top = _best_sessions(session, self.cfg.direct_window)
+        if len(top) < 2:
+            return scores
+        own = _session_scores(units, direct)[top]
+        return _reordered(units, scores, session, top, [int(k) for k in np.argsort(-own, kind="stable")])
 
     def _current_first(self, index: _Index, scores: np.ndarray, sims: np.ndarray,
                        lexical: np.ndarray | None) -> np.ndarray:
@@ -673,10 +732,8 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         handed out again in the new order, a session moved up through its carrier units (session chunks), one
         moved down by capping its units, so that turns keep their own order."""
         units = index.units
-        session = np.full(len(units.sessions), -np.inf)
-        np.maximum.at(session, units.session_of, scores)
-        top = [int(t) for t in np.argsort(-session, kind="stable")[: self.cfg.current_window]
-               if np.isfinite(session[t])]
+        session = _session_scores(units, scores)
+        top = _best_sessions(session, self.cfg.current_window)
         if len(top) < 2:
             return scores
         turns = units.masks["turn"]
@@ -702,19 +759,7 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
             if move is None:
                 break
             order.insert(move[0], order.pop(move[1]))
-        if order == list(range(len(top))):
-            return scores
-        out = scores.copy()
-        values = [session[t] for t in top]  # best first: handed out in the new order
-        carriers = units.masks["session"]
-        for rank, k in enumerate(order):
-            if values[rank] > session[top[k]]:  # moved up: its session chunks carry the new score
-                rows = carriers[units.session_of[carriers] == top[k]]
-                out[rows] = np.maximum(out[rows], values[rank])
-            elif values[rank] < session[top[k]]:  # moved down: no unit of it stays above its new score
-                mine = np.flatnonzero(units.session_of == top[k])
-                out[mine] = np.minimum(out[mine], values[rank])
-        return out
+        return _reordered(units, scores, session, top, order)
 
     def score_within(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None,
                      within: Collection[str] | None = None) -> Scored:
