@@ -122,6 +122,25 @@ def test_the_inspector_shows_users_sessions_units_graph_and_search(page: Any, se
     assert page.outside == [] and page.errors == []
 
 
+def test_a_view_asked_for_earlier_never_replaces_one_asked_for_later(page: Any, server: LiveServer) -> None:
+    # The user list that entering a key asks for is held back until a session has been opened meanwhile; once let
+    # through, the session must still be what the page shows (it once showed the late user list instead).
+    held: list[Any] = []
+    page.route("**/v1/users", lambda route: held.append(route))
+    enter_key(page, server, server.keys["admin"])
+    page.goto(f"{server.url}/ui#/u/alice/s/cat")
+    while not held:
+        page.wait_for_timeout(20)
+    page.wait_for_timeout(1000)  # time for the session to be read and shown, were nothing holding it back
+    with page.expect_response("**/v1/users"):
+        held[0].continue_()
+    page.locator(".msg.user").get_by_text("My cat Miso knocked over the plant again.").wait_for()
+    page.wait_for_timeout(200)
+    assert page.get_by_role("button", name="delete session").count() == 1
+    assert page.get_by_role("heading", name="Users").count() == 0
+    assert page.outside == [] and page.errors == []
+
+
 def test_a_delete_asks_first_and_a_tenant_key_sees_only_its_tenant(page: Any, server: LiveServer) -> None:
     enter_key(page, server, server.keys["admin"])
     page.goto(f"{server.url}/ui#/u/alice/s/cat")

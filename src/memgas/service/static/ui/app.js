@@ -280,9 +280,17 @@ function fail(error) {
   show(h("p", { class: "error", id: "error" }, `${error.message}.${hint}`));
 }
 
-async function route() {
-  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+// Views are rendered one at a time, in the order they were asked for: a slow view asked for earlier (the user list
+// after a key is entered) never replaces one asked for later (a session opened meanwhile).
+let rendering = Promise.resolve();
+function route() {
+  rendering = rendering.then(render);
+  return rendering;
+}
+
+async function render() {  // never rejects: a failed view shows its error, and the next one still renders
   try {
+    const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
     if (!sessionStorage.getItem(KEY)) return show(h("p", { class: "muted" }, "Enter an API key above to inspect memory."));
     if (parts[0] === "u" && parts[1] && parts[2] === "s" && parts[3]) return await session(parts[1], parts.slice(3).join("/"));
     if (parts[0] === "u" && parts[1] && parts[2] === "graph") return await graph(parts[1]);
