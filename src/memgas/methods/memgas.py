@@ -687,28 +687,25 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
                 ).scores
         else:
             scores = personalization / personalization.sum()
+        # What each unit scores without PageRank: its own seed, plus its session's evidence (as memgas-no-ppr).
+        direct = personalization / personalization.max()
         if self.cfg.session_weight > 0 and evidence.max() > 0:
             # Evidence spread over a session's granularities (its best chunk, turn, summary, keywords
             # and BM25 hit together) outweighs one unit that a single channel favours.
             units = index.units
             bonus = self.cfg.session_weight * evidence / evidence.max()
+            direct = direct + bonus[units.session_of]
             scores = scores / scores.max() + bonus[units.session_of]
             if self.cfg.turn_seed:
                 # PageRank ranks sessions (mass flows between associated ones); a turn is ranked by
                 # its own seed, i.e. its cosine and BM25 evidence, within its session's prior.
                 turns = units.masks["turn"]
-                own = personalization[turns] / personalization.max() + bonus[units.session_of[turns]]
-                scores = own_turn_scores(scores, units.session_of, len(units.sessions), turns, own,
+                scores = own_turn_scores(scores, units.session_of, len(units.sessions), turns, direct[turns],
                                          units.masks["session"])
         if allowed is not None:
             scores = np.where(allowed, scores, -np.inf)
+            direct = np.where(allowed, direct, -np.inf)
         if self.cfg.direct_window > 1 and adjacency is not None and adjacency.nnz:
-            # what each unit scores without PageRank: its seed, plus its session's evidence (as memgas-no-ppr)
-            direct = personalization / personalization.max()
-            if self.cfg.session_weight > 0 and evidence.max() > 0:
-                direct = direct + self.cfg.session_weight * (evidence / evidence.max())[index.units.session_of]
-            if allowed is not None:
-                direct = np.where(allowed, direct, -np.inf)
             scores = self._directly_ordered(index, scores, direct)
         if self.cfg.current_first and asks_about_now(query):
             scores = self._current_first(index, scores, sims, shares.get("lexical"))

@@ -23,7 +23,7 @@ import numpy as np
 from segtok.segmenter import split_multi
 
 from memgas.core.errors import InvalidInputError, MemgasError
-from memgas.core.types import Session, Turn, Unit
+from memgas.core.types import Session, Turn, Unit, speaker_line
 
 if TYPE_CHECKING:
     from memgas.embed.base import Embedder
@@ -270,7 +270,7 @@ def embedding_view(turn: Turn, reply_chars: int = 300) -> str:
         text = m.content
         if m.role != "user" and len(text) > reply_chars:
             text = text[: _reply_cut(text, reply_chars)] + " …"
-        lines.append(f"{m.name or m.role}: {text}")
+        lines.append(speaker_line(m.role, m.name, text))
     return "\n".join(lines)
 
 
