@@ -80,6 +80,9 @@ class Memory:
             rebuilt from the store in a new process) costs no second call.
         rerank: an optional reranking stage after the method's scoring, ``"llm:<LLM spec>"`` (see
             :mod:`memgas.methods.rerank`: a listwise LLM reranker, one call per search; off by default).
+        decompose: an optional query-decomposition stage before it, ``"llm:<LLM spec>"`` (see
+            :mod:`memgas.methods.decompose`: the LLM names the parts of a question that needs several sessions, one
+            call per search, and each part's ranking is fused with the question's; off by default).
         index_cache_mb: the memory the method's per-user search indexes may hold (MiB; the least recently used
             user's index is dropped first, and rebuilt from the store when that user searches again); ``None``: at
             most 8 users' indexes, whatever their size (the behaviour before this option).
@@ -100,6 +103,7 @@ class Memory:
         llm_units: bool = True,
         llm_cache: str | Path | None = None,
         rerank: str | None = None,
+        decompose: str | None = None,
         index_cache_mb: float | None = DEFAULT_INDEX_CACHE_MB,
         **method_options: Any,
     ) -> None:
@@ -107,11 +111,15 @@ class Memory:
                 index_cache_mb, (int, float)) or not 1 <= index_cache_mb <= 1_048_576):
             raise InvalidInputError(
                 f"index_cache_mb must be a number of MiB from 1 to 1,048,576, got {index_cache_mb!r}")
-        reranker = None
+        reranker = decomposer = None
         if rerank is not None:  # before anything is opened: a bad spec leaves nothing to close
             from memgas.methods.rerank import rerank_stage
 
             reranker = rerank_stage(rerank, llm_cache=llm_cache or default_llm_cache_path())
+        if decompose is not None:
+            from memgas.methods.decompose import decompose_stage
+
+            decomposer = decompose_stage(decompose, llm_cache=llm_cache or default_llm_cache_path())
         self.store = open_store(path)
         self._embedding_cache = EmbeddingCache(embedding_cache)  # opened here, so close() closes it
         # Query vectors are not cached: a query may hold what its user later deletes (see delete()).
@@ -143,6 +151,7 @@ class Memory:
                 self._llm_cache.close()
             raise
         self.method.reranker = reranker
+        self.method.decomposer = decomposer
         self.index_cache_bytes = None if index_cache_mb is None else int(index_cache_mb * 2**20)
         if self.index_cache_bytes is not None:
             self.method.limit_caches(self.index_cache_bytes)

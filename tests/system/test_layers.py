@@ -26,7 +26,7 @@ RANKS = {"core": 0, "kernels": 1, "embed": 2, "llm": 2, "store": 2, "methods": 3
 #: Sibling providers that must not import each other.
 SIBLINGS = {"embed", "llm", "store"}
 #: What the methods share; every other module of ``methods/`` is one method.
-METHOD_SHARED = {"__init__", "base", "index", "ranking", "units", "llm_units", "rerank", "trees", "derived",
+METHOD_SHARED = {"__init__", "base", "index", "ranking", "units", "llm_units", "rerank", "decompose", "trees", "derived",
                  "qa_memory"}
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -161,14 +161,14 @@ def _run(
     overrides: dict[str, Any] | None = None,
     llm: Any = None,
     backend: str | None = None,
-    reranker: Any = None,
+    stages: Mapping[str, Any] | None = None,
     ingest: str = "whole",
 ) -> BenchResult:
     if ingest == "both":  # one run, both ways: the stream's methods are named "<method> [stream]"
         whole = _run(dataset, groups, method_names, embedder, ks, config, score, progress, store_dir, overrides, llm,
-                     backend, reranker)
+                     backend, stages)
         stream = _run(dataset, groups, method_names, embedder, ks, config, score, progress, store_dir, overrides, llm,
-                      backend, reranker, "stream")
+                      backend, stages, "stream")
         return _merged(whole, stream)
     if ingest not in ("whole", "stream"):
         raise InvalidInputError(f"--ingest must be whole, stream or both, got {ingest!r}")
@@ -181,11 +181,10 @@ def _run(
         return {"llm": llm} if m in NEEDS_LLM and llm is not None else {}
 
     methods: dict[str, MemoryMethod] = {m: get_method(m, embedder, **options(m)) for m in method_names}
-    if reranker is not None:  # the optional stage after every method's scoring (memgas.rerank)
+    for attribute, stage in (stages or {}).items():  # the optional stages every method takes (rerank, decompose)
         for method in methods.values():
-            method.reranker = reranker
-        config["rerank"] = {"reranker": reranker.reranker.id, "candidates": reranker.candidates,
-                            "weight": reranker.weight}
+            setattr(method, attribute, stage)
+        config[attribute] = stage.describe()
     ingester = MemGAS(embedder)
     memo = _UnitMemo()
     ingester.build = memo.wrap(ingester.build)  # type: ignore[method-assign]
@@ -293,14 +292,16 @@ def run_longmemeval(
     overrides: dict[str, Any] | None = None,
     llm: Any = None,
     backend: str | None = None,
-    reranker: Any = None,
+    stages: Mapping[str, Any] | None = None,
     ingest: str = "whole",
 ) -> BenchResult:
     """Retrieval on LongMemEval: every scorable question, its own haystack, official metrics.
 
     Abstention questions and questions without a user-side evidence turn are skipped and counted.
     ``backend`` (a store URL, e.g. ``postgresql://...``) ingests every haystack into that one store,
-    each as its own user, instead of a fresh in-memory SQLite store per haystack.
+    each as its own user, instead of a fresh in-memory SQLite store per haystack. ``stages``: optional stages set
+    on every method by attribute name (``{"reranker": ..., "decomposer": ...}``, see
+    :mod:`memgas.methods.rerank` and :mod:`memgas.methods.decompose`), each recorded in the config.
     """
     questions = load_longmemeval(path, limit=limit)
     skipped: dict[str, int] = {}
@@ -312,7 +313,7 @@ def run_longmemeval(
         groups.append((q.sessions[0].user_id, q.sessions, [q]))
     config = {"dataset": "longmemeval", "data": str(path), "limit": limit, "ks": list(ks), "embedder": embedder.id}
     result = _run("longmemeval", groups, method_names, embedder, ks, config, lambda q, r: {}, progress, store_dir,
-                  overrides, llm, backend, reranker, ingest)
+                  overrides, llm, backend, stages, ingest)
     result.skipped = skipped
     return result
 
@@ -330,7 +331,7 @@ def run_locomo(
     llm: Any = None,
     max_sessions: int | None = None,
     backend: str | None = None,
-    reranker: Any = None,
+    stages: Mapping[str, Any] | None = None,
     ingest: str = "whole",
 ) -> BenchResult:
     """Retrieval on LoCoMo: per conversation, its sessions and turns are the corpus.
@@ -375,7 +376,7 @@ def run_locomo(
     config = {"dataset": "locomo", "data": str(path), "limit": limit, "max_sessions": max_sessions, "ks": list(ks),
               "embedder": embedder.id}
     result = _run("locomo", groups, method_names, embedder, ks, config, official, progress, store_dir, overrides, llm,
-                  backend, reranker, ingest)
+                  backend, stages, ingest)
     result.skipped = skipped
     result.notes.append(
         f"evidence ids dropped (no such turn): {len(report.dropped_evidence)}; "

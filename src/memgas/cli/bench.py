@@ -103,6 +103,9 @@ def add_bench_parser(sub: Any) -> None:
     sp.add_argument("--no-progress", action="store_true", help="no progress bar")
     sp.add_argument("--rerank", metavar="SPEC", default=None,
                     help="rerank every method's top turns: 'llm:<LLM spec>', e.g. llm:local (off by default)")
+    sp.add_argument("--decompose", metavar="SPEC", default=None,
+                    help="search a question that needs several sessions as its parts too, every method: "
+                         "'llm:<LLM spec>', e.g. llm:local (off by default)")
     sp.add_argument("--types", default="knowledge-update,temporal-reasoning",
                     help="kg: LongMemEval question types to run (default knowledge-update,temporal-reasoning); "
                          "--limit is then per type")
@@ -493,6 +496,24 @@ def _cmd_principles(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stages(args: argparse.Namespace) -> dict[str, Any]:
+    """The optional stages ``--rerank`` and ``--decompose`` ask for, by the attribute each takes on a method, their
+    LLM responses cached as ``--llm-cache`` says."""
+    from memgas.core.paths import default_llm_cache_path
+
+    cache = None if args.no_llm_cache else args.llm_cache or default_llm_cache_path()
+    stages: dict[str, Any] = {}
+    if args.decompose:
+        from memgas.methods.decompose import decompose_stage
+
+        stages["decomposer"] = decompose_stage(args.decompose, llm_cache=cache)
+    if args.rerank:
+        from memgas.methods.rerank import rerank_stage
+
+        stages["reranker"] = rerank_stage(args.rerank, llm_cache=cache)
+    return stages
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark, write results.json, report.md and recall_at_k.png, print the table."""
     from memgas.bench.qa import cmd_qa, llm_from_args
@@ -553,16 +574,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.max_sessions is not None and args.dataset != "locomo":
         raise InvalidInputError("--max-sessions applies to locomo only")
     with _backend(args) as backend:
-        reranker = None
-        if args.rerank:
-            from memgas.core.paths import default_llm_cache_path
-            from memgas.methods.rerank import rerank_stage
-
-            cache = None if args.no_llm_cache else args.llm_cache or default_llm_cache_path()
-            reranker = rerank_stage(args.rerank, llm_cache=cache)
         result = run(Path(path), methods, embedder, limit=args.limit, ks=ks, progress=not args.no_progress,
                      store_dir=args.stores, overrides=memgas_options(args.set), llm=llm, backend=backend,
-                     reranker=reranker, ingest=args.ingest, **extra)
+                     stages=_stages(args), ingest=args.ingest, **extra)
     if args.ingest != "whole":  # what one append costs, beside embedding what it made and a warm search
         from memgas.bench.datasets import load_locomo, load_longmemeval
         from memgas.bench.stream import append_costs, stream_markdown

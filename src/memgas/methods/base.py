@@ -21,6 +21,7 @@ from memgas.methods.units import Keyworder, Summarizer, build_units
 from memgas.store import Store, UnitTable
 
 if TYPE_CHECKING:
+    from memgas.methods.decompose import DecomposeStage
     from memgas.methods.rerank import RerankStage
 from memgas.methods.index import IndexCache, UserIndex
 from memgas.methods.ranking import Ranking, Scored, rank_units, session_hits, sessions_within
@@ -53,6 +54,9 @@ class MemoryMethod(ABC):
     #: An optional reranking stage after :meth:`score`, for every method (off by default; see
     #: :mod:`memgas.methods.rerank`).
     reranker: RerankStage | None = None
+    #: An optional query-decomposition stage: a question that needs several sessions is scored as its parts too,
+    #: and the rankings fused, before any reranking (off by default; see :mod:`memgas.methods.decompose`).
+    decomposer: DecomposeStage | None = None
 
     def __init__(
         self,
@@ -192,7 +196,7 @@ class MemoryMethod(ABC):
         session alone, unlike ``score``. Hits with ``relevance < min_score`` are dropped, so a query
         about nothing stored can return nothing.
         """
-        s = self._reranked(self.score_within(store, user_id, query, query_time=query_time, within=within), query)
+        s = self._staged(lambda q: self.score_within(store, user_id, q, query_time=query_time, within=within), query)
         if len(s.scores) == 0:
             return []
         relevance = s.relevance if s.relevance is not None else self.relevance(s.index, query)
@@ -212,12 +216,18 @@ class MemoryMethod(ABC):
 
     def rank(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Ranking:
         """All sessions and turns of ``user_id`` ranked for ``query`` (what the benchmarks score)."""
-        s = self._reranked(self.score(store, user_id, query, query_time=query_time), query)
+        s = self._staged(lambda q: self.score(store, user_id, q, query_time=query_time), query)
         return rank_units(s.index, s.scores)
 
-    def _reranked(self, scored: Scored, query: str) -> Scored:
-        """``scored`` after the reranking stage, when one is set."""
-        return scored if self.reranker is None or len(scored.scores) == 0 else self.reranker.apply(scored, query)
+    def _staged(self, score: Callable[[str], Scored], query: str) -> Scored:
+        """``score(query)`` after the optional stages: the query's parts fused in (:attr:`decomposer`), then the
+        reranking (:attr:`reranker`)."""
+        scored = score(query)
+        if len(scored.scores) == 0:
+            return scored
+        if self.decomposer is not None:
+            scored = self.decomposer.apply(scored, query, score)
+        return scored if self.reranker is None else self.reranker.apply(scored, query)
 
     def config(self) -> dict[str, Any]:
         """The method's parameters, for reports and reproducibility."""

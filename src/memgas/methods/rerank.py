@@ -120,6 +120,10 @@ class RerankStage:
         if self.candidates < 2 or not 0.0 <= self.weight <= 1.0:
             raise InvalidInputError("candidates must be >= 2 and weight in [0, 1]")
 
+    def describe(self) -> dict[str, Any]:
+        """What the stage is, for reports."""
+        return {"reranker": self.reranker.id, "candidates": self.candidates, "weight": self.weight}
+
     def apply(self, scored: Scored, query: str) -> Scored:
         """``scored`` with its candidates re-scored in fused order, above every other unit."""
         scores = scored.scores
