@@ -525,7 +525,7 @@ class Memory:
         excluded = {check_id("session_id", sid) for sid in exclude_sessions}
         check_id("user_id", user_id)
         flt = None if filters is None else compile_filter(filters)
-        when = naive_utc(parse_timestamp(query_time) if query_time is not None else datetime.now(timezone.utc))
+        when = _asked_at(query_time)
         if not self.store.has_user(user_id):
             return []
         t0 = time.perf_counter()
@@ -581,7 +581,8 @@ class Memory:
 
         The most relevant sessions are taken until the budget is spent. For a question about the present ("where
         do I live now?", any question that names no earlier time and is not in the past tense:
-        :func:`memgas.kernels.tense.asks_about_the_past`) they are shown newest first, so that the current state
+        :func:`memgas.kernels.tense.asks_about_the_past`; naming a time that had ended by ``query_time`` is asking
+        about then) they are shown newest first, so that the current state
         of something comes before what it replaced; a question about the past keeps them most relevant first.
 
         ``exclude_sessions``, ``query_time``, ``min_score`` and ``filters`` are those of :meth:`search`.
@@ -594,7 +595,7 @@ class Memory:
 
         hits = self.search(query, user_id=user_id, k=k, query_time=query_time, min_score=min_score,
                            exclude_sessions=exclude_sessions, filters=filters)
-        return context_block(hits, max_tokens, newest_first=not asks_about_the_past(query))
+        return context_block(hits, max_tokens, newest_first=not asks_about_the_past(query, _asked_at(query_time)))
 
     def answer(
         self,
@@ -856,6 +857,11 @@ _SESSION_KEYS = frozenset({"messages", "session_id", "timestamp", "metadata", "a
 def _now() -> datetime:
     """The time of an add, for a session given none (UTC)."""
     return datetime.now(timezone.utc)
+
+
+def _asked_at(query_time: str | datetime | None) -> datetime:
+    """When a query is asked, as naive UTC: ``query_time`` parsed, or now."""
+    return naive_utc(parse_timestamp(query_time) if query_time is not None else _now())
 
 
 def _some(ids: list[str], shown: int = 5) -> str:

@@ -38,3 +38,26 @@ def test_past_state_markers(question: str, past: bool) -> None:
 ])
 def test_asks_about_now(question: str, now: bool) -> None:
     assert asks_about_now(question) is now
+
+
+@pytest.mark.parametrize(("question", "now"), [
+    ("Which US cities did John visit with his team?", False),  # the country, not "us"
+    ("Has Tim been to any states in the US?", False),
+    ("Should we visit us again?", True),
+    ("How many books has Jon read so far?", False),  # everything up to now, not the latest state
+    ("What is the latest phone Jon owns?", True),
+])
+def test_what_names_no_present(question: str, now: bool) -> None:
+    assert asks_about_now(question) is now
+
+
+def test_a_named_time_that_had_ended_is_asking_about_then() -> None:
+    from datetime import datetime, timezone
+
+    asked = datetime(2023, 10, 1, 12, 0)
+    question = "What is Jolene currently doing in June 2023?"
+    assert asks_about_now(question) and not asks_about_now(question, asked)
+    assert asks_about_the_past(question, asked) and not asks_about_the_past(question)
+    assert asks_about_now("What am I doing this week?", asked)  # a window still open when asked
+    aware = datetime(2023, 6, 10, tzinfo=timezone.utc)  # an aware time compares as UTC; June is not over yet
+    assert asks_about_now(question, aware)

@@ -236,7 +236,7 @@ def _run(
                 when = {s.session_id: s.timestamp for s in q.sessions}
                 dated = [sid for sid in q.gold_sessions if when.get(sid) is not None]
                 record["gold_by_time"] = sorted(dated, key=lambda sid: (when[sid], sid))
-                record["asks_about_the_past"] = asks_about_the_past(q.question)
+                record["asks_about_the_past"] = asks_about_the_past(q.question, q.question_date)
             # Embed the query once, timed on its own; every method then finds it in the cache, so
             # method latencies compare search work alone.
             inner = getattr(embedder, "inner", embedder)  # time the model itself, not a cache hit

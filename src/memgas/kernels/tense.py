@@ -4,7 +4,9 @@ When several sessions speak of the same thing at different times (a job, a count
 question about the present wants the newest of them first; one about an earlier state ("where did I initially
 keep...", "what did I use before...") wants its own order. The rule: a question that names an earlier time
 (initially, before, used to, ...) asks about the past; so does one in the past tense (did, was, ...) unless it
-names the present (now, currently, most recently, ...); every other question asks about the present.
+names the present (now, currently, most recently, ...); and so does one that names a time which had ended when it
+was asked ("what was Jolene currently doing in June 2023?", given the time it is asked); every other question asks
+about the present. "So far" asks about everything up to now, not the latest state, so it names no present.
 
 >>> asks_about_the_past("Where do I currently keep my old sneakers?")
 False
@@ -20,11 +22,20 @@ asks about something said once.
 (True, False)
 >>> asks_about_now("What book is Jon currently reading?")
 True
+>>> from datetime import datetime
+>>> asks_about_now("What is Jon currently reading in June 2023?", datetime(2023, 10, 1))
+False
+>>> asks_about_now("Which US cities did John mention?"), asks_about_now("Where should we go?")
+(False, True)
 """
 
 from __future__ import annotations
 
 import re
+from datetime import datetime
+
+from memgas.core.validate import naive_utc
+from memgas.kernels.temporal import parse_time_window
 
 __all__ = ["asks_about_the_past", "asks_about_now"]
 
@@ -34,23 +45,28 @@ _EARLIER = re.compile(
     r"earlier|prior to|when i (?:first |just )?(?:started|began|joined|moved|got))\b", re.IGNORECASE)
 #: Past auxiliaries: the question is about the past unless it also names the present (what did I buy most recently).
 _PAST_TENSE = re.compile(r"\b(?:did|was|were|had)\b", re.IGNORECASE)
-#: The asker speaking of themselves (or of a "we" they belong to).
-_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|we|us|our|ours)\b", re.IGNORECASE)
+#: The asker speaking of themselves (or of a "we" they belong to); "US" in capitals is the country.
+_FIRST_PERSON = re.compile(r"(?i:\b(?:i|me|my|mine|we|our|ours)\b)|\b[Uu]s\b")
 _NOW = re.compile(r"\b(?:now|currently|current|these days|still|latest|most recent(?:ly)?|anymore|at the moment|"
-                  r"so far|today)\b", re.IGNORECASE)
+                  r"today)\b", re.IGNORECASE)
 
 
-def asks_about_the_past(question: str) -> bool:
+def asks_about_the_past(question: str, now: datetime | None = None) -> bool:
     """Whether ``question`` asks about an earlier state (see the module docstring): it names an earlier time, or it
-    is in the past tense and names no present one."""
+    is in the past tense and names no present one, or (given ``now``, when it is asked) it names a time that had
+    ended by then."""
     if _EARLIER.search(question):
         return True
+    if now is not None:
+        window = parse_time_window(question, now)
+        if window is not None and window.end <= naive_utc(now):
+            return True
     return _PAST_TENSE.search(question) is not None and _NOW.search(question) is None
 
 
-def asks_about_now(question: str) -> bool:
-    """Whether ``question`` asks how things stand now (see the module docstring): not about the past, and it names
-    the present or is asked in the first person."""
-    if asks_about_the_past(question):
+def asks_about_now(question: str, now: datetime | None = None) -> bool:
+    """Whether ``question`` asks how things stand now (see the module docstring): not about the past (given ``now``,
+    it names no time that had ended by then), and it names the present or is asked in the first person."""
+    if asks_about_the_past(question, now):
         return False
     return _NOW.search(question) is not None or _FIRST_PERSON.search(question) is not None

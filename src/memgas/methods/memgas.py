@@ -707,7 +707,7 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
             direct = np.where(allowed, direct, -np.inf)
         if self.cfg.direct_window > 1 and adjacency is not None and adjacency.nnz:
             scores = self._directly_ordered(index, scores, direct)
-        if self.cfg.current_first and asks_about_now(query):
+        if self.cfg.current_first and asks_about_now(query, query_time):
             scores = self._current_first(index, scores, sims, shares.get("lexical"))
         return Scored(index.units, scores, weights, personalization, relevance=sims, channels=shares)
 
