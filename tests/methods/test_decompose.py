@@ -117,6 +117,16 @@ def test_a_question_with_fewer_than_two_parts_keeps_its_ranking(tmp_path: Path, 
     store.close()
 
 
+def test_a_failed_decomposition_searches_with_the_question_alone(tmp_path: Path, embedder: Embedder,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    store, method = _store(tmp_path, embedder, "memgas")
+    before = method.rank(store, "u", QUESTION)
+    method.decomposer = DecomposeStage(LLMDecomposer(LLM(ScriptedChat("no JSON here"))))
+    assert method.rank(store, "u", QUESTION) == before
+    assert "decomposition failed" in caplog.text
+    store.close()
+
+
 def test_the_whole_question_weighs_more_when_asked(tmp_path: Path, embedder: Embedder) -> None:
     store, method = _store(tmp_path, embedder, "memgas")
     before = method.rank(store, "u", QUESTION)

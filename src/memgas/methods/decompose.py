@@ -8,7 +8,7 @@ hobbies", "Gina's hobbies"), or none for a question one search answers; each par
 question (with the same filter and query time), and the units' rankings are interleaved round-robin
 (:func:`interleave`): the whole question's best unit, each part's best, the whole question's second, and so on.
 So the session that answers each part joins the best few beside the one that answers the question's own words;
-a question with fewer than two parts keeps the method's ranking exactly. Relevance (``Hit.relevance``) stays the
+a question with fewer than two parts, or whose decomposition fails, keeps the method's ranking exactly. Relevance (``Hit.relevance``) stays the
 whole question's cosine.
 
 No rule splits such questions without a model (splitting at "and" / "or" lost on both benchmarks,
@@ -20,18 +20,21 @@ Use: ``method.decomposer = decompose_stage("llm:local")`` (or ``"llm:openai:<mod
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-from memgas.core.errors import InvalidInputError
+from memgas.core.errors import InvalidInputError, LLMError
 
 if TYPE_CHECKING:
     from memgas.llm.wrapper import LLM
     from memgas.methods.ranking import Scored
 
 __all__ = ["Decomposer", "LLMDecomposer", "DecomposeStage", "interleave", "decompose_stage"]
+
+log = logging.getLogger(__name__)
 
 
 class Decomposer(Protocol):
@@ -113,8 +116,14 @@ class DecomposeStage:
 
     def apply(self, scored: Scored, query: str, score: Callable[[str], Scored]) -> Scored:
         """``scored`` (the whole question's) interleaved with what ``score`` gives each part; unchanged for a
-        question with fewer than two parts. Units the whole question did not score (``-inf``) stay unscored."""
-        parts = self.decomposer.parts(query)
+        question with fewer than two parts, and when the decomposer fails (an LLM that cannot be reached or keeps
+        replying outside the schema: logged, and the search goes on with the question alone). Units the whole
+        question did not score (``-inf``) stay unscored."""
+        try:
+            parts = self.decomposer.parts(query)
+        except LLMError as e:
+            log.warning("query decomposition failed, searching with the question alone: %s", e)
+            return scored
         if len(parts) < 2:
             return scored
         finite = np.isfinite(scored.scores)
