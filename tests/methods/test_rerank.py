@@ -106,6 +106,16 @@ def test_every_method_takes_the_stage(tmp_path: Path, embedder: Embedder, method
     store.close()
 
 
+def test_a_failed_rerank_keeps_the_methods_order(tmp_path: Path, embedder: Embedder,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    store, method = _store(tmp_path, embedder, "memgas")
+    before = method.rank(store, "u", "tell me about the car trip")
+    method.reranker = RerankStage(LLMReranker(LLM(ScriptedChat(reply="not JSON"))))
+    assert method.rank(store, "u", "tell me about the car trip") == before
+    assert "reranking failed" in caplog.text
+    store.close()
+
+
 def test_bad_stage_settings_are_refused() -> None:
     with pytest.raises(InvalidInputError):
         rerank_stage("cross-encoder:ms-marco")

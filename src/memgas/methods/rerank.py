@@ -18,12 +18,13 @@ Use: ``method.reranker = rerank_stage("llm:local")`` (or ``"llm:openai:<model>@<
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import numpy as np
 
-from memgas.core.errors import InvalidInputError
+from memgas.core.errors import InvalidInputError, LLMError
 from memgas.kernels.fusion import reciprocal_rank_fusion
 from memgas.store import texts_of
 
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from memgas.methods.ranking import Scored
 
 __all__ = ["Reranker", "LLMReranker", "RerankStage", "fuse", "rerank_stage"]
+
+log = logging.getLogger(__name__)
 
 
 class Reranker(Protocol):
@@ -125,7 +128,8 @@ class RerankStage:
         return {"reranker": self.reranker.id, "candidates": self.candidates, "weight": self.weight}
 
     def apply(self, scored: Scored, query: str) -> Scored:
-        """``scored`` with its candidates re-scored in fused order, above every other unit."""
+        """``scored`` with its candidates re-scored in fused order, above every other unit; unchanged when the
+        reranker's LLM fails (logged: the search goes on with the method's order)."""
         scores = scored.scores
         finite = np.isfinite(scores)
         rows = scored.index.masks["turn"]
@@ -135,7 +139,11 @@ class RerankStage:
         top = rows[np.argsort(-scores[rows], kind="stable")[: self.candidates]]
         if len(top) < 2:
             return scored
-        order = self.reranker.order(query, texts_of(scored.index.table.texts, top))
+        try:
+            order = self.reranker.order(query, texts_of(scored.index.table.texts, top))
+        except LLMError as e:
+            log.warning("reranking failed, keeping the method's order: %s", e)
+            return scored
         if sorted(order) != sorted(set(order)) or any(not 0 <= i < len(top) for i in order):
             raise InvalidInputError(f"reranker {self.reranker.id} returned an invalid order {order}")
         fused = fuse(scores[top], order, self.weight)
