@@ -52,7 +52,7 @@ from memgas.methods.index import (
     user_index_arrays,
     user_index_from_arrays,
 )
-from memgas.methods.ranking import Scored, sessions_within
+from memgas.methods.ranking import Scored, session_scores, sessions_within
 from memgas.methods.units import embedding_view, reply_tail
 from memgas.store import EdgeTable, Store, UnitTable
 
@@ -335,13 +335,6 @@ def association_edges(
                 if s > 0:
                     edges.append(Edge(-(i + 1), int(table.ids[old_rows[j]]), float(s)))
     return edges, decisions
-
-
-def _session_scores(units: UserIndex, scores: np.ndarray) -> np.ndarray:
-    """Each session's score: the best of its units' (``-inf`` for a session with none finite)."""
-    session = np.full(len(units.sessions), -np.inf)
-    np.maximum.at(session, units.session_of, scores)
-    return session
 
 
 def _best_sessions(session: np.ndarray, window: int) -> list[int]:
@@ -715,11 +708,11 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         """``scores`` with the ``direct_window`` best sessions ordered by their best ``direct`` score
         (:attr:`MemGASConfig.direct_window`)."""
         units = index.units
-        session = _session_scores(units, scores)
+        session = session_scores(units, scores)
         top = _best_sessions(session, self.cfg.direct_window)
         if len(top) < 2:
             return scores
-        own = _session_scores(units, direct)[top]
+        own = session_scores(units, direct)[top]
         return _reordered(units, scores, session, top, [int(k) for k in np.argsort(-own, kind="stable")])
 
     def _current_first(self, index: _Index, scores: np.ndarray, sims: np.ndarray,
@@ -729,7 +722,7 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         handed out again in the new order, a session moved up through its carrier units (session chunks), one
         moved down by capping its units, so that turns keep their own order."""
         units = index.units
-        session = _session_scores(units, scores)
+        session = session_scores(units, scores)
         top = _best_sessions(session, self.cfg.current_window)
         if len(top) < 2:
             return scores

@@ -13,7 +13,7 @@ from memgas.core.types import Hit, TurnHit
 from memgas.methods.index import UserIndex
 from memgas.store import texts_of
 
-__all__ = ["Scored", "Ranking", "session_hits", "rank_units", "sessions_within"]
+__all__ = ["Scored", "Ranking", "session_hits", "rank_units", "sessions_within", "session_scores"]
 
 
 @dataclass(slots=True)
@@ -50,7 +50,8 @@ def sessions_within(index: UserIndex, within: Collection[str]) -> np.ndarray:
     return np.fromiter((sid in keep for sid in index.sessions), bool, len(index.sessions))
 
 
-def _session_scores(index: UserIndex, scores: np.ndarray) -> np.ndarray:
+def session_scores(index: UserIndex, scores: np.ndarray) -> np.ndarray:
+    """Each session's score: the best of its units' (``-inf`` for a session with none finite)."""
     out = np.full(len(index.sessions), -np.inf)
     np.maximum.at(out, index.session_of, scores)
     return out
@@ -62,7 +63,7 @@ def rank_units(index: UserIndex, scores: np.ndarray) -> Ranking:
     Turns a method did not score (``-inf``) follow in the order of their sessions, so a session-level
     method still yields a complete turn ranking.
     """
-    session_score = _session_scores(index, scores)
+    session_score = session_scores(index, scores)
     order = np.argsort(-session_score, kind="stable")
     rows = index.masks["turn"]
     turn_score = scores[rows]
@@ -95,7 +96,7 @@ def session_hits(
     out, and the ``k`` best of the others returned (the ranking itself is unchanged).
     """
     n = len(index.sessions)
-    session_score = _session_scores(index, scores)
+    session_score = session_scores(index, scores)
     session_seed = np.zeros(n)
     if seed is not None:
         np.maximum.at(session_seed, index.session_of, seed)
