@@ -13,7 +13,7 @@ from memgas.llm.cache import ResponseCache
 from memgas.llm.openai import OpenAIChat
 from memgas.llm.wrapper import LLM
 
-__all__ = ["get_llm"]
+__all__ = ["get_llm", "stage_llm"]
 
 #: Options of an ``openai:`` spec: name in the spec → (argument of :class:`OpenAIChat`, type).
 _SPEC_OPTIONS: dict[str, tuple[str, type]] = {
@@ -77,3 +77,16 @@ def get_llm(spec: str | LLM | ChatModel, *, cache: ResponseCache | str | Path | 
     if callable(getattr(spec, "complete", None)) and hasattr(spec, "id"):
         return LLM(spec, cache)
     raise InvalidInputError(f"expected an LLM spec string or a chat model, got {type(spec).__name__}")
+
+
+def stage_llm(spec: str, *, stage: str, hint: str, cache: ResponseCache | str | Path | None = None) -> LLM:
+    """The LLM of an optional search stage's spec, ``"llm:<LLM spec>"`` (:func:`get_llm` reads the rest), e.g.
+    ``"llm:local"``; ``stage`` names the stage and ``hint`` says why only an LLM is offered, in the error.
+
+    Raises:
+        InvalidInputError: a spec that is not ``"llm:<LLM spec>"``, or a bad LLM spec.
+    """
+    kind, _, rest = spec.partition(":")
+    if kind != "llm" or not rest:
+        raise InvalidInputError(f"unknown {stage} {spec!r}: use 'llm:<LLM spec>' ({hint})")
+    return get_llm(rest, cache=cache)

@@ -179,9 +179,7 @@ def decompose_stage(spec: str, *, whole_weight: float = 1.0, llm_cache: Any = No
     Raises:
         InvalidInputError: an unknown spec.
     """
-    kind, _, rest = spec.partition(":")
-    if kind != "llm" or not rest:
-        raise InvalidInputError(f"unknown decomposer {spec!r}: use 'llm:<LLM spec>' (no rule splits such questions)")
-    from memgas.llm.factory import get_llm
+    from memgas.llm.factory import stage_llm
 
-    return DecomposeStage(LLMDecomposer(get_llm(rest, cache=llm_cache)), whole_weight=whole_weight)
+    llm = stage_llm(spec, stage="decomposer", hint="no rule splits such questions", cache=llm_cache)
+    return DecomposeStage(LLMDecomposer(llm), whole_weight=whole_weight)

@@ -160,9 +160,7 @@ def rerank_stage(spec: str, *, candidates: int = 20, weight: float = 0.5, llm_ca
     Raises:
         InvalidInputError: an unknown spec.
     """
-    kind, _, rest = spec.partition(":")
-    if kind != "llm" or not rest:
-        raise InvalidInputError(f"unknown reranker {spec!r}: use 'llm:<LLM spec>' (no offline cross-encoder ships)")
-    from memgas.llm.factory import get_llm
+    from memgas.llm.factory import stage_llm
 
-    return RerankStage(LLMReranker(get_llm(rest, cache=llm_cache)), candidates=candidates, weight=weight)
+    llm = stage_llm(spec, stage="reranker", hint="no offline cross-encoder ships", cache=llm_cache)
+    return RerankStage(LLMReranker(llm), candidates=candidates, weight=weight)
