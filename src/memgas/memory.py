@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from contextlib import ExitStack, closing
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,6 +39,7 @@ from memgas.embed.cache import CachedEmbedder, EmbeddingCache
 from memgas.embed.factory import get_embedder
 from memgas.kernels.tense import asks_about_the_past
 from memgas.llm.base import ChatModel, Usage, track_usage
+from memgas.llm.cache import ResponseCache
 from memgas.llm.factory import get_llm
 from memgas.sessions.listing import SessionCatalog, header_dict, ordered_page
 from memgas.llm.wrapper import LLM
@@ -75,9 +77,9 @@ class Memory:
             ``None`` (default): no LLM, extractive units, no :meth:`answer`.
         llm_units: with an LLM, write each session's summary and keywords with it (one call per
             ``add``; the extractive units are the fallback when a call fails).
-        llm_cache: the SQLite response cache for an LLM given by spec (default ``llm.sqlite`` beside
-            the embedding cache): what the LLM derived from a stored session (e.g. ``zep``'s facts,
-            rebuilt from the store in a new process) costs no second call.
+        llm_cache: the SQLite response cache for an LLM given by spec and for the search stages' LLMs (default
+            ``llm.sqlite`` beside the embedding cache): what the LLM derived from a stored session (e.g. ``zep``'s
+            facts, rebuilt from the store in a new process) costs no second call.
         rerank: an optional reranking stage after the method's scoring, ``"llm:<LLM spec>"`` (see
             :mod:`memgas.methods.rerank`: a listwise LLM reranker, one call per search; off by default).
         decompose: an optional query-decomposition stage before it, ``"llm:<LLM spec>"`` (see
@@ -111,47 +113,15 @@ class Memory:
                 index_cache_mb, (int, float)) or not 1 <= index_cache_mb <= 1_048_576):
             raise InvalidInputError(
                 f"index_cache_mb must be a number of MiB from 1 to 1,048,576, got {index_cache_mb!r}")
-        reranker = decomposer = None
-        if rerank is not None:  # before anything is opened: a bad spec leaves nothing to close
-            from memgas.methods.rerank import rerank_stage
-
-            reranker = rerank_stage(rerank, llm_cache=llm_cache or default_llm_cache_path())
-        if decompose is not None:
-            from memgas.methods.decompose import decompose_stage
-
-            decomposer = decompose_stage(decompose, llm_cache=llm_cache or default_llm_cache_path())
-        self.store = open_store(path)
-        self._embedding_cache = EmbeddingCache(embedding_cache)  # opened here, so close() closes it
-        # Query vectors are not cached: a query may hold what its user later deletes (see delete()).
-        self.embedder = get_embedder(embedder, cache=self._embedding_cache, cache_queries=False)
-        bound = self.store.embedder_id
-        if bound is not None and bound != self.embedder.id:
-            self.store.close()
-            self._embedding_cache.close()
-            raise EmbedderMismatchError(
-                f"this store holds vectors of embedder {bound!r}, not {self.embedder.id!r}; "
-                "open it with the same embedder or use a new store"
-            )
-        self.llm = get_llm(llm, cache=llm_cache or default_llm_cache_path()) if llm is not None else None
-        if self.llm is not None:  # what only an LLM uses is imported only with one (fast start without)
-            from memgas.methods.llm_units import LLMUnitWriter
-        self._llm_cache = None if self.llm is None or isinstance(llm, LLM) else self.llm.cache  # ours to close
-        self._unit_writer = LLMUnitWriter(self.llm) if self.llm is not None and llm_units else None
-        if self._unit_writer is not None:
-            method_options.setdefault("summarizer", self._unit_writer)
-            method_options.setdefault("keyworder", self._unit_writer)
-        if method is None:  # the method the store was made with (what the command line opens a store with)
-            method = self.store.method or "memgas"
+        # Everything this Memory opens goes on one stack: close() closes it, and so does a failure below,
+        # which then leaves nothing open (a bad embedder or LLM spec, a store of another embedder).
+        self._opened = ExitStack()
         try:
-            self.method: MemoryMethod = get_method(method, self.embedder, llm=self.llm, **method_options)
-        except InvalidInputError:  # a parameter the method does not take: close what was opened for it
-            self.store.close()
-            self._embedding_cache.close()
-            if self._llm_cache is not None:
-                self._llm_cache.close()
+            self._open(path, method, embedder, embedding_cache, llm, llm_units, llm_cache, rerank, decompose,
+                       method_options)
+        except BaseException:
+            self._opened.close()
             raise
-        self.method.reranker = reranker
-        self.method.decomposer = decomposer
         self.index_cache_bytes = None if index_cache_mb is None else int(index_cache_mb * 2**20)
         if self.index_cache_bytes is not None:
             self.method.limit_caches(self.index_cache_bytes)
@@ -163,6 +133,49 @@ class Memory:
         # Per call kind: [count, seconds]. Totals, not lists: a server process runs for months.
         self._timings: dict[str, list[float]] = {"add": [0, 0.0], "search": [0, 0.0], "answer": [0, 0.0]}
         self._llm_usage = {"add": Usage(), "answer": Usage()}
+
+    def _open(
+        self, path: str | Path | Store | None, method: str | None, embedder: str | Embedder | None,
+        embedding_cache: str | Path | None, llm: str | LLM | ChatModel | None, llm_units: bool,
+        llm_cache: str | Path | None, rerank: str | None, decompose: str | None, method_options: dict[str, Any],
+    ) -> None:
+        """Open the store, caches, embedder, LLM, method and search stages (see the class), each on ``_opened``."""
+        opened = self._opened
+        # One response cache serves the LLM given by spec and the stages' LLMs (an LLM instance keeps its own).
+        needs_cache = rerank is not None or decompose is not None or (llm is not None and not isinstance(llm, LLM))
+        response_cache = opened.enter_context(closing(ResponseCache(llm_cache or default_llm_cache_path()))) \
+            if needs_cache else None
+        reranker = decomposer = None
+        if rerank is not None:
+            from memgas.methods.rerank import rerank_stage
+
+            reranker = rerank_stage(rerank, llm_cache=response_cache)
+        if decompose is not None:
+            from memgas.methods.decompose import decompose_stage
+
+            decomposer = decompose_stage(decompose, llm_cache=response_cache)
+        self.store = opened.enter_context(closing(open_store(path)))
+        self._embedding_cache = opened.enter_context(closing(EmbeddingCache(embedding_cache)))
+        # Query vectors are not cached: a query may hold what its user later deletes (see delete()).
+        self.embedder = get_embedder(embedder, cache=self._embedding_cache, cache_queries=False)
+        bound = self.store.embedder_id
+        if bound is not None and bound != self.embedder.id:
+            raise EmbedderMismatchError(
+                f"this store holds vectors of embedder {bound!r}, not {self.embedder.id!r}; "
+                "open it with the same embedder or use a new store"
+            )
+        self.llm = get_llm(llm, cache=response_cache) if llm is not None else None
+        if self.llm is not None:  # what only an LLM uses is imported only with one (fast start without)
+            from memgas.methods.llm_units import LLMUnitWriter
+        self._unit_writer = LLMUnitWriter(self.llm) if self.llm is not None and llm_units else None
+        if self._unit_writer is not None:
+            method_options.setdefault("summarizer", self._unit_writer)
+            method_options.setdefault("keyworder", self._unit_writer)
+        if method is None:  # the method the store was made with (what the command line opens a store with)
+            method = self.store.method or "memgas"
+        self.method: MemoryMethod = get_method(method, self.embedder, llm=self.llm, **method_options)
+        self.method.reranker = reranker
+        self.method.decomposer = decomposer
 
     # -- writes ------------------------------------------------------------------------------
     def add(
@@ -819,7 +832,8 @@ class Memory:
         return total.to_dict()
 
     def close(self) -> None:
-        """Close what this Memory opened: the store, the embedding cache and the LLM response cache.
+        """Close what this Memory opened: the store, the embedding cache and the LLM response cache (the one the
+        search stages' LLMs share too).
 
         Idempotent; any later call raises :class:`~memgas.core.errors.MemgasError`. An embedder or LLM passed in
         as an instance with its own cache is left open for its owner.
@@ -827,10 +841,7 @@ class Memory:
         with self._lock:  # not in the middle of an add or delete
             # The indexes' snapshots being written in the background go first, so that the next process reads them.
             self.method.flush(timeout=_FLUSH_SECONDS)
-            self.store.close()
-            self._embedding_cache.close()
-            if self._llm_cache is not None:
-                self._llm_cache.close()
+            self._opened.close()
 
     def __enter__(self) -> "Memory":
         return self

@@ -270,7 +270,42 @@ def test_close_closes_everything_and_is_idempotent(tmp_path: Path, stub: OpenAIS
         with pytest.raises(MemgasError, match="closed"):
             call()
     # No connection is left open: every WAL was checkpointed away when its last connection closed.
-    assert sorted(p.name for p in tmp_path.rglob("*") if p.name.endswith(("-wal", "-shm"))) == []
+    assert open_files(tmp_path) == []
+
+
+def open_files(root: Path) -> list[str]:
+    """SQLite files under ``root`` that a connection still holds open (a WAL goes with the last connection)."""
+    return sorted(p.name for p in root.rglob("*") if p.name.endswith(("-wal", "-shm")))
+
+
+def test_close_closes_the_search_stages_caches(tmp_path: Path, stub: OpenAIStub, embedder: Embedder) -> None:
+    stub.responder = lambda body: ('{"ranking": [1]}' if "ranking" in json.dumps(body.get("response_format"))
+                                   else '{"searches": ["compost heap", "tomato seedlings"]}')
+    spec = f"llm:openai:tiny@{stub.base_url}"
+    mem = Memory(tmp_path / "store" / "mem.db", embedder=embedder, embedding_cache=tmp_path / "cache" / "emb.sqlite",
+                 llm_cache=tmp_path / "cache" / "llm.sqlite", rerank=spec, decompose=spec)
+    mem.add(OTHER_SESSION, user_id="u", session_id="s")
+    mem.add(SHARED, user_id="u", session_id="t")
+    mem.search("compost and seedlings?", user_id="u")
+    assert len(stub.requests) == 2  # the decomposer and the reranker, through the response cache
+    stages = [mem.method.reranker.reranker.llm, mem.method.decomposer.decomposer.llm]  # type: ignore[union-attr]
+    assert all(llm.cache is not None and len(llm.cache) for llm in stages)
+    mem.close()
+    for llm in stages:
+        with pytest.raises(MemgasError, match="closed"):
+            len(llm.cache)
+    assert open_files(tmp_path) == []
+
+
+@pytest.mark.parametrize("bad", [{"llm": "gpt-5"}, {"embedder": "word2vec"}, {"rerank": "llm:gpt-5"},
+                                 {"decompose": "rules"}, {"colour": "blue"}])
+def test_a_failed_open_leaves_nothing_open(tmp_path: Path, embedder: Embedder, bad: dict[str, str]) -> None:
+    Memory(tmp_path / "store" / "mem.db", embedder=embedder).close()  # the store exists: reopening it is the test
+    options: dict[str, Any] = {"embedder": embedder, **bad}
+    with pytest.raises(MemgasError) as failure:  # kept: its traceback holds the half-made Memory
+        Memory(tmp_path / "store" / "mem.db", embedding_cache=tmp_path / "cache" / "emb.sqlite",
+               llm_cache=tmp_path / "cache" / "llm.sqlite", **options)
+    assert failure.value is not None and open_files(tmp_path) == []
 
 
 def test_tags_written_before_uses_existed_keep_their_meaning(tmp_path: Path) -> None:

@@ -247,9 +247,10 @@ def test_get_llm_specs_and_api_key(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     assert get_llm("openai:gpt-4o-mini").model.url == "https://api.openai.com/v1/chat/completions"
     assert get_llm(llm) is llm and get_llm(llm.model).model is llm.model
-    for bad in ("gpt-4o", "openai:", "claude:x"):
-        with pytest.raises(InvalidInputError, match="unknown LLM"):
-            get_llm(bad)
+    for bad in ("gpt-4o", "openai:", "claude:x", "openai:gpt-4o?retries=many"):
+        with pytest.raises(InvalidInputError, match="unknown LLM|must be a number"):
+            get_llm(bad, cache=tmp_path / "refused.sqlite")
+    assert not (tmp_path / "refused.sqlite").exists()  # a refused spec opens no cache file
     with pytest.raises(InvalidInputError):
         llm.complete([{"role": "user"}])
 

@@ -58,24 +58,28 @@ def get_llm(spec: str | LLM | ChatModel, *, cache: ResponseCache | str | Path | 
     """
     if isinstance(spec, LLM):
         return spec
-    if isinstance(cache, (str, Path)):
-        cache = ResponseCache(cache)
+    model = _chat_model(spec)  # before the cache is opened: a bad spec leaves no file open
+    return LLM(model, ResponseCache(cache) if isinstance(cache, (str, Path)) else cache)
+
+
+def _chat_model(spec: str | ChatModel) -> ChatModel:
+    """The chat model a spec names (see :func:`get_llm`), or the model itself."""
     if isinstance(spec, str):
         kind, _, rest = spec.partition(":")
         if kind == "openai" and rest:
             rest, _, query = rest.partition("?")
             model, at, base_url = rest.rpartition("@")
             options = _openai_options(query, spec)
-            return LLM(OpenAIChat(model if at else rest, base_url=base_url if at else None, **options), cache)
+            return OpenAIChat(model if at else rest, base_url=base_url if at else None, **options)
         if kind == "local":
             from memgas.llm.local import LocalChat
 
-            return LLM(LocalChat(rest or None), cache)
+            return LocalChat(rest or None)
         raise InvalidInputError(
             f"unknown LLM {spec!r}: use 'openai:<model>', 'openai:<model>@<base_url>', 'local' or 'local:<path.gguf>'"
         )
     if callable(getattr(spec, "complete", None)) and hasattr(spec, "id"):
-        return LLM(spec, cache)
+        return spec
     raise InvalidInputError(f"expected an LLM spec string or a chat model, got {type(spec).__name__}")
 
 
