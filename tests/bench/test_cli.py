@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from memgas.cli.commands import main
@@ -461,3 +462,37 @@ def test_longreplies_bench_reports_recall_by_the_depth_of_the_fact(tmp_path: Pat
                  str(views)]) == 0
     deep = [r for r in json.loads((views / "results.json").read_text())["rows"] if r["depth"] == 1500]
     assert deep[0]["recall_1"] < memgas[1500]["recall_1"]  # the views alone miss what the cut hid
+
+
+def test_llm_units_write_a_retrieval_runs_summaries_and_keywords_into_stores_of_their_own(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from memgas.store import open_store
+    from support.openai_stub import OpenAIStub
+
+    monkeypatch.setenv("MEMGAS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    stores = tmp_path / "stores"
+    with OpenAIStub(lambda body: '{"summary": "Zorblax the marmot sleeps in the attic.", '
+                                 '"keywords": ["zorblax", "marmot", "Marmot"]}') as stub:
+        argv = ["bench", "longmemeval", "--data", str(lme_file(tmp_path)), "--method", "dense-summary",
+                "--no-progress", "--no-llm-cache", "--stores", str(stores), "--out", str(tmp_path / "out"),
+                "--llm", f"openai:tiny@{stub.base_url}", "--llm-units"]
+        assert main(argv) == 0
+        config = json.loads((tmp_path / "out" / "results.json").read_text())["config"]
+        calls = len(stub.requests)
+        assert config["llm_units"] == {"writer": f"llm:openai:{stub.base_url}:tiny", "written": calls, "fallbacks": 0}
+        assert calls > 0
+        (key,) = [d.name for d in (stores / "longmemeval").iterdir()]
+        for db in (stores / "longmemeval" / key).glob("*.db"):
+            store = open_store(db)
+            units = store.load_units(store.list_users()[0])
+            summaries = [units.texts[i] for i in np.flatnonzero(units.mask("summary"))]
+            keywords = [units.texts[i] for i in np.flatnonzero(units.mask("keyword"))]
+            store.close()
+            assert summaries and set(summaries) == {"Zorblax the marmot sleeps in the attic."}
+            assert set(keywords) == {"zorblax, marmot"}  # one "Marmot" too many: deduplicated
+        assert main(argv) == 0  # the kept stores: no call
+        assert len(stub.requests) == calls
+        assert json.loads((tmp_path / "out" / "results.json").read_text())["config"]["llm_units"]["written"] == 0
+    assert main(argv[:-3]) == 0  # extractive units: stores of another key, beside these
+    assert len({d.name for d in (stores / "longmemeval").iterdir()} - {key}) == 1

@@ -98,11 +98,15 @@ def _metrics(ranked: Sequence[Any], gold: set[Any], ks: Iterable[int], prefix: s
 INGEST_VERSION = "2"
 
 
-def store_key(ingester: MemGAS) -> str:
-    """A short hash of everything that shapes an ingested store (embedder, units, association)."""
-    spec = json.dumps({"v": INGEST_VERSION, "embedder": ingester.embedder.id, "candidates": ingester.cfg.candidates},
-                      sort_keys=True)
-    return hashlib.sha256(spec.encode()).hexdigest()[:12]
+def store_key(ingester: MemGAS, units: str | None = None) -> str:
+    """A short hash of everything that shapes an ingested store (embedder, units, association); ``units`` names
+    the writer of LLM-made summary and keyword units (``None``: the extractive ones)."""
+    spec: dict[str, Any] = {"v": INGEST_VERSION, "embedder": ingester.embedder.id,
+                            "candidates": ingester.cfg.candidates}
+    if units is not None:  # only then: the extractive stores kept by earlier runs keep their key
+        spec["units"] = units
+    spec_text = json.dumps(spec, sort_keys=True)
+    return hashlib.sha256(spec_text.encode()).hexdigest()[:12]
 
 
 def _ingest(
@@ -163,12 +167,13 @@ def _run(
     backend: str | None = None,
     stages: Mapping[str, Any] | None = None,
     ingest: str = "whole",
+    unit_writer: Any = None,
 ) -> BenchResult:
     if ingest == "both":  # one run, both ways: the stream's methods are named "<method> [stream]"
         whole = _run(dataset, groups, method_names, embedder, ks, config, score, progress, store_dir, overrides, llm,
-                     backend, stages)
+                     backend, stages, unit_writer=unit_writer)
         stream = _run(dataset, groups, method_names, embedder, ks, config, score, progress, store_dir, overrides, llm,
-                      backend, stages, "stream")
+                      backend, stages, "stream", unit_writer=unit_writer)
         return _merged(whole, stream)
     if ingest not in ("whole", "stream"):
         raise InvalidInputError(f"--ingest must be whole, stream or both, got {ingest!r}")
@@ -185,11 +190,12 @@ def _run(
         for method in methods.values():
             setattr(method, attribute, stage)
         config[attribute] = stage.describe()
-    ingester = MemGAS(embedder)
+    # LLM-made units (--llm-units): the writer is the summarizer and the keyworder; stores kept apart by its model
+    ingester = MemGAS(embedder, summarizer=unit_writer, keyworder=unit_writer)
     memo = _UnitMemo()
     ingester.build = memo.wrap(ingester.build)  # type: ignore[method-assign]
     if store_dir is not None:
-        store_dir = store_dir / dataset / store_key(ingester)
+        store_dir = store_dir / dataset / store_key(ingester, None if unit_writer is None else unit_writer.id)
         store_dir.mkdir(parents=True, exist_ok=True)
         config["stores"] = str(store_dir)
     if backend is not None:
@@ -264,6 +270,9 @@ def _run(
     if shared is not None:
         shared.close()
     bar.close()
+    if unit_writer is not None:  # sessions of kept stores were written by an earlier run and count in neither
+        result.config["llm_units"] = {"writer": unit_writer.id, "written": unit_writer.written,
+                                      "fallbacks": unit_writer.fallbacks}
     return result
 
 
@@ -294,6 +303,7 @@ def run_longmemeval(
     backend: str | None = None,
     stages: Mapping[str, Any] | None = None,
     ingest: str = "whole",
+    unit_writer: Any = None,
 ) -> BenchResult:
     """Retrieval on LongMemEval: every scorable question, its own haystack, official metrics.
 
@@ -301,7 +311,9 @@ def run_longmemeval(
     ``backend`` (a store URL, e.g. ``postgresql://...``) ingests every haystack into that one store,
     each as its own user, instead of a fresh in-memory SQLite store per haystack. ``stages``: optional stages set
     on every method by attribute name (``{"reranker": ..., "decomposer": ...}``, see
-    :mod:`memgas.methods.rerank` and :mod:`memgas.methods.decompose`), each recorded in the config.
+    :mod:`memgas.methods.rerank` and :mod:`memgas.methods.decompose`), each recorded in the config. ``unit_writer``
+    (e.g. :class:`memgas.methods.llm_units.LLMUnitWriter`) writes every session's summary and keyword units instead of
+    the extractive ones; its stores are kept apart from theirs, and results.json's config counts its calls.
     """
     questions = load_longmemeval(path, limit=limit)
     skipped: dict[str, int] = {}
@@ -313,7 +325,7 @@ def run_longmemeval(
         groups.append((q.sessions[0].user_id, q.sessions, [q]))
     config = {"dataset": "longmemeval", "data": str(path), "limit": limit, "ks": list(ks), "embedder": embedder.id}
     result = _run("longmemeval", groups, method_names, embedder, ks, config, lambda q, r: {}, progress, store_dir,
-                  overrides, llm, backend, stages, ingest)
+                  overrides, llm, backend, stages, ingest, unit_writer)
     result.skipped = skipped
     return result
 
@@ -333,6 +345,7 @@ def run_locomo(
     backend: str | None = None,
     stages: Mapping[str, Any] | None = None,
     ingest: str = "whole",
+    unit_writer: Any = None,
 ) -> BenchResult:
     """Retrieval on LoCoMo: per conversation, its sessions and turns are the corpus.
 
@@ -340,7 +353,8 @@ def run_locomo(
     LoCoMo recall (fraction of evidence found) at session and turn level. Category 5 (adversarial)
     and questions without valid evidence are skipped and counted. ``max_sessions`` keeps only each
     conversation's first sessions (for costly methods, e.g. a local LLM) and the questions whose
-    evidence lies in them; the others are skipped and counted. ``backend``: as in :func:`run_longmemeval`.
+    evidence lies in them; the others are skipped and counted. ``backend``, ``stages``, ``unit_writer``: as in
+    :func:`run_longmemeval`.
 
     Raises:
         InvalidInputError: ``max_sessions`` below 1.
@@ -376,7 +390,7 @@ def run_locomo(
     config = {"dataset": "locomo", "data": str(path), "limit": limit, "max_sessions": max_sessions, "ks": list(ks),
               "embedder": embedder.id}
     result = _run("locomo", groups, method_names, embedder, ks, config, official, progress, store_dir, overrides, llm,
-                  backend, stages, ingest)
+                  backend, stages, ingest, unit_writer)
     result.skipped = skipped
     result.notes.append(
         f"evidence ids dropped (no such turn): {len(report.dropped_evidence)}; "

@@ -157,7 +157,8 @@ def _add_qa_arguments(parser: argparse.ArgumentParser) -> None:
                         "full-history)")
     g.add_argument("--qa-k", type=int, default=5, help="sessions retrieved for memgas and topk-sessions (default 5)")
     g.add_argument("--max-questions", type=int, default=None, help="answer at most N questions in all")
-    g.add_argument("--llm-units", action="store_true", help="write summary/keyword units with the LLM (1 call/session)")
+    g.add_argument("--llm-units", action="store_true",
+                   help="write summary/keyword units with the --llm model (1 call/session), for --qa and retrieval runs")
     g.add_argument("--bertscore", action="store_true", help="add BERTScore F1 (needs the bert-score package)")
 
 
@@ -568,9 +569,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_qa(args, Path(path), embedder)
     run = run_longmemeval if args.dataset == "longmemeval" else run_locomo
     ks = args.k or (list(DEFAULT_KS) if args.dataset == "longmemeval" else [1, 3, 5, 10])
-    # e.g. zep: the same --llm as the QA benchmark, responses cached
-    llm = llm_from_args(args) if NEEDS_LLM & set(methods) else None
-    extra = {"max_sessions": args.max_sessions} if args.dataset == "locomo" else {}
+    extra: dict[str, Any] = {"max_sessions": args.max_sessions} if args.dataset == "locomo" else {}
+    # e.g. zep, or LLM-made units: the same --llm as the QA benchmark, responses cached
+    llm = llm_from_args(args) if NEEDS_LLM & set(methods) or args.llm_units else None
+    if args.llm_units:
+        from memgas.methods.llm_units import LLMUnitWriter
+
+        extra["unit_writer"] = LLMUnitWriter(llm)
     if args.max_sessions is not None and args.dataset != "locomo":
         raise InvalidInputError("--max-sessions applies to locomo only")
     with _backend(args) as backend:

@@ -102,6 +102,7 @@ class LLMUnitWriter:
         max_tokens: most tokens the model may write.
 
     Attributes:
+        id: ``"llm:<model id>"``, what names these units (e.g. the key of a benchmark's kept stores).
         written: sessions whose units the LLM wrote.
         fallbacks: sessions that fell back to the extractive units.
     """
@@ -118,6 +119,7 @@ class LLMUnitWriter:
         if max_keywords < 1 or max_tokens < 16:
             raise InvalidInputError("LLMUnitWriter needs max_keywords >= 1 and max_tokens >= 16")
         self.llm = llm
+        self.id = f"llm:{llm.id}"
         self.summarizer = summarizer if summarizer is not None else ExtractiveSummarizer()
         self.keyworder = keyworder if keyworder is not None else YakeKeyworder()
         self.max_keywords = max_keywords
