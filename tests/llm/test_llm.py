@@ -314,3 +314,24 @@ def test_local_provider_errors_name_the_fix(monkeypatch: pytest.MonkeyPatch, tmp
     pytest.importorskip("llama_cpp")
     with pytest.raises(InvalidInputError, match="GGUF model not found"):
         LocalChat(tmp_path / "missing.gguf")
+
+
+@pytest.mark.slow
+def test_local_chats_of_one_file_and_settings_share_one_loaded_model(tmp_path: Path) -> None:
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'memgas[local]')")
+    from memgas import Memory
+    from memgas.llm.local import BUNDLED, LocalChat, _part_files
+
+    names = [m.name for m in BUNDLED if _part_files(m) is not None]
+    if not names:
+        pytest.skip("no bundled GGUF model packages are installed")
+    one, two, other = LocalChat(names[-1], n_ctx=1024), LocalChat(names[-1], n_ctx=1024), LocalChat(names[-1])
+    assert one._llm is two._llm and one._lock is two._lock  # loaded once, calls serialised across both
+    assert other._llm is not one._llm and other._lock is not one._lock  # another window: its own context
+    assert one.complete([{"role": "user", "content": "Say OK."}], max_tokens=4).text
+    spec = f"local:{names[-1]}"
+    with Memory(None, llm=spec, rerank=f"llm:{spec}", decompose=f"llm:{spec}",
+                llm_cache=tmp_path / "llm.sqlite") as mem:
+        models = [mem.llm.model, mem.method.reranker.reranker.llm.model,  # type: ignore[union-attr]
+                  mem.method.decomposer.decomposer.llm.model]  # type: ignore[union-attr]
+        assert len({id(m._llm) for m in models}) == 1 and models[0]._llm is other._llm  # one copy in the process

@@ -14,6 +14,7 @@ import os
 import re
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -164,12 +165,27 @@ def load_llama(model: str | Path | None, *, n_ctx: int, n_threads: int | None = 
                        verbose=False, **options)
 
 
+class _Loaded:
+    """One loaded model and the lock every call on it takes (a llama.cpp context is not thread-safe)."""
+
+    def __init__(self, llama: Any) -> None:
+        self.llama = llama
+        self.lock = threading.Lock()
+
+
+#: Models that :class:`LocalChat` loaded, by (file, window, threads, seed), kept while one of them holds it: a
+#: Memory whose answers, reranking and decomposition all name ``"local"`` loads the file once, not three times.
+_LOADED: weakref.WeakValueDictionary[tuple[str, int, int | None, int], _Loaded] = weakref.WeakValueDictionary()
+_LOADING = threading.Lock()
+
+
 class LocalChat:
     """A GGUF chat model run in-process by llama-cpp-python.
 
     JSON output is grammar-constrained (llama.cpp converts the schema to a grammar), so a schema's
     ``maxItems`` stops the list repetition small models fall into. ``repeat_penalty`` 1.1 for the
-    same reason. Calls are serialised (a llama.cpp context is not thread-safe).
+    same reason. Calls are serialised (a llama.cpp context is not thread-safe). Instances of the same file and
+    settings in one process share one loaded model (and its lock) while any of them is alive.
 
     Args:
         model: a ``.gguf`` path or a :data:`BUNDLED` name; default the first bundled model installed.
@@ -192,11 +208,17 @@ class LocalChat:
         seed: int = 0,
         repeat_penalty: float = 1.1,
     ) -> None:
-        self.path, self._llm = load_llama(model, n_ctx=n_ctx, n_threads=n_threads, seed=seed)
+        self.path = resolve_model(model)
+        key = (str(self.path.resolve()), n_ctx, n_threads, seed)
+        with _LOADING:
+            loaded = _LOADED.get(key)
+            if loaded is None:
+                loaded = _LOADED[key] = _Loaded(load_llama(self.path, n_ctx=n_ctx, n_threads=n_threads, seed=seed)[1])
+        self._loaded = loaded  # held: the model stays loaded while this instance lives
+        self._llm, self._lock = loaded.llama, loaded.lock
         self.id = f"local:{self.path.stem}:{self.path.stat().st_size}"
         self.context_tokens = n_ctx
         self.repeat_penalty = repeat_penalty
-        self._lock = threading.Lock()
 
     def complete(
         self,
