@@ -372,3 +372,15 @@ def test_close_leaves_an_llm_given_whole_open_and_closes_the_cache_it_opened(stu
     with pytest.raises(MemgasError, match="is closed"):
         own.get(b"\x00" * 32)  # the cache it opened from a path is closed with it
     shared.close()
+
+
+@pytest.mark.parametrize("bad", [{"llm": "gpt-5"}, {"embedder": "word2vec"}])
+def test_a_failed_open_leaves_nothing_open(embedder: Any, tmp_path: Path, bad: dict[str, str]) -> None:
+    from memgas.core.errors import MemgasError
+
+    Experience(tmp_path / "m.db", agent_id="a", embedder=embedder).close()  # the store exists: reopening is the test
+    with pytest.raises(MemgasError) as failure:  # kept: its traceback holds the half-made object
+        Experience(tmp_path / "m.db", agent_id="a", **{"embedder": embedder, "llm_cache": tmp_path / "llm.sqlite",
+                                                     **bad})
+    assert failure.value is not None
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(("-wal", "-shm"))) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack, closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,13 +52,22 @@ class Experience:
                  llm: str | LLM | ChatModel | None = None, llm_cache: str | Path | None = None,
                  templates: dict[str, Any] | None = None, principles: dict[str, Any] | None = None) -> None:
         scope = scope_of(agent_id, user_id)
-        self.store = open_store(path)
-        self._own_store = not isinstance(path, Store)
-        self._embedding_cache = EmbeddingCache(None)
-        self.embedder = get_embedder(embedder, cache=self._embedding_cache)
-        self.llm = None if llm is None else get_llm(llm, cache=llm_cache or default_llm_cache_path())
-        self._own_llm = self.llm is not None and self.llm is not llm  # an LLM given whole is the caller's to close
-        self.bank = ExperienceBank(self.store, self.embedder, scope)
+        # What this object opens goes on one stack: close() closes it, and so does a failure below (a bad embedder
+        # or LLM spec), which then leaves nothing open. A store given open and an LLM given whole are the caller's.
+        self._opened = ExitStack()
+        try:
+            self.store = open_store(path)
+            if not isinstance(path, Store):
+                self._opened.callback(self.store.close)
+            self._embedding_cache = self._opened.enter_context(closing(EmbeddingCache(None)))
+            self.embedder = get_embedder(embedder, cache=self._embedding_cache)
+            self.llm = None if llm is None else get_llm(llm, cache=llm_cache or default_llm_cache_path())
+            if self.llm is not None and self.llm is not llm and self.llm.cache is not None:
+                self._opened.callback(self.llm.cache.close)
+            self.bank = ExperienceBank(self.store, self.embedder, scope)
+        except BaseException:
+            self._opened.close()
+            raise
         self._options = {"templates": templates or {}, "principles": principles or {}}
         self._templates: BufferOfThoughts | None = None
         self._principles: Principles | None = None
@@ -83,11 +93,7 @@ class Experience:
     def close(self) -> None:
         """Close what this object opened: the store unless it was given open, the caches (an :class:`LLM`
         given as an instance keeps its cache open: it may serve others, e.g. a server's ``Memory``)."""
-        if self._own_store:
-            self.store.close()
-        self._embedding_cache.close()
-        if self._own_llm and self.llm is not None and self.llm.cache is not None:
-            self.llm.cache.close()
+        self._opened.close()
 
     def __enter__(self) -> "Experience":
         return self
