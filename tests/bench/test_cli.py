@@ -482,6 +482,8 @@ def test_llm_units_write_a_retrieval_runs_summaries_and_keywords_into_stores_of_
         calls = len(stub.requests)
         assert config["llm_units"] == {"writer": f"llm:openai:{stub.base_url}:tiny", "written": calls, "fallbacks": 0}
         assert calls > 0
+        assert f"units written by llm:openai:{stub.base_url}:tiny: {calls} sessions in this run, 0 fell back" in (
+            tmp_path / "out" / "report.md").read_text()
         (key,) = [d.name for d in (stores / "longmemeval").iterdir()]
         for db in (stores / "longmemeval" / key).glob("*.db"):
             store = open_store(db)

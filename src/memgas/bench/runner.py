@@ -273,6 +273,9 @@ def _run(
     if unit_writer is not None:  # sessions of kept stores were written by an earlier run and count in neither
         result.config["llm_units"] = {"writer": unit_writer.id, "written": unit_writer.written,
                                       "fallbacks": unit_writer.fallbacks}
+        result.notes.append(f"summary and keyword units written by {unit_writer.id}: {unit_writer.written} sessions "
+                            f"in this run, {unit_writer.fallbacks} fell back to the extractive units (a kept store's "
+                            "were written by the run that built it)")
     return result
 
 
