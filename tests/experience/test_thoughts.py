@@ -25,6 +25,7 @@ from memgas.experience.thoughts import (
 )
 from memgas.llm.factory import get_llm
 from support.openai_stub import OpenAIStub
+from support.sqlite_files import open_files
 
 SORT = "Sort a list of words into alphabetical order."
 SORT_NEAR = "Sort a list of words in alphabetical order."
@@ -383,4 +384,4 @@ def test_a_failed_open_leaves_nothing_open(embedder: Any, tmp_path: Path, bad: d
         Experience(tmp_path / "m.db", agent_id="a", **{"embedder": embedder, "llm_cache": tmp_path / "llm.sqlite",
                                                      **bad})
     assert failure.value is not None
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(("-wal", "-shm"))) == []
+    assert open_files(tmp_path) == []

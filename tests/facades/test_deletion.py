@@ -26,6 +26,7 @@ from memgas.core.errors import MemgasError, NotFoundError
 from memgas.embed.base import Embedder
 from memgas.embed.cache import CachedEmbedder
 from support.openai_stub import OpenAIStub
+from support.sqlite_files import open_files
 
 SECRET = "Zorblaxquintic"  # appears in no other text: any byte match is a leak
 SHARED = [  # the same first turn in both sessions: its cache rows are produced by both
@@ -147,7 +148,7 @@ def test_delete_session_forgets_it_in_every_file(tmp_path: Path, stub: OpenAIStu
     assert [h.session_id for h in mem.search("when should the compost be turned?", user_id="u", k=1)] == ["garden"]
     mem.close()
     assert leaks(tmp_path, needles) == []
-    assert sorted(p.name for p in (tmp_path / "cache").iterdir() if p.name.endswith(("-wal", "-shm"))) == []
+    assert open_files(tmp_path / "cache") == []
 
 
 def test_delete_user_forgets_every_session(tmp_path: Path, stub: OpenAIStub, embedder: Embedder,
@@ -271,11 +272,6 @@ def test_close_closes_everything_and_is_idempotent(tmp_path: Path, stub: OpenAIS
             call()
     # No connection is left open: every WAL was checkpointed away when its last connection closed.
     assert open_files(tmp_path) == []
-
-
-def open_files(root: Path) -> list[str]:
-    """SQLite files under ``root`` that a connection still holds open (a WAL goes with the last connection)."""
-    return sorted(p.name for p in root.rglob("*") if p.name.endswith(("-wal", "-shm")))
 
 
 def test_close_closes_the_search_stages_caches(tmp_path: Path, stub: OpenAIStub, embedder: Embedder) -> None:
