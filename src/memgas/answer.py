@@ -12,21 +12,20 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
 from memgas.core.errors import LLMError
-from memgas.core.types import Hit, MemoryItem
+from memgas.core.types import MemoryItem
 from memgas.core.validate import naive_utc
-from memgas.kernels.text import fit_texts, word_head
+from memgas.kernels.text import fit_texts
 from memgas.llm.base import Usage, track_usage
 from memgas.llm.structured import strip_think
 from memgas.llm.wrapper import LLM
 
 __all__ = [
     "Answer", "fit_items", "render_items", "filter_prompt", "filter_schema", "parse_filter", "answer_prompt",
-    "answer_schema", "parse_answer", "filter_memories", "answer_question", "context_block", "context_tokens",
-    "CONTEXT_HEADER",
+    "answer_schema", "parse_answer", "filter_memories", "answer_question",
 ]
 
 log = logging.getLogger("memgas.llm")
@@ -90,83 +89,6 @@ def _date(ts: datetime | None) -> str:
 def render_items(items: Sequence[MemoryItem]) -> str:
     """The items as the model sees them: ``[n] date`` then the text, numbered from 1."""
     return "\n\n".join(f"[{i}] {_date(m.timestamp)}\n{m.text}" for i, m in enumerate(items, start=1))
-
-
-def context_tokens(text: str) -> int:
-    """The token count :func:`context_block` budgets with: one per four characters, rounded up (about what
-    GPT-style tokenizers give for English; no model needed, the same on every machine)."""
-    return -(-len(text) // 4)
-
-
-#: The first line of a context block, by the order its excerpts are in.
-CONTEXT_HEADER = "Memories from earlier conversations (most relevant first):"
-NEWEST_FIRST_HEADER = "Memories from earlier conversations (newest first; a newer one may update an older one):"
-
-
-def context_block(hits: Sequence[Hit], max_tokens: int, *, newest_first: bool = False) -> str:
-    """Prompt-ready text of ``hits``: per hit ``[n] date · session ID``, then its best turns, best first, one
-    ``speaker: text`` line per message, all within ``max_tokens`` (:func:`context_tokens`). A turn that does
-    not fit whole is cut at a word when at least 20 tokens are left for it, else left out; so is every later
-    line. Empty (``""``) when there are no hits.
-
-    Hits are taken in their order (the most relevant first) until the budget is spent; with ``newest_first`` the
-    excerpts taken are then shown newest first (undated ones last), so that a reader meets the current state of
-    something before what it replaced, each still dated.
-
-    >>> from datetime import datetime
-    >>> from memgas.core.types import Hit, TurnHit
-    >>> print(context_block([Hit("s1", 1.0, None, [TurnHit(0, "user: I moved to Lisbon", 0.9)], {})], 100))
-    Memories from earlier conversations (most relevant first):
-    [1] date unknown · session s1
-    user: I moved to Lisbon
-    >>> old = Hit("old", 1.0, datetime(2024, 3, 1), [TurnHit(0, "user: I live in Buckman", 0.9)], {})
-    >>> new = Hit("new", 0.8, datetime(2024, 4, 2), [TurnHit(0, "user: I'm moving to Sellwood", 0.7)], {})
-    >>> print(context_block([old, new], 100, newest_first=True))
-    Memories from earlier conversations (newest first; a newer one may update an older one):
-    [1] 2024-04-02 (Tue) 00:00 · session new
-    user: I'm moving to Sellwood
-    [2] 2024-03-01 (Fri) 00:00 · session old
-    user: I live in Buckman
-    """
-    if not hits:
-        return ""
-    header = NEWEST_FIRST_HEADER if newest_first else CONTEXT_HEADER
-    left = max_tokens - context_tokens(header)
-    blocks: list[tuple[Hit, list[str]]] = []
-    for hit in hits:
-        head = f"[{len(blocks) + 1}] {_date(hit.timestamp)} · session {hit.session_id}"
-        cost = context_tokens(head) + 1
-        if cost >= left:
-            break
-        lines: list[str] = []
-        blocks.append((hit, lines))
-        left -= cost
-        for turn in sorted(hit.turns, key=lambda t: -t.score):
-            text = turn.text.strip()
-            need = context_tokens(text) + 1
-            if need > left:
-                if left >= 20:
-                    lines.append(word_head(text, 4 * (left - 1) - 1) + "…")
-                left = 0
-                break
-            lines.append(text)
-            left -= need
-        if left <= 0:
-            break
-    if newest_first:  # stable: hits of one date keep their relevance order; undated ones go last
-        blocks.sort(key=lambda b: (b[0].timestamp is None, -_epoch(b[0].timestamp)))
-    out = [header]
-    for n, (hit, lines) in enumerate(blocks, start=1):
-        out.append(f"[{n}] {_date(hit.timestamp)} · session {hit.session_id}")
-        out += lines
-    return "\n".join(out)
-
-
-def _epoch(when: datetime | None) -> float:
-    """Seconds since 1970 of ``when`` (naive read as UTC), for ordering; 0 for none."""
-    if when is None:
-        return 0.0
-    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def _tail(text: str, n: int) -> str:

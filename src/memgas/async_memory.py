@@ -58,6 +58,7 @@ class AsyncMemory:
     delete = _offloaded(Memory.delete)
     search = _offloaded(Memory.search)
     context = _offloaded(Memory.context)
+    profile = _offloaded(Memory.profile)
     answer = _offloaded(Memory.answer)
     facts = _offloaded(Memory.facts)
     history = _offloaded(Memory.history)

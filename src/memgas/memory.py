@@ -37,7 +37,6 @@ from memgas.core.validate import (
 from memgas.embed.base import Embedder
 from memgas.embed.cache import CachedEmbedder, EmbeddingCache
 from memgas.embed.factory import get_embedder
-from memgas.kernels.tense import asks_about_the_past
 from memgas.llm.base import ChatModel, Usage, track_usage
 from memgas.llm.cache import ResponseCache
 from memgas.llm.factory import get_llm
@@ -48,6 +47,7 @@ from memgas.store import Store, open_store
 
 if TYPE_CHECKING:
     from memgas.answer import Answer
+    from memgas.context import StandingStatement
 
 __all__ = ["Memory", "DEFAULT_INDEX_CACHE_MB"]
 
@@ -129,6 +129,9 @@ class Memory:
         self._method_recorded = self.store.method is not None
         self._fallback_method: MemoryMethod | None = None
         self._catalog = SessionCatalog()  # the session headers that filters read, per user
+        from memgas.context import Profiles
+
+        self._profiles = Profiles(self.embedder)  # each user's standing statements, cached per store version
         self._timing_lock = threading.Lock()  # searches run in parallel threads and count themselves here
         # Per call kind: [count, seconds]. Totals, not lists: a server process runs for months.
         self._timings: dict[str, list[float]] = {"add": [0, 0.0], "search": [0, 0.0], "answer": [0, 0.0]}
@@ -531,24 +534,13 @@ class Memory:
         """
         check_query(query)
         k = check_k(k)
-        if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or not 0.0 <= min_score <= 1.0:
-            raise InvalidInputError(f"min_score must be a number from 0 to 1, got {min_score!r}")
-        if isinstance(exclude_sessions, str):
-            raise InvalidInputError("exclude_sessions must be a list of session ids, not one string")
-        excluded = {check_id("session_id", sid) for sid in exclude_sessions}
-        check_id("user_id", user_id)
-        flt = None if filters is None else compile_filter(filters)
+        _check_min_score(min_score)
         when = _asked_at(query_time)
-        if not self.store.has_user(user_id):
+        excluded, within = self._read_scope(user_id, exclude_sessions, filters)
+        if within is not None and not within:  # no such user, or no session passes the filters
             return []
         t0 = time.perf_counter()
-        within = None
-        want = min(k + len(excluded), MAX_K)
-        if flt is not None:  # the sessions searched: those that pass, less the excluded ones
-            within = {h.session_id for h in self._catalog.matching(self.store, user_id, flt)} - excluded
-            if not within:
-                return []
-            want = k
+        want = k if within is not None else min(k + len(excluded), MAX_K)
         hits = self.method.search(self.store, user_id, query, k=want, query_time=when, min_score=float(min_score),
                                   within=within)
         reason = self.method.degraded(self.store, user_id)
@@ -586,29 +578,77 @@ class Memory:
 
     def context(
         self, query: str, *, user_id: str, k: int = 5, max_tokens: int = 1000, exclude_sessions: Iterable[str] = (),
-        query_time: str | datetime | None = None, min_score: float = 0.0, filters: Mapping[str, Any] | None = None,
+        query_time: str | datetime | None = None, min_score: float | None = None,
+        filters: Mapping[str, Any] | None = None,
     ) -> str:
-        """Prompt-ready text of what matters from the past for ``query``: dated, session-cited excerpts of the
-        ``k`` best sessions, the best turns first, within ``max_tokens`` (counted as one token per four
-        characters, rounded up; see :func:`memgas.answer.context_block`). Empty when nothing is found.
+        """Prompt-ready text of what matters from the past for ``query``, within ``max_tokens`` (one token per four
+        characters, rounded up). Empty when nothing stored is relevant and no standing instruction applies.
 
-        The most relevant sessions are taken until the budget is spent. For a question about the present ("where
-        do I live now?", any question that names no earlier time and is not in the past tense:
-        :func:`memgas.kernels.tense.asks_about_the_past`; naming a time that had ended by ``query_time`` is asking
-        about then) they are shown newest first, so that the current state
-        of something comes before what it replaced; a question about the past keeps them most relevant first.
+        The block is chosen by the evidence each turn carries (:func:`memgas.context.build_context`): the user's
+        standing instructions and preferences first (:meth:`profile`, the most relevant, within 30% of the
+        budget), then excerpts from the best turns of the ``k`` most relevant sessions, one dated, cited line per
+        message: the user's own words first, a reply only where it holds the query's words, a long message cut to
+        the part that matches. Turns whose relevance (cosine with the query) is below ``min_score`` stay out
+        (``None``: the calibrated floor, :class:`memgas.context.ContextOptions`). Of two excerpts about the same
+        thing the newer is shown first and the older marked ``(earlier)``, unless the question asks about the past;
+        a question that asks across the conversation (an order, a summary) gets the best turns of every session in
+        turn, in time order.
 
-        ``exclude_sessions``, ``query_time``, ``min_score`` and ``filters`` are those of :meth:`search`.
+        ``exclude_sessions``, ``query_time`` and ``filters`` are those of :meth:`search`; standing statements of
+        excluded or filtered-out sessions are left out too.
 
         Raises:
-            InvalidInputError: as :meth:`search`, or ``max_tokens`` not an integer from 1 to 100,000.
+            InvalidInputError: as :meth:`search`, ``max_tokens`` not an integer from 1 to 100,000, or
+                ``min_score`` not ``None`` or a number in [0, 1].
         """
-        check_count("max_tokens", max_tokens, 100_000)
-        from memgas.answer import context_block
+        from memgas.context import ContextOptions, build_context
 
-        hits = self.search(query, user_id=user_id, k=k, query_time=query_time, min_score=min_score,
-                           exclude_sessions=exclude_sessions, filters=filters)
-        return context_block(hits, max_tokens, newest_first=not asks_about_the_past(query, _asked_at(query_time)))
+        check_query(query)
+        k = check_k(k)
+        check_count("max_tokens", max_tokens, 100_000)
+        options = ContextOptions()
+        if min_score is not None:
+            options = replace(options, floor=_check_min_score(min_score))
+        when = _asked_at(query_time)
+        excluded, within = self._read_scope(user_id, exclude_sessions, filters)
+        if within is not None and not within:
+            return ""
+        t0 = time.perf_counter()
+        text = build_context(self.method, self.store, user_id, query, max_tokens=max_tokens,
+                             query_time=when, within=within, excluded=excluded, max_sessions=k,
+                             profiles=self._profiles, options=options)
+        self._timed("search", time.perf_counter() - t0)
+        return text
+
+    def profile(self, *, user_id: str, exclude_sessions: Iterable[str] = (),
+                filters: Mapping[str, Any] | None = None) -> list[StandingStatement]:
+        """The user's standing instructions and preferences, oldest first: what they asked to hold from then on
+        ("always…", "never…", "from now on…", "call me…") and what they prefer ("I prefer…", "I'd rather…"), each
+        with its session, message and time (:mod:`memgas.kernels.standing`). A later statement of the same kind
+        that says nearly the same thing replaces an earlier one. Read from the stored messages, so a deleted or
+        edited message leaves the profile at once. ``exclude_sessions`` and ``filters`` as in :meth:`search`.
+
+        Raises:
+            InvalidInputError: a bad user id, session id or filter.
+        """
+        excluded, within = self._read_scope(user_id, exclude_sessions, filters)
+        if within is not None and not within:
+            return []
+        return self._profiles.statements(self.store, user_id, within=within, excluded=excluded)
+
+    def _read_scope(self, user_id: str, exclude_sessions: Iterable[str],
+                    filters: Mapping[str, Any] | None) -> tuple[set[str], set[str] | None]:
+        """The sessions a read leaves out and, with ``filters``, the only ones it may read (checked arguments)."""
+        if isinstance(exclude_sessions, str):
+            raise InvalidInputError("exclude_sessions must be a list of session ids, not one string")
+        excluded = {check_id("session_id", sid) for sid in exclude_sessions}
+        check_id("user_id", user_id)
+        flt = None if filters is None else compile_filter(filters)
+        if not self.store.has_user(user_id):
+            return excluded, set()
+        if flt is None:
+            return excluded, None
+        return excluded, {h.session_id for h in self._catalog.matching(self.store, user_id, flt)} - excluded
 
     def answer(
         self,
@@ -868,6 +908,13 @@ _SESSION_KEYS = frozenset({"messages", "session_id", "timestamp", "metadata", "a
 def _now() -> datetime:
     """The time of an add, for a session given none (UTC)."""
     return datetime.now(timezone.utc)
+
+
+def _check_min_score(min_score: object) -> float:
+    """``min_score`` as a float, checked to be a number in [0, 1]."""
+    if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or not 0.0 <= min_score <= 1.0:
+        raise InvalidInputError(f"min_score must be a number from 0 to 1, got {min_score!r}")
+    return float(min_score)
 
 
 def _asked_at(query_time: str | datetime | None) -> datetime:

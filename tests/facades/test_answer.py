@@ -225,8 +225,9 @@ def test_memory_llm_without_llm_units_keeps_adds_free(stub: OpenAIStub) -> None:
 
 def test_context_shows_the_newest_state_first_for_a_question_about_the_present(embedder) -> None:
     """The demo's case: the March session (Buckman) and the April one (moving to Sellwood) both answer "where do I
-    live these days?"; the context shows April first, each dated, and keeps relevance order for a past question."""
-    from memgas.answer import CONTEXT_HEADER, NEWEST_FIRST_HEADER
+    live these days?"; the context shows April first and marks March as earlier, leaves the bread session out (below
+    the relevance floor), and keeps relevance order, unmarked, for a question about the past."""
+    from memgas.context.assemble import MEMORY_HEADERS
     from memgas.memory import Memory
 
     with Memory(embedder=embedder) as mem:
@@ -238,11 +239,13 @@ def test_context_shows_the_newest_state_first_for_a_question_about_the_present(e
                 user_id="u", session_id="april", timestamp="2024-04-20T10:00:00")
         mem.add([{"role": "user", "content": "My sourdough starter finally doubled overnight."}],
                 user_id="u", session_id="bread", timestamp="2024-04-01T10:00:00")
-        now = mem.context("Which part of town do I live in these days?", user_id="u", k=2).splitlines()
-        assert now[0] == NEWEST_FIRST_HEADER
-        heads = [line for line in now if line.startswith("[")]
-        assert heads == ["[1] 2024-04-20 (Sat) 10:00 · session april", "[2] 2024-03-05 (Tue) 10:00 · session march"]
-        hits = mem.search("Where did I live before I moved?", user_id="u", k=2)
-        past = mem.context("Where did I live before I moved?", user_id="u", k=2).splitlines()
-        assert past[0] == CONTEXT_HEADER
-        assert [line.split("session ")[1] for line in past if line.startswith("[")] == [h.session_id for h in hits]
+        now = mem.context("Which part of town do I live in these days?", user_id="u", k=3, max_tokens=400).splitlines()
+        assert now[0] == MEMORY_HEADERS["relevance"]
+        assert now[1].startswith("[1] 2024-04-20 · april · user: Big news: I'm moving to Sellwood")
+        assert now[2].startswith("[2] 2024-03-05 · march (earlier) · user: I live in the Buckman")
+        assert not any("bread" in line for line in now)
+        past = mem.context("Where did I live before I moved?", user_id="u", k=3).splitlines()
+        assert past[0] == MEMORY_HEADERS["past"] and "(earlier)" not in "\n".join(past)
+        hits = mem.search("Where did I live before I moved?", user_id="u", k=3)
+        assert [line.split(" · ")[1] for line in past[1:] if " · user: " in line] == \
+            [h.session_id for h in hits if h.session_id != "bread"]

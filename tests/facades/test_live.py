@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from memgas import Memory
-from memgas.answer import CONTEXT_HEADER, context_tokens
+from memgas.context.assemble import MEMORY_HEADERS
+from memgas.kernels.text import context_tokens
 from memgas.core.errors import InvalidInputError, NotFoundError
 from memgas.embed.base import Embedder
 
@@ -245,17 +246,17 @@ def test_context_is_dated_cited_within_budget_and_leaves_out_the_current_convers
             mem.add(conversation(4, 20 + i), user_id="u", session_id=f"c{i}", timestamp="2024-04-01")
         text = mem.context("Where did I move?", user_id="u", k=3, max_tokens=200)
         lines = text.splitlines()
-        assert lines[0] == CONTEXT_HEADER and lines[1] == "[1] 2024-03-10 (Sun) 09:00 · session move"
-        assert lines[2].startswith("user: I moved to Lisbon in March.")
-        assert context_tokens(text) <= 200 + len(lines)  # every line within budget (newlines counted apart)
+        assert lines[0] == MEMORY_HEADERS["past"]
+        assert lines[1] == "[1] 2024-03-10 · move · user: I moved to Lisbon in March."
+        assert context_tokens(text) <= 200
         small = mem.context("Where did I move?", user_id="u", k=3, max_tokens=40)
-        assert context_tokens(small) <= 40 + len(small.splitlines()) and "session move" in small
-        assert "session move" not in mem.context("Where did I move?", user_id="u", exclude_sessions=["move"])
+        assert context_tokens(small) <= 40 and "· move · user: I moved to Lisbon" in small
+        assert "· move ·" not in mem.context("Where did I move?", user_id="u", exclude_sessions=["move"])
         hits = mem.search("Where did I move?", user_id="u", k=3, exclude_sessions=["move"])
         assert len(hits) == 3 and "move" not in [h.session_id for h in hits]
         out = mem.append([{"role": "user", "content": "Remind me where I moved?"}], user_id="u", session_id="now",
                          return_context=True)
-        assert "session move" in out["context"] and "session now" not in out["context"]
+        assert "user: I moved to Lisbon in March." in out["context"] and "· now ·" not in out["context"]
         with pytest.raises(InvalidInputError, match="max_tokens"):
             mem.context("x", user_id="u", max_tokens=0)
         with pytest.raises(InvalidInputError, match="list of session ids"):

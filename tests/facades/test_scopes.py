@@ -115,8 +115,10 @@ def test_hits_carry_their_sessions_header(filled: Memory) -> None:
     assert set(hit.channels) <= {"session", "turn", "summary", "keyword", "lexical"} and hit.channels["turn"] > 0
     assert sum(hit.channels.values()) > 0  # the session's evidence, by channel
     assert hit.to_dict()["agent_id"] == "coder" and type(hit).from_dict(hit.to_dict()).to_dict() == hit.to_dict()
-    text = filled.context("Where does my sister live?", user_id="u", k=3, filters={"run_id": "r0"})
-    assert "Lisbon" in text and "session s1" not in text  # s1 is run r1; s9 (run r0) holds Lisbon too
+    # s1 is run r1; s9 (run r0) holds Lisbon too, less relevant than the floor: no floor here
+    text = filled.context("Where does my sister live?", user_id="u", k=3, filters={"run_id": "r0"}, min_score=0.0)
+    assert "· s9 · user: Ana sent me a box of pastries from Lisbon." in text and "· s1 ·" not in text
+    assert filled.context("Where does my sister live?", user_id="u", k=3, filters={"run_id": "r0"}) == ""
 
 
 def test_filters_combine_with_excluded_sessions(filled: Memory) -> None:

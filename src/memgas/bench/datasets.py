@@ -75,6 +75,11 @@ class BenchQuestion:
     scorable: bool
     skip_reason: str | None
     conv_id: str
+    #: the gold evidence messages' texts by group (``"all"``, or BEAM's ``original_info``/``updated_info`` ...), for
+    #: the context measures (:mod:`memgas.bench.context`); empty where the dataset names no messages
+    gold_messages: dict[str, list[str]] = field(default_factory=dict)
+    #: each gold message's place: (session id, message position), in the order of ``gold_messages``
+    gold_places: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -37,7 +37,7 @@ from datetime import datetime
 from memgas.core.validate import naive_utc
 from memgas.kernels.temporal import parse_time_window
 
-__all__ = ["asks_about_the_past", "asks_about_now"]
+__all__ = ["asks_about_the_past", "asks_about_now", "asks_across_time", "asks_about_replies"]
 
 #: Words that name an earlier time or state: the question is about the past whatever else it says.
 _EARLIER = re.compile(
@@ -70,3 +70,45 @@ def asks_about_now(question: str, now: datetime | None = None) -> bool:
     if asks_about_the_past(question, now):
         return False
     return _NOW.search(question) is not None or _FIRST_PERSON.search(question) is not None
+
+
+#: A question that asks for the course of something over the conversation: an order, a summary, a history.
+_ACROSS = re.compile(
+    r"\b(?:in (?:what|which|the) order|order in which|chronolog\w*|timeline|sequence of|summar\w*|recap|overview|"
+    r"(?:over the course of|throughout|across) (?:our|my|the|all|these|those|all of our|all our) "
+    r"(?:conversations?|sessions?|discussions?|chats?|talks?|exchanges?|time|months|weeks|years)|"
+    r"(?:has|have) (?:\w+ )?(?:progressed|evolved|developed|changed) (?:over|since|so far|throughout)|"
+    r"(?:progress|history|evolution) of)\b", re.IGNORECASE)
+
+
+def asks_across_time(question: str) -> bool:
+    """Whether ``question`` asks for the course of something over the conversation (an order of events, a summary,
+    how it developed): its evidence is spread over many sessions and is read in time order.
+
+    >>> asks_across_time("Can you list the order in which I brought up these topics?")
+    True
+    >>> asks_across_time("Give me a summary of how my project progressed.")
+    True
+    >>> asks_across_time("What is my locker code?")
+    False
+    """
+    return _ACROSS.search(question) is not None
+
+
+#: The asker asking what the assistant said: "what did you recommend", "how did you suggest", "your advice".
+_REPLIES = re.compile(
+    r"\b(?:you|your)\b(?:\s+\w+){0,2}?\s+(?:recommend|suggest|advis|said|say|told|tell|explain|mention|propos|"
+    r"outline|describ|walk(?:ed)? me|show(?:ed)? me|help(?:ed)? me|provid)\w*|\byour (?:advice|suggestion|"
+    r"recommendation|explanation|answer)s?\b", re.IGNORECASE)
+
+
+def asks_about_replies(question: str) -> bool:
+    """Whether ``question`` asks what the assistant said earlier (a recommendation, an explanation), so that its
+    replies are evidence as much as the user's own words.
+
+    >>> asks_about_replies("How did you recommend managing the flow of requests?")
+    True
+    >>> asks_about_replies("What is my locker code?")
+    False
+    """
+    return _REPLIES.search(question) is not None

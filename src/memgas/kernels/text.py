@@ -66,3 +66,13 @@ def fit_texts(texts: Sequence[str], budget_tokens: int, count_tokens: Callable[[
         out = fair_heads(list(texts), int(len(text) * shrink))
         n = count_tokens("\n".join(out))
     return out
+
+
+def context_tokens(text: str) -> int:
+    """The token count a context block (:mod:`memgas.context`) budgets with: one per four characters, rounded up
+    (about what GPT-style tokenizers give for English; no model needed, the same on every machine).
+
+    >>> context_tokens("abcde")
+    2
+    """
+    return -(-len(text) // 4)

@@ -196,12 +196,20 @@ class MemoryMethod(ABC):
         session alone, unlike ``score``. Hits with ``relevance < min_score`` are dropped, so a query
         about nothing stored can return nothing.
         """
-        s = self._staged(lambda q: self.score_within(store, user_id, q, query_time=query_time, within=within), query)
+        s = self.scored(store, user_id, query, query_time=query_time, within=within)
         if len(s.scores) == 0:
             return []
-        relevance = s.relevance if s.relevance is not None else self.relevance(s.index, query)
         return session_hits(s.index, s.scores, k, method=self.name, weights=s.weights, seed=s.seed,
-                            turns_per_hit=turns_per_hit, relevance=relevance, min_score=min_score, channels=s.channels)
+                            turns_per_hit=turns_per_hit, relevance=s.relevance, min_score=min_score, channels=s.channels)
+
+    def scored(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None,
+               within: Collection[str] | None = None) -> Scored:
+        """Every unit of ``user_id`` scored for ``query`` as :meth:`search` ranks them (:meth:`score_within`, then the
+        optional stages), with each unit's :meth:`relevance` set (what :mod:`memgas.context` builds from)."""
+        s = self._staged(lambda q: self.score_within(store, user_id, q, query_time=query_time, within=within), query)
+        if len(s.scores) == 0 or s.relevance is not None:
+            return s
+        return replace(s, relevance=self.relevance(s.index, query))
 
     def relevance(self, index: UserIndex, query: str) -> np.ndarray:
         """Each unit's calibrated relevance to ``query``: its cosine similarity with the query vector

@@ -1,0 +1,179 @@
+"""BEAM (Tavakoli et al., ICLR 2026): long single conversations, ten abilities, gold evidence as message ids.
+
+Each conversation is one user; each of its batches is one dated session (the batch's time anchor), in order.
+The generation markers at the end of user messages (`` ->-> 1,25``) are stripped before anything is stored: they
+are an artefact of how the data was made. A question's gold evidence is the messages its ``source_chat_ids``
+name; knowledge_update questions name the original and the updated evidence apart, and so does
+:class:`BeamQuestion` (``groups``). Abstention questions have no evidence and are not scored.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from memgas.bench.datasets import BenchQuestion
+from memgas.core.errors import InvalidInputError
+from memgas.core.types import Message, Session, group_turns
+
+__all__ = ["BeamConversation", "BEAM_ABILITIES", "load_beam", "strip_marker", "beam_dirs", "DEFAULT_BEAM"]
+
+#: The data folder the command reads by default (relative to the project root).
+DEFAULT_BEAM = Path("../shared/data/beam")
+
+BEAM_ABILITIES = ("abstention", "contradiction_resolution", "event_ordering", "information_extraction",
+                  "instruction_following", "knowledge_update", "multi_session_reasoning", "preference_following",
+                  "summarization", "temporal_reasoning")
+
+_MARKER = re.compile(r"\s*->->\s*[\d,\s]+$")
+_ANCHOR_FORMATS = ("%B-%d-%Y", "%b-%d-%Y")
+
+
+def strip_marker(text: str) -> str:
+    """``text`` without BEAM's trailing generation marker.
+
+    >>> strip_marker("Always use type hints. ->-> 1,25")
+    'Always use type hints.'
+    >>> strip_marker("no marker here")
+    'no marker here'
+    """
+    return _MARKER.sub("", text)
+
+
+def _anchor(text: str | None) -> datetime | None:
+    """A batch's time anchor (``"March-15-2024"``) as a date, ``None`` when absent or unreadable."""
+    if not text:
+        return None
+    for fmt in _ANCHOR_FORMATS:
+        try:
+            return datetime.strptime(text.strip(), fmt)
+        except ValueError:
+            continue
+    return None
+
+
+@dataclass(slots=True)
+class BeamConversation:
+    """One BEAM conversation: its sessions (one per batch), its scored questions, and where each message is."""
+
+    conv_id: str
+    scale: str
+    sessions: list[Session]
+    questions: list[BenchQuestion]
+    #: the message id → ``(session id, message position in that session)``
+    where: dict[int, tuple[str, int]] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+def _flat(ids: Iterable[Any]) -> list[int]:
+    """Message ids of a gold list, nested lists flattened (some event_ordering items name several messages)."""
+    return [j for i in ids for j in (_flat(i) if isinstance(i, list) else [int(i)])]
+
+
+def _gold_groups(ability: str, ids: Any) -> dict[str, list[int]]:
+    """The gold ids of one question by group: ``{"all": [...]}``, or the dataset's own two groups."""
+    if isinstance(ids, Mapping):
+        return {str(k): _flat(v) for k, v in ids.items()}
+    if isinstance(ids, list):
+        return {"all": _flat(ids)}
+    raise InvalidInputError(f"{ability}: source_chat_ids must be a list or an object, got {type(ids).__name__}")
+
+
+def _conversation(folder: Path, scale: str) -> BeamConversation:
+    """Read one conversation folder (``chat.json.gz`` or ``chat.json``, ``probing_questions.json``)."""
+    chat_path = folder / "chat.json.gz"
+    opener: Any = gzip.open if chat_path.exists() else open
+    if not chat_path.exists():
+        chat_path = folder / "chat.json"
+    try:
+        with opener(chat_path, "rt", encoding="utf-8") as f:
+            chat = json.load(f)
+        with open(folder / "probing_questions.json", encoding="utf-8") as f:
+            probing = json.load(f)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InvalidInputError(f"BEAM conversation {folder}: {exc}") from None
+    conv_id = f"beam-{scale}-{folder.name}"
+    user_id = conv_id
+    sessions: list[Session] = []
+    where: dict[int, tuple[str, int]] = {}
+    text_of: dict[int, str] = {}
+    for batch in chat:
+        sid = f"b{int(batch['batch_number'])}"
+        msgs: list[Message] = []
+        anchor = batch.get("time_anchor")
+        for exchange in batch["turns"]:
+            for m in exchange:
+                anchor = anchor or m.get("time_anchor")
+                content = strip_marker(str(m["content"])).strip()
+                if not content:
+                    continue
+                where[int(m["id"])] = (sid, len(msgs))
+                text_of[int(m["id"])] = content
+                msgs.append(Message(role=str(m["role"]), content=content))
+        if msgs:
+            sessions.append(Session(user_id=user_id, session_id=sid, messages=tuple(msgs),
+                                    timestamp=_anchor(anchor)))
+    turn_of = {s.session_id: [t.index for t in group_turns(s.messages) for _ in range(t.msg_start, t.msg_end)]
+               for s in sessions}
+    questions: list[BenchQuestion] = []
+    skipped: dict[str, int] = {}
+    for ability in BEAM_ABILITIES:
+        for n, raw in enumerate(probing.get(ability, [])):
+            if "source_chat_ids" not in raw:
+                reason = f"{ability}: no gold evidence"
+                skipped[reason] = skipped.get(reason, 0) + 1
+                continue
+            named = _gold_groups(ability, raw["source_chat_ids"])
+            groups = {g: [i for i in ids if i in where] for g, ids in named.items()}
+            ids = sorted({i for g in groups.values() for i in g})
+            if not ids:
+                reason = f"{ability}: evidence names no message"
+                skipped[reason] = skipped.get(reason, 0) + 1
+                continue
+            q = BenchQuestion(
+                qid=f"{conv_id}/{ability}/{n}", question=str(raw["question"]),
+                answer=str(raw.get("answer") or raw.get("ideal_response") or ""), qtype=ability,
+                question_date=None, sessions=sessions,
+                gold_sessions={where[i][0] for i in ids},
+                gold_turns={(where[i][0], turn_of[where[i][0]][where[i][1]]) for i in ids},
+                gold_turn_ids={str(i) for i in ids}, scorable=True, skip_reason=None, conv_id=conv_id,
+                gold_messages={g: [text_of[i] for i in dict.fromkeys(v)] for g, v in groups.items()},
+                gold_places={g: [where[i] for i in dict.fromkeys(v)] for g, v in groups.items()})
+            questions.append(q)
+    return BeamConversation(conv_id, scale, sessions, questions, where, skipped)
+
+
+def _folder_order(p: Path) -> tuple[bool, int, str]:
+    """Numbered folders first, by number; any other after them, by name."""
+    return (not p.name.isdigit(), int(p.name) if p.name.isdigit() else 0, p.name)
+
+
+def beam_dirs(root: Path, scales: Sequence[str]) -> list[tuple[str, Path]]:
+    """The conversation folders of ``scales`` under ``root``, numerically ordered."""
+    out: list[tuple[str, Path]] = []
+    for scale in scales:
+        base = Path(root) / scale
+        if not base.is_dir():
+            raise InvalidInputError(f"BEAM scale {scale!r} not found at {base.resolve()}; pass --data FOLDER")
+        folders = [p for p in base.iterdir() if (p / "probing_questions.json").is_file()]
+        out += [(scale, p) for p in sorted(folders, key=_folder_order)]
+    return out
+
+
+def load_beam(root: Path, scales: Iterable[str] = ("100K",), limit: int | None = None) -> list[BeamConversation]:
+    """The conversations of ``scales`` under ``root`` (``limit``: the first N of each scale).
+
+    Raises:
+        InvalidInputError: a missing scale folder or an unreadable conversation.
+    """
+    scales = list(scales)
+    out: list[BeamConversation] = []
+    for scale in scales:
+        dirs = beam_dirs(root, [scale])
+        out += [_conversation(p, s) for s, p in dirs[: limit if limit is not None else None]]
+    return out

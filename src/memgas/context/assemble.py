@@ -1,0 +1,156 @@
+"""A context block from chosen excerpts: what fits the budget, in which order, and how it reads.
+
+Pure functions over :class:`Excerpt` values (no store, no model). The block has up to two parts:
+
+* **Standing instructions and preferences**: what the user asked to hold from then on, the most relevant first,
+  within :attr:`ContextOptions.profile_share` of the budget;
+* **Memories**: one line per excerpt, ``[n] date · session · speaker: text``, taken by priority until the budget is
+  spent, then ordered as the question asks (:func:`order_excerpts`): most relevant first, the newer of two
+  excerpts about the same thing above the older (marked ``(earlier)``), or in time order for questions that ask
+  across the conversation.
+
+Tokens are counted by :func:`memgas.kernels.text.context_tokens` (one per four characters, rounded up).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Sequence
+
+import numpy as np
+
+from memgas.kernels.text import context_tokens as count_tokens
+
+__all__ = ["Excerpt", "ContextOptions", "fill", "order_excerpts", "render", "PROFILE_HEADER", "MEMORY_HEADERS"]
+
+PROFILE_HEADER = "Standing instructions and preferences (said earlier; they still hold):"
+MEMORY_HEADERS = {
+    "relevance": "Memories from earlier conversations (most relevant first; a newer one above what it updates):",
+    "time": "Memories from earlier conversations (in time order):",
+    "past": "Memories from earlier conversations (most relevant first):",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ContextOptions:
+    """How a context is chosen; the defaults are the measured ones (BENCHMARKS.md, "context").
+
+    Attributes:
+        floor: a turn whose relevance (cosine with the query) is below this stays out, so that unrelated
+            sessions do not fill the block.
+        user_chars: a user message longer than this shows its best part (:func:`memgas.kernels.excerpt.excerpt`).
+        reply_chars: the most of a reply shown; a reply is shown only where it holds a query term.
+        reply_lag: a reply is taken after the user messages of this many better turns.
+        timeline_chars: the most of each message shown when the question asks across the conversation.
+        profile_share: the share of the budget the standing statements may take.
+        profile_floor: a standing statement less relevant than this (cosine with the query) is not shown.
+        same_subject: two excerpts (both relevant to the query) whose turns' vectors have at least this cosine speak
+            of the same thing.
+        turns: the most turns read for one context.
+    """
+
+    floor: float = 0.25
+    user_chars: int = 600
+    reply_chars: int = 400
+    reply_lag: int = 3
+    timeline_chars: int = 320
+    profile_share: float = 0.3
+    profile_floor: float = 0.1
+    same_subject: float = 0.45
+    turns: int = 80
+
+
+@dataclass(frozen=True, slots=True)
+class Excerpt:
+    """One message, or its best part, as a context shows it.
+
+    ``priority`` orders the taking (lower first); ``when`` orders in time (session time as seconds, then message
+    position); ``vector`` is its turn's unit vector (for "the same thing"), ``None`` where unknown; ``turn`` is the
+    turn's index in its session (-1: unknown).
+    """
+
+    session_id: str
+    message: int
+    speaker: str
+    text: str
+    timestamp: datetime | None
+    priority: float
+    when: tuple[float, int]
+    vector: np.ndarray | None = None
+    turn: int = -1
+
+    def line(self, n: int, earlier: bool = False) -> str:
+        """The excerpt as one numbered line of the block."""
+        date = f"{self.timestamp:%Y-%m-%d}" if self.timestamp else "undated"
+        mark = " (earlier)" if earlier else ""
+        return f"[{n}] {date} · {self.session_id}{mark} · {self.speaker}: {self.text}"
+
+
+def fill(candidates: Sequence[Excerpt], budget: int) -> list[Excerpt]:
+    """The candidates taken by priority (then given order) while their lines fit ``budget`` tokens; one that does
+    not fit is passed over for smaller ones after it. No message twice.
+
+    >>> a = Excerpt("s", 0, "user", "x" * 40, None, 0, (0, 0))
+    >>> b = Excerpt("s", 1, "user", "y" * 400, None, 1, (0, 1))
+    >>> c = Excerpt("s", 2, "user", "z" * 20, None, 2, (0, 2))
+    >>> [e.message for e in fill([c, b, a], 40)]
+    [0, 2]
+    """
+    taken: list[Excerpt] = []
+    seen: set[tuple[str, int]] = set()
+    left = budget
+    for e in sorted(candidates, key=lambda e: e.priority):
+        if (e.session_id, e.message) in seen:
+            continue
+        cost = count_tokens(e.line(99, True)) + 1
+        if cost <= left:
+            taken.append(e)
+            seen.add((e.session_id, e.message))
+            left -= cost
+        if left < 12:
+            break
+    return taken
+
+
+def order_excerpts(taken: Sequence[Excerpt], mode: str, same_subject: float) -> list[tuple[Excerpt, bool]]:
+    """The taken excerpts in reading order, each with whether it is marked ``(earlier)``.
+
+    ``mode`` ``"time"``: oldest first. ``"past"``: by priority. ``"relevance"``: by priority, except that an excerpt
+    moves up to just above the best older excerpt about the same thing (turn vectors' cosine ≥ ``same_subject``),
+    which is then marked ``(earlier)``: the current state is read before what it replaced.
+
+    >>> old = Excerpt("s1", 0, "user", "I live in Buckman", None, 0, (1.0, 0), np.array([1.0, 0.0]))
+    >>> new = Excerpt("s2", 0, "user", "I moved to Sellwood", None, 5, (2.0, 0), np.array([0.8, 0.6]))
+    >>> [(e.text, early) for e, early in order_excerpts([old, new], "relevance", 0.6)]
+    [('I moved to Sellwood', False), ('I live in Buckman', True)]
+    """
+    if mode == "time":
+        return [(e, False) for e in sorted(taken, key=lambda e: e.when)]
+    ranked = sorted(taken, key=lambda e: e.priority)
+    if mode != "relevance":
+        return [(e, False) for e in ranked]
+    key = [float(e.priority) for e in ranked]
+    earlier = [False] * len(ranked)
+    for i, a in enumerate(ranked):
+        for j, b in enumerate(ranked):
+            same_turn = (a.session_id, a.turn) == (b.session_id, b.turn)  # a reply updates not its own question
+            if a.vector is None or b.vector is None or not b.when > a.when or same_turn:
+                continue
+            if float(a.vector @ b.vector) >= same_subject:  # b is newer and about the same thing as a
+                earlier[i] = True
+                key[j] = min(key[j], key[i] - 0.5)
+    order = sorted(range(len(ranked)), key=lambda i: (key[i], -ranked[i].when[0], -ranked[i].when[1]))
+    return [(ranked[i], earlier[i]) for i in order]
+
+
+def render(profile: Sequence[Excerpt], memories: Sequence[tuple[Excerpt, bool]], mode: str) -> str:
+    """The block's text: the profile part (when any) and the memories part (when any); ``""`` for neither."""
+    out: list[str] = []
+    if profile:
+        out.append(PROFILE_HEADER)
+        out += [f"- {e.line(n)[len(f'[{n}] '):]}" for n, e in enumerate(profile, start=1)]
+    if memories:
+        out.append(MEMORY_HEADERS[mode])
+        out += [e.line(n, early) for n, (e, early) in enumerate(memories, start=1)]
+    return "\n".join(out)

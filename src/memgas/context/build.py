@@ -1,0 +1,181 @@
+"""What an agent reads: a context built from a method's scored turns and the stored messages.
+
+:func:`build_context` chooses by the evidence each turn carries, not by session: the method scores every unit
+(:meth:`memgas.methods.base.MemoryMethod.scored`); turns below the relevance floor stay out; of the others, best
+first, each user message is a candidate (its best part when long) and each reply one after the user messages of a
+few better turns, cut to the part that holds the query's words (and left out when it holds none). A question that
+asks across the conversation (:func:`memgas.kernels.tense.asks_across_time`) takes the best turns of every session
+in turn, shorter, and reads them in time order. The user's standing instructions and preferences
+(:class:`memgas.context.profile.Profiles`) head the block, the most relevant first. See :mod:`memgas.context.assemble`
+for the order and the format.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Collection
+
+import numpy as np
+
+from memgas.context.assemble import (
+    MEMORY_HEADERS,
+    PROFILE_HEADER,
+    ContextOptions,
+    Excerpt,
+    fill,
+    order_excerpts,
+    render,
+)
+from memgas.context.profile import Profiles
+from memgas.core.types import Session
+from memgas.kernels.excerpt import around, excerpt, query_terms
+from memgas.kernels.tense import asks_about_replies, asks_about_the_past, asks_across_time
+from memgas.kernels.text import context_tokens as count_tokens
+from memgas.methods.base import MemoryMethod
+from memgas.store import Store
+
+__all__ = ["build_context", "context_mode"]
+
+
+def context_mode(query: str, when: datetime | None = None) -> str:
+    """How a context for ``query`` is read: ``"time"`` (across the conversation), ``"past"`` (about an earlier
+    state: no reordering by time) or ``"relevance"`` (the newer of two excerpts about the same thing first)."""
+    if asks_across_time(query):
+        return "time"
+    return "past" if asks_about_the_past(query, when) else "relevance"
+
+
+def _seconds(when: datetime | None) -> float:
+    return when.timestamp() if when is not None else float("-inf")
+
+
+def _profile(profiles: Profiles, store: Store, user_id: str, query_vector: np.ndarray, budget: int,
+             options: ContextOptions, within: Collection[str] | None, excluded: Collection[str]) -> list[Excerpt]:
+    """The standing statements shown: the most relevant first, above the profile floor, within ``budget``."""
+    statements = profiles.statements(store, user_id, within=within, excluded=excluded)
+    if not statements or budget <= 0:
+        return []
+    relevance = profiles.vectors(statements) @ query_vector
+    candidates = []
+    for rank, i in enumerate(np.argsort(-relevance, kind="stable")):
+        s = statements[int(i)]
+        if relevance[i] < options.profile_floor:
+            break
+        shown = around(s.source, s.start, s.end, options.timeline_chars)[0]
+        candidates.append(Excerpt(s.session_id, s.message, "user", shown, s.timestamp, rank,
+                                  (_seconds(s.timestamp), s.message)))
+    return fill(candidates, budget)
+
+
+def _turn_order(session_of: np.ndarray, rows: np.ndarray, spread: bool) -> np.ndarray:
+    """``rows`` (already best first) as taken: as they are, or, with ``spread``, the best turn of every session
+    (best session first), then the second best of each, and so on."""
+    if not spread:
+        return rows
+    nth: dict[int, int] = {}
+    place = np.empty(len(rows), np.int64)
+    for p, r in enumerate(rows):
+        s = int(session_of[r])
+        place[p] = nth.get(s, 0)
+        nth[s] = place[p] + 1
+    return rows[np.argsort(place, kind="stable")]
+
+
+def build_context(
+    method: MemoryMethod,
+    store: Store,
+    user_id: str,
+    query: str,
+    *,
+    max_tokens: int,
+    query_time: datetime | None = None,
+    within: Collection[str] | None = None,
+    excluded: Collection[str] = (),
+    max_sessions: int | None = None,
+    profiles: Profiles | None = None,
+    options: ContextOptions | None = None,
+) -> str:
+    """The context block for ``query`` from ``user_id``'s memories, within ``max_tokens``: ``""`` when nothing
+    stored is relevant and no standing statement applies.
+
+    Args:
+        method: the method that scores the turns (its store must be ``store``).
+        store: where the messages are.
+        user_id: whose memories.
+        query: what the agent is about to answer.
+        max_tokens: the budget (:func:`memgas.context.assemble.count_tokens`).
+        query_time: when the query is asked (for time words and for the past/present reading).
+        within: only these sessions (``None``: all).
+        excluded: never these sessions (e.g. the conversation under way).
+        max_sessions: evidence from at most this many sessions, the best first (``None``: any).
+        profiles: where standing statements come from (``None``: none shown).
+        options: the thresholds and sizes (:class:`memgas.context.assemble.ContextOptions`; ``None``: the defaults).
+    """
+    options = options or ContextOptions()
+    mode = context_mode(query, query_time)
+    excluded = set(excluded)
+    budget = max_tokens
+    scored = method.scored(store, user_id, query, query_time=query_time, within=within)
+    profile: list[Excerpt] = []
+    if profiles is not None:
+        share = int(budget * options.profile_share) - count_tokens(PROFILE_HEADER) - 1
+        profile = _profile(profiles, store, user_id, method.embed_query(query), share, options, within, excluded)
+        if profile:
+            budget -= count_tokens(PROFILE_HEADER) + 1 + sum(count_tokens(e.line(99)) + 1 for e in profile)
+    budget -= count_tokens(MEMORY_HEADERS[mode]) + 1
+    memories: list[tuple[Excerpt, bool]] = []
+    if len(scored.scores) and budget > 12:
+        candidates = _candidates(scored, store, user_id, query, mode, excluded, max_sessions, options,
+                                 {(e.session_id, e.message) for e in profile})
+        memories = order_excerpts(fill(candidates, budget), mode, options.same_subject)
+    return render(profile, memories, mode)
+
+
+def _candidates(scored: object, store: Store, user_id: str, query: str, mode: str, excluded: set[str],
+                max_sessions: int | None, options: ContextOptions, shown: set[tuple[str, int]]) -> list[Excerpt]:
+    """The excerpts the evidence part may take, with their priorities (see the module docstring)."""
+    index, scores, relevance = scored.index, scored.scores, scored.relevance  # type: ignore[attr-defined]
+    rows = index.masks["turn"]
+    rows = rows[np.isfinite(scores[rows]) & (relevance[rows] >= options.floor)]
+    rows = rows[np.argsort(-scores[rows], kind="stable")]
+    if excluded:
+        rows = rows[[index.sessions[index.session_of[r]] not in excluded for r in rows]]
+    if max_sessions is not None:
+        first: dict[int, None] = {}
+        for r in rows:
+            first.setdefault(int(index.session_of[r]), None)
+        keep = set(list(first)[:max_sessions])
+        rows = rows[[int(index.session_of[r]) in keep for r in rows]]
+    spread = mode == "time"
+    rows = _turn_order(index.session_of, rows, spread)[: options.turns]
+    terms = query_terms(query)
+    # a reply follows its own user message where the question asks what the assistant said
+    lag = 0 if asks_about_replies(query) else options.reply_lag
+    sessions: dict[str, Session] = {}
+    out: list[Excerpt] = []
+    for rank, r in enumerate(rows):
+        sid = index.table.session_ids[r]
+        if sid not in sessions:
+            sessions[sid] = store.get_session(user_id, sid)
+        session = sessions[sid]
+        turns = session.turns
+        t = int(index.table.turn_start[r])
+        if t >= len(turns):  # the index is older than the session's last rewrite
+            continue
+        turn = turns[t]
+        vector = np.asarray(index.table.vectors[r], np.float32)
+        for offset, m in enumerate(turn.messages):
+            at = turn.msg_start + offset
+            if (sid, at) in shown:
+                continue
+            is_user = m.role == "user"
+            if spread and not is_user and lag:  # a timeline of what the user brought up, unless asked for replies
+                continue
+            cap = options.timeline_chars if spread else options.user_chars if is_user else options.reply_chars
+            text, hits = excerpt(m.content, terms, cap)
+            if not is_user and hits == 0:
+                continue
+            priority = rank if is_user else rank + lag + 0.5
+            out.append(Excerpt(sid, at, m.name or m.role, text, session.timestamp, priority,
+                               (_seconds(session.timestamp), at), vector, t))
+    return out

@@ -1,0 +1,121 @@
+"""A user's standing instructions and preferences, read from what they said (:mod:`memgas.kernels.standing`).
+
+The profile is derived from the stored user messages, never stored beside them: deleting or editing a message
+changes the profile at once, and nothing deleted can come back through it. :class:`Profiles` keeps each user's
+statements per session, keyed on the store's version of the user, and re-reads only the sessions written since.
+
+A later statement of the same kind that says nearly the same thing (its vector's cosine with the earlier one's
+at least :data:`SUPERSEDE_COSINE`, e.g. "always use 24-hour times" after "always use 12-hour times") supersedes
+the earlier one, which leaves the profile.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Collection
+
+import numpy as np
+
+from memgas.core.types import Session
+from memgas.embed.base import Embedder
+from memgas.kernels.standing import standing_statements
+from memgas.store import Store
+
+__all__ = ["StandingStatement", "Profiles", "SUPERSEDE_COSINE"]
+
+#: Two statements of one kind at least this similar speak of the same thing: the later one holds.
+SUPERSEDE_COSINE = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class StandingStatement:
+    """One standing instruction or preference: what was said (``text``, one sentence), its ``kind``
+    (``"instruction"`` or ``"preference"``), and where: the session, the message's position in it, the session's
+    time, and the whole message (``source``)."""
+
+    kind: str
+    text: str
+    session_id: str
+    message: int
+    timestamp: datetime | None
+    source: str = field(repr=False)
+    start: int = 0
+    end: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The statement as the API returns it (without the whole source message)."""
+        return {"kind": self.kind, "text": self.text, "session_id": self.session_id, "message": self.message,
+                "timestamp": self.timestamp.isoformat() if self.timestamp else None}
+
+
+def session_statements(session: Session) -> list[StandingStatement]:
+    """The standing statements of one session's user messages, in order."""
+    out = []
+    for i, m in enumerate(session.messages):
+        if m.role != "user":
+            continue
+        for s in standing_statements(m.content):
+            out.append(StandingStatement(s.kind, m.content[s.start:s.end].strip(), session.session_id, i,
+                                         session.timestamp, m.content, s.start, s.end))
+    return out
+
+
+def _when(s: StandingStatement) -> tuple[float, str, int]:
+    """A sort key in time: the session's time (undated first), then the message position."""
+    return (s.timestamp.timestamp() if s.timestamp else float("-inf"), s.session_id, s.message)
+
+
+class Profiles:
+    """Each user's current standing statements, cached per store and user and brought up to date incrementally."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self._lock = threading.Lock()
+        #: (store id, user) → (version key, statements per session id)
+        self._cache: dict[tuple[int, str], tuple[tuple[int, int], dict[str, list[StandingStatement]]]] = {}
+
+    def _per_session(self, store: Store, user_id: str) -> dict[str, list[StandingStatement]]:
+        key = (store.version(user_id), store.generation)
+        with self._lock:
+            cached = self._cache.get((id(store), user_id))
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        ids = {i.session_id for i in store.list_sessions(user_id)}
+        if cached is None:
+            changed = ids
+            per: dict[str, list[StandingStatement]] = {}
+        else:
+            per = {sid: v for sid, v in cached[1].items() if sid in ids}
+            changed = {i.session_id for i in store.sessions_since(user_id, cached[0][0])[0]} | (ids - set(per))
+        for sid in changed:
+            per[sid] = session_statements(store.get_session(user_id, sid))
+        with self._lock:
+            self._cache[(id(store), user_id)] = (key, per)
+        return per
+
+    def statements(self, store: Store, user_id: str, *, within: Collection[str] | None = None,
+                   excluded: Collection[str] = ()) -> list[StandingStatement]:
+        """The user's current standing statements, oldest first (superseded ones left out), of the sessions
+        ``within`` (``None``: all) less ``excluded``.
+
+        Raises:
+            MemgasError: the store or embedder failed.
+        """
+        per = self._per_session(store, user_id)
+        found = sorted((s for sid, v in per.items() if (within is None or sid in within) and sid not in excluded
+                        for s in v), key=_when)
+        if len(found) < 2:
+            return found
+        vectors = self.vectors(found)
+        similar = vectors @ vectors.T
+        kinds = np.array([s.kind for s in found])
+        later_same = np.triu(similar >= SUPERSEDE_COSINE, 1) & (kinds[:, None] == kinds[None, :])
+        return [s for i, s in enumerate(found) if not later_same[i].any()]
+
+    def vectors(self, statements: list[StandingStatement]) -> np.ndarray:
+        """The statements' unit vectors (through the embedder, and so its cache)."""
+        if not statements:
+            return np.zeros((0, self.embedder.dim), np.float32)
+        return np.asarray(self.embedder.embed([s.text for s in statements]), np.float32)

@@ -1,0 +1,138 @@
+"""The part of a long message that matters for a query: sentence spans, and the best window of them.
+
+A context budget of a thousand tokens holds a few long replies whole, or the relevant parts of many messages.
+These functions choose the part: the run of consecutive sentences, at most ``max_chars`` long, that holds the
+most distinct query terms (stemmed as BM25 stems them, :func:`memgas.kernels.lexical.tokenize`). Pure functions
+of strings; no model.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Collection
+
+from memgas.kernels.lexical import tokenize
+
+__all__ = ["sentence_spans", "query_terms", "best_window", "excerpt", "around"]
+
+#: A sentence ends at ., ! or ? followed by white space, or at a line break (code and lists are line-shaped).
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each sentence or line of ``text``, blank ones left out, in order.
+
+    >>> t = "I moved. Now I live in Sellwood!\\nThe end"
+    >>> [t[a:b] for a, b in sentence_spans(t)]
+    ['I moved.', 'Now I live in Sellwood!', 'The end']
+    """
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for m in _SENTENCE_END.finditer(text):
+        if text[start:m.start()].strip():
+            spans.append((start, m.start()))
+        start = m.end()
+    if text[start:].strip():
+        spans.append((start, len(text.rstrip())))
+    return spans
+
+
+def query_terms(query: str) -> frozenset[str]:
+    """The query's stemmed words, less BM25's English stop words.
+
+    >>> sorted(query_terms("Where do I live these days?"))
+    ['day', 'do', 'live', 'where']
+    """
+    return frozenset(tokenize([query])[0])
+
+
+def _cut_at_words(text: str, start: int, end: int, max_chars: int, around: int) -> tuple[int, int]:
+    """A window of at most ``max_chars`` inside ``text[start:end]`` around position ``around``, cut at spaces."""
+    lo = max(start, min(around - max_chars // 3, end - max_chars))
+    hi = min(end, lo + max_chars)
+    if lo > start:
+        space = text.find(" ", lo, hi)
+        lo = space + 1 if 0 <= space < lo + 40 else lo
+    if hi < end:
+        space = text.rfind(" ", lo, hi)
+        hi = space if space > hi - 40 else hi
+    return lo, hi
+
+
+def best_window(text: str, terms: Collection[str], max_chars: int) -> tuple[int, int, int]:
+    """``(start, end, hits)``: the run of consecutive sentences of ``text`` at most ``max_chars`` long holding the
+    most distinct ``terms`` (``hits``), the earliest of equals; a text that fits is returned whole.
+
+    A sentence longer than ``max_chars`` on its own is cut at spaces around its first query term. With no term
+    in the text the window is its beginning (``hits`` 0).
+
+    >>> t = "Intro about nothing. More filler here. My locker code is 4512. Bye now."
+    >>> a, b, n = best_window(t, query_terms("what is my locker code"), 30)
+    >>> t[a:b], n
+    ('My locker code is 4512.', 3)
+    """
+    if len(text) <= max_chars:
+        return 0, len(text), len(terms & set(tokenize([text])[0])) if terms else 0
+    spans = sentence_spans(text) or [(0, len(text))]
+    words = tokenize([text[a:b] for a, b in spans])
+    have = [set(w) & set(terms) for w in words]
+    best = (-1, 0, 0)  # (hits, first sentence, last sentence exclusive)
+    for i in range(len(spans)):
+        seen: set[str] = set()
+        j = i
+        while j < len(spans) and spans[j][1] - spans[i][0] <= max_chars:
+            seen |= have[j]
+            j += 1
+        if j == i:  # one sentence over the window
+            j = i + 1
+            seen = have[i]
+        if len(seen) > best[0]:
+            best = (len(seen), i, j)
+    hits, i, j = best
+    start, end = spans[i][0], spans[j - 1][1]
+    if end - start > max_chars:
+        lowered = text[start:end].lower()
+        first = min((p for p in (lowered.find(t[:4]) for t in have[i]) if p >= 0), default=0) + start
+        start, end = _cut_at_words(text, start, end, max_chars, first)
+    return start, end, hits
+
+
+def excerpt(text: str, terms: Collection[str], max_chars: int) -> tuple[str, int]:
+    """``(shown, hits)``: ``text`` whole when it fits ``max_chars``, else its :func:`best_window` with ``…``
+    where something was left out.
+
+    >>> excerpt("short", set(), 10)
+    ('short', 0)
+    >>> excerpt("One. Two three. Locker 4512 here. Four.", query_terms("locker"), 18)
+    ('… Locker 4512 here. …', 1)
+    """
+    start, end, hits = best_window(text, terms, max_chars)
+    shown = text[start:end].strip()
+    return ("… " if start > 0 else "") + shown + (" …" if end < len(text.rstrip()) else ""), hits
+
+
+def around(text: str, start: int, end: int, max_chars: int) -> tuple[str, int, int]:
+    """``text[start:end]`` (one sentence) grown by whole neighbouring sentences, the next one first, while the
+    whole stays within ``max_chars``; ``(shown, start, end)``, ``shown`` with ``…`` where something was left out.
+    A sentence over ``max_chars`` is cut at a space.
+
+    >>> t = "Hi there. Always use type hints. Thanks a lot. Bye."
+    >>> around(t, 10, 32, 40)[0]
+    '… Always use type hints. Thanks a lot. …'
+    """
+    if end - start > max_chars:
+        start, end = _cut_at_words(text, start, end, max_chars, start)
+    else:
+        spans = sentence_spans(text)
+        before = [s for s in spans if s[1] <= start][::-1]
+        after = [s for s in spans if s[0] >= end]
+        grew = True
+        while grew:
+            grew = False
+            for side in (after, before):
+                if side and max(end, side[0][1]) - min(start, side[0][0]) <= max_chars:
+                    start, end = min(start, side[0][0]), max(end, side[0][1])
+                    side.pop(0)
+                    grew = True
+    shown = text[start:end].strip()
+    return ("… " if text[:start].strip() else "") + shown + (" …" if text[end:].strip() else ""), start, end

@@ -1,0 +1,69 @@
+"""Statements that hold from then on: standing instructions ("always…", "never…", "from now on…", "call me…") and
+preferences ("I prefer…", "I'd rather…", "my preference is…"), found by rules in a user's message.
+
+A standing statement is one sentence of a user message, read on its own; questions are not statements. The rules
+are English and deliberately narrow: a sentence that *starts* with "always"/"never" (an imperative, not "I always
+forget"), names a lasting change ("from now on", "going forward", "in the future"), tells how to address the user,
+or states a preference in the first person. Pure functions of strings.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from memgas.kernels.excerpt import sentence_spans
+
+__all__ = ["Standing", "standing_statements", "INSTRUCTION", "PREFERENCE"]
+
+INSTRUCTION = "instruction"
+PREFERENCE = "preference"
+
+_LEAD = r"^(?:(?:ok(?:ay)?|so|and|also|please|oh|hey|btw|by the way|one more thing|remember)[,:;!]?\s+)*"
+_INSTRUCTION = re.compile(
+    _LEAD + r"(?:always|never|don'?t ever|do not ever|make sure (?:to|you) always|be sure to always)\b"
+    r"|\b(?:from now on|going forward|from here on(?: out)?|in (?:the )?future,? (?:please|always|never|don'?t))\b"
+    r"|" + _LEAD + r"(?:call me|address me as|refer to me as)\b"
+    r"|\b(?:whenever|every time|each time) I ask\b[^?]*,\s*(?:please\s+)?(?:always\s+)?[a-z]+",
+    re.IGNORECASE)
+_PREFERENCE = re.compile(
+    r"\bI(?:'d| would| really| also| generally| usually| still)* (?:prefer|rather)\b"
+    r"|\bmy (?:preference|preferred)\b|\b(?:a|my|strong) preference for\b"
+    r"|\bI (?:really )?(?:like|love|enjoy|hate|dislike|can'?t stand) (?:it when|to|using|working|having|\w+ing)\b"
+    r"|\bI (?:don'?t|do not) (?:like|want|enjoy)\b"
+    r"|\bI(?:'ve| have)? (?:chosen|decided|opted) (?:to|for|against)\b|\bI aim (?:for|to)\b"
+    r"|\bI(?:'m| am) (?:trying|aiming|determined) to (?:keep|stick|stay|avoid|limit)\b"
+    r"|\bI(?:'m| am) sticking (?:with|to)\b"
+    r"|\bI want to (?:keep|stick|avoid|limit)\b",
+    re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """One standing statement: its ``kind`` (:data:`INSTRUCTION` or :data:`PREFERENCE`) and where its sentence is in
+    the message (``text[start:end]``)."""
+
+    kind: str
+    start: int
+    end: int
+
+
+def standing_statements(text: str) -> list[Standing]:
+    """The standing statements of one user message, in order; a sentence is at most one (an instruction first).
+
+    >>> t = "Always format dates as Month Day, Year. I always forget my keys. Can you help? I prefer short answers."
+    >>> [(s.kind, t[s.start:s.end]) for s in standing_statements(t)]
+    [('instruction', 'Always format dates as Month Day, Year.'), ('preference', 'I prefer short answers.')]
+    >>> standing_statements("Should I always use tabs?")
+    []
+    """
+    found: list[Standing] = []
+    for start, end in sentence_spans(text):
+        sentence = text[start:end].strip()
+        if sentence.endswith("?") and not _PREFERENCE.search(sentence):
+            continue
+        if _INSTRUCTION.search(sentence):
+            found.append(Standing(INSTRUCTION, start, end))
+        elif _PREFERENCE.search(sentence):
+            found.append(Standing(PREFERENCE, start, end))
+    return found
