@@ -56,6 +56,7 @@ from memgas.core.version import __version__
 
 if TYPE_CHECKING:
     from memgas.answer import Answer
+    from memgas.context.profile import StandingStatement
     from memgas.experience.principles import Principle
     from memgas.kernels.temporal_graph import Fact
 
@@ -184,6 +185,12 @@ def _answer(response: httpx.Response) -> Answer:
     return Answer.from_dict(_json(response))
 
 
+def _profile(response: httpx.Response) -> list[StandingStatement]:
+    from memgas.context.profile import StandingStatement
+
+    return [StandingStatement.from_dict(d) for d in _json(response)["statements"]]
+
+
 def _facts(response: httpx.Response) -> list[Fact]:
     from memgas.kernels.temporal_graph import Fact
 
@@ -307,7 +314,7 @@ class _Requests:
 
     @staticmethod
     def context(query: str, *, user_id: str, k: int = 5, max_tokens: int = 1000, exclude_sessions: Iterable[str] = (),
-                query_time: Timestamp = None, min_score: float = 0.0,
+                query_time: Timestamp = None, min_score: float | None = None,
                 filters: Mapping[str, Any] | None = None) -> _Call[str]:
         """Prompt-ready text of the relevant memories, within ``max_tokens`` (:meth:`Memory.context`).
 
@@ -318,6 +325,18 @@ class _Requests:
                            "exclude_sessions": _as_list(exclude_sessions), "query_time": _iso(query_time),
                            "min_score": min_score, "filters": filters})
         return _Call("POST", "/v1/context", lambda r: str(_json(r)["context"]), body=body)
+
+    @staticmethod
+    def profile(*, user_id: str, exclude_sessions: Iterable[str] = (),
+                filters: Mapping[str, Any] | None = None) -> _Call[list[StandingStatement]]:
+        """The user's standing instructions and preferences, oldest first (:meth:`Memory.profile`).
+
+        Raises:
+            InvalidInputError: a bad user id, session id or filter.
+        """
+        params = {"user_id": user_id, "exclude_sessions": _as_list(exclude_sessions),
+                  "filters": None if filters is None else _json_body(filters).decode("utf-8")}
+        return _Call("GET", "/v1/profile", _profile, params=params)
 
     @staticmethod
     def get(session_id: str, *, user_id: str) -> _Call[dict[str, Any]]:
@@ -735,6 +754,7 @@ class Client(_Base):
     delete_message = _sync(_Requests.delete_message)
     search = _sync(_Requests.search)
     context = _sync(_Requests.context)
+    profile = _sync(_Requests.profile)
     get = _sync(_Requests.get)
     units = _sync(_Requests.units)
     graph = _sync(_Requests.graph)
@@ -807,6 +827,7 @@ class AsyncClient(_Base):
     delete_message = _async(_Requests.delete_message)
     search = _async(_Requests.search)
     context = _async(_Requests.context)
+    profile = _async(_Requests.profile)
     get = _async(_Requests.get)
     units = _async(_Requests.units)
     graph = _async(_Requests.graph)

@@ -202,7 +202,7 @@ def test_metadata_is_copied_to_plain_json() -> None:
     ({"role": "user", "content": SURROGATE}, "message 0: 'content' is not valid Unicode"),
     ({"role": "user", "content": "hi", "name": SURROGATE}, "message 0: 'name' is not valid Unicode"),
     ({"role": ["user"], "content": "hi"}, "unknown role"),  # unhashable: was a TypeError
-    ({"role": "user", "content": "x" * 200_001}, "over the limit of 200,000"),
+    ({"role": "user", "content": "x" * 2_000_001}, "over the limit of 2,000,000"),
 ])
 def test_make_session_refuses(message: dict, needle: str) -> None:
     with refused(needle):
@@ -210,7 +210,7 @@ def test_make_session_refuses(message: dict, needle: str) -> None:
 
 
 def test_make_session_keeps_valid_input() -> None:
-    s = make_session([{"role": "user", "content": "x" * 200_000, "name": "Ann"}], user_id="u", session_id="s",
+    s = make_session([{"role": "user", "content": "x" * 2_000_000, "name": "Ann"}], user_id="u", session_id="s",
                      timestamp="2023-05-20T10:00:00+02:00", metadata={"a": [1, 2.5, None]})
     assert s.messages[0].name == "Ann" and s.metadata == {"a": [1, 2.5, None]}
     assert s.timestamp == datetime(2023, 5, 20, 8, tzinfo=timezone.utc)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memgas.kernels.tense import asks_about_now, asks_about_the_past
+from memgas.kernels.tense import asks_about_now, asks_about_replies, asks_about_the_past, asks_across_time
 
 
 @pytest.mark.parametrize(("question", "past"), [
@@ -61,3 +61,25 @@ def test_a_named_time_that_had_ended_is_asking_about_then() -> None:
     assert asks_about_now("What am I doing this week?", asked)  # a window still open when asked
     aware = datetime(2023, 6, 10, tzinfo=timezone.utc)  # an aware time compares as UTC; June is not over yet
     assert asks_about_now(question, aware)
+
+
+@pytest.mark.parametrize(("question", "across"), [
+    ("Can you list the order in which I brought up these topics?", True),
+    ("Give me a summary of how my budget tracker progressed.", True),
+    ("What did we discuss throughout our conversations about the garden?", True),
+    ("How did I confirm the ratio was consistent across all comparisons?", False),  # not across the conversation
+    ("What is my locker code?", False),
+])
+def test_questions_across_the_conversation(question: str, across: bool) -> None:
+    assert asks_across_time(question) is across
+
+
+@pytest.mark.parametrize(("question", "replies"), [
+    ("How did you recommend handling the rate limit?", True),
+    ("What was your advice about the lease?", True),
+    ("Can you remind me what you suggested for dinner?", True),
+    ("What did I say about the lease?", False),
+    ("Do you know my locker code?", False),
+])
+def test_questions_about_what_the_assistant_said(question: str, replies: bool) -> None:
+    assert asks_about_replies(question) is replies

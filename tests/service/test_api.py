@@ -40,6 +40,7 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/v1/stats", {"params": {"user_id": "alice"}}),
     ("POST", "/v1/search", {"json": {"user_id": "alice", "query": "what is my cat called?"}}),
     ("POST", "/v1/context", {"json": {"user_id": "alice", "query": "what is my cat called?"}}),
+    ("GET", "/v1/profile", {"params": {"user_id": "alice"}}),
     ("POST", "/v1/sessions/s1/messages", {"json": {"user_id": "alice", "messages": MSG}}),
     ("PATCH", "/v1/sessions/s1/messages/0", {"params": {"user_id": "alice"}, "json": {"content": "edited"}}),
     ("DELETE", "/v1/sessions/s1/messages/0", {"params": {"user_id": "alice"}}),
@@ -63,7 +64,7 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
 #: Routes that answer a tenant without the data 404 (experience scopes start empty, a new user's memory is empty,
 #: an append makes its session), skipped by the isolation test's 404 loop.
 NO_404 = {"/v1/users", "/metrics", "/v1/sessions", "/v1/sessions/query", "/v1/sessions/batch", "/v1/answer", "/v1/templates",
-          "/v1/search", "/v1/context", "/v1/sessions/s1/messages",
+          "/v1/search", "/v1/context", "/v1/profile", "/v1/sessions/s1/messages",
           "/v1/templates/match", "/v1/templates/solve", "/v1/templates/learn", "/v1/principles",
           "/v1/principles/recall"}
 #: Operations anyone may call (besides the schema and its docs pages): liveness and readiness.
@@ -462,7 +463,7 @@ def test_append_takes_the_formats_agents_send(server: LiveServer) -> None:
                          params={"user_id": "fmt"})) == (400, "invalid_input")
     context = call(server, "POST", "/v1/context", admin, json={"user_id": "fmt", "query": "weather in Oslo",
                                                                "max_tokens": 60}).json()["context"]
-    assert "session agent/chat" in context and len(context) <= 4 * 60 + 20
+    assert " · agent/chat · " in context and len(context) <= 4 * 60
 
 
 def test_serve_set_passes_memgas_parameters_and_a_bad_one_creates_nothing(tmp_path: Path) -> None:

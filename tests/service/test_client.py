@@ -22,6 +22,8 @@ import memgas
 from memgas import AsyncClient, Client, Hit, TurnHit
 from memgas.answer import Answer
 from memgas.client import DEFAULT_RETRIES, MAX_RETRY_WAIT
+from memgas.context import StandingStatement
+from memgas.context.assemble import PROFILE_HEADER
 from memgas.core.errors import (
     AuthError,
     DuplicateSessionError,
@@ -146,10 +148,19 @@ def test_every_method_round_trips_with_memorys_types(server: LiveServer, kind: s
         assert changed["messages"] == 2 and set(changed) == {"session_id", "messages", "units", "edges", "seconds"}
         assert [m["content"] for m in (await done(mem.get("live/chat", user_id=user)))["messages"]] == [
             "I moved to Lisbon in March.", "My new flat is near the castle."]
-        context = await done(mem.context("where do I live?", user_id=user, max_tokens=100))
-        assert "session live/chat" in context and "castle" in context
-        assert "session live/chat" not in await done(mem.context("where do I live?", user_id=user,
-                                                                 exclude_sessions=["live/chat"]))
+        context = await done(mem.context("where do I live?", user_id=user, max_tokens=100, min_score=0.0))
+        assert " · live/chat · user: My new flat is near the castle." in context
+        assert " · live/chat · " not in await done(mem.context("where do I live?", user_id=user,
+                                                               exclude_sessions=["live/chat"]))
+        await done(mem.append("From now on, always answer in French.", user_id=user, session_id="live/chat"))
+        profile = await done(mem.profile(user_id=user))
+        assert [s.to_dict() for s in profile] == [{"kind": "instruction", "session_id": "live/chat", "message": 2,
+                                                   "text": "From now on, always answer in French.",
+                                                   "timestamp": when.isoformat(), "always": True}]
+        assert isinstance(profile[0], StandingStatement) and profile[0].timestamp == when
+        assert await done(mem.profile(user_id=user, exclude_sessions=["live/chat"])) == []
+        assert await done(mem.profile(user_id=user, filters={"session_id": "work"})) == []
+        assert PROFILE_HEADER in await done(mem.context("Tell me a joke", user_id=user, min_score=0.9))
         assert [h.session_id for h in await done(mem.search("where do I live?", user_id=user,
                                                             exclude_sessions=["live/chat"]))] == ["work"]
         with pytest.raises(InvalidInputError, match="index"):
@@ -436,7 +447,8 @@ def llm_server(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]) ->
 
 def test_the_package_exports_both_clients_with_memorys_signatures() -> None:
     assert memgas.Client is Client and memgas.AsyncClient is AsyncClient
-    for name in ("add", "add_many", "search", "get", "list", "delete", "stats", "answer", "facts", "units", "graph"):
+    for name in ("add", "add_many", "search", "context", "profile", "get", "list", "delete", "stats", "answer", "facts",
+                 "units", "graph"):
         ours = list(inspect.signature(getattr(Client, name)).parameters.values())[1:]  # after self
         theirs = list(inspect.signature(getattr(memgas.Memory, name)).parameters.values())[1:]
         assert [(p.name, p.kind, p.default) for p in ours] == [(p.name, p.kind, p.default) for p in theirs]

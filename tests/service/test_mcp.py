@@ -25,8 +25,8 @@ from memgas.store import open_store
 from support.live_server import LiveServer, make_key, start_server
 from support.openai_stub import OpenAIStub
 
-TOOLS = {"add_memory", "search_memory", "get_context", "get_session", "list_sessions", "delete_memory", "recall_principles",
-         "match_templates"}
+TOOLS = {"add_memory", "search_memory", "get_context", "get_profile", "get_session", "list_sessions", "delete_memory",
+         "recall_principles", "match_templates"}
 LISBON = [{"role": "user", "content": "I moved to Lisbon last spring and I love the tiles."},
           {"role": "assistant", "content": "Lisbon is lovely; the azulejos are everywhere."}]
 TEA = [{"role": "user", "content": "My favourite drink is green tea, never coffee."}]
@@ -92,10 +92,19 @@ async def roundtrip(client: Client, user: str) -> None:
     ok(await client.call_tool("delete_memory", {"user_id": user, "session_id": fresh["session_id"]}))
     context = text_of(await client.call_tool("get_context", {"user_id": user, "query": "which city do I live in?",
                                                              "max_tokens": 200}))
-    assert "session trip" in context and "Lisbon" in context and len(context) <= 4 * 200 + 50
-    assert "session trip" not in text_of(await client.call_tool("get_context", {
+    assert " · trip · " in context and "Lisbon" in context and len(context) <= 4 * 200 + 50
+    assert " · trip · " not in text_of(await client.call_tool("get_context", {
         "user_id": user, "query": "which city do I live in?", "exclude_session": "trip"}))
     assert text_of(await client.call_tool("get_context", {"user_id": "newcomer", "query": "x"})) == "(no memories yet)"
+    assert text_of(await client.call_tool("get_profile", {"user_id": user})) == "(no standing instructions or preferences)"
+    ok(await client.call_tool("add_memory", {"user_id": user, "messages": "Always use metric units, please.",
+                                             "session_id": "drinks"}))
+    profile = await client.call_tool("get_profile", {"user_id": user})
+    assert profile.structured_content["statements"][0]["text"] == "Always use metric units, please."
+    assert text_of(profile) == f"- [{profile.structured_content['statements'][0]['timestamp'][:16].replace('T', ' ')} " \
+        "· drinks] instruction: Always use metric units, please."
+    assert "Always use metric units" in text_of(await client.call_tool("get_context", {"user_id": user,
+                                                                                      "query": "How tall is Everest?"}))
 
     compact = await client.call_tool("search_memory", {"user_id": user, "query": "which city do I live in?", "k": 1})
     as_json = await client.call_tool("search_memory", {"user_id": user, "query": "which city do I live in?", "k": 1,

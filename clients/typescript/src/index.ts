@@ -16,6 +16,7 @@ export type DeleteResult = Schemas["DeleteResult"];
 export type UserRow = Schemas["UserRow"];
 export type Answer = Schemas["AnswerOut"];
 export type Fact = Schemas["FactOut"];
+export type StandingStatement = Schemas["StandingOut"];
 export type Template = Schemas["TemplateOut"];
 export type TemplateMatch = Schemas["TemplateMatch"];
 export type TemplateSolved = Schemas["TemplateSolved"];
@@ -80,7 +81,7 @@ export interface ClientOptions {
 /** Whose experience: an agent's (shared by its users) or one user's; give one of the two. */
 export interface ExperienceScope { agentId?: string; userId?: string }
 
-type Query = Record<string, string | number | boolean | undefined | null>;
+type Query = Record<string, string | number | boolean | string[] | undefined | null>;
 
 const iso = (t: Timestamp | undefined | null): string | undefined => (t instanceof Date ? t.toISOString() : t ?? undefined);
 const segment = (id: string): string => encodeURIComponent(id);
@@ -107,7 +108,10 @@ export class MemgasClient {
 
   async #call<T>(method: string, path: string, { query, body, accept }: { query?: Query; body?: unknown; accept?: number[] } = {}): Promise<T> {
     const url = new URL(this.baseUrl + path);
-    for (const [key, value] of Object.entries(query ?? {})) if (value !== undefined && value !== null) url.searchParams.set(key, String(value));
+    for (const [key, value] of Object.entries(query ?? {})) {
+      if (Array.isArray(value)) for (const item of value) url.searchParams.append(key, item);
+      else if (value !== undefined && value !== null) url.searchParams.set(key, String(value));
+    }
     const headers: Record<string, string> = { Accept: "application/json" };
     if (this.#apiKey) headers.Authorization = `Bearer ${this.#apiKey}`;
     let payload: string | undefined;
@@ -184,7 +188,14 @@ export class MemgasClient {
       queryTime?: Timestamp; minScore?: number; filters?: Filters }): Promise<string> {
     return (await this.#call<{ context: string }>("POST", "/v1/context", { body: { user_id: options.userId, query,
       k: options.k ?? 5, max_tokens: options.maxTokens ?? 1000, exclude_sessions: options.excludeSessions ?? [],
-      query_time: iso(options.queryTime), min_score: options.minScore ?? 0, filters: options.filters } })).context;
+      query_time: iso(options.queryTime), min_score: options.minScore, filters: options.filters } })).context;
+  }
+
+  /** The user's standing instructions and preferences, oldest first (`Memory.profile`). */
+  async profile(options: { userId: string; excludeSessions?: string[]; filters?: Filters }): Promise<StandingStatement[]> {
+    return (await this.#call<{ statements: StandingStatement[] }>("GET", "/v1/profile", { query: {
+      user_id: options.userId, exclude_sessions: options.excludeSessions ?? [],
+      filters: options.filters === undefined ? undefined : JSON.stringify(options.filters) } })).statements;
   }
 
   /** One stored session with its messages (`Memory.get`). */

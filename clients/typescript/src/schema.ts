@@ -231,6 +231,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/profile": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Profile
+         * @description The user's standing instructions and preferences ("always…", "never…", "I prefer…"), oldest first, each with
+         *     its session, message and time: what every context is headed by, of the sessions that pass ``filters`` less
+         *     ``exclude_sessions``. Read from the stored messages: deleting or editing a message changes it at once.
+         */
+        get: operations["profile_v1_profile_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/search": {
         parameters: {
             query?: never;
@@ -809,6 +831,7 @@ export interface components {
             } | null;
             /**
              * K
+             * @description evidence from at most the k most relevant sessions
              * @default 5
              */
             k: number;
@@ -820,10 +843,9 @@ export interface components {
             max_tokens: number;
             /**
              * Min Score
-             * @description leave out hits less relevant than this
-             * @default 0
+             * @description leave out turns less relevant than this (default: the calibrated floor)
              */
-            min_score: number;
+            min_score?: number | null;
             /** Query */
             query: string;
             /**
@@ -1219,6 +1241,14 @@ export interface components {
             user_id?: string | null;
         };
         /**
+         * ProfileOut
+         * @description The user's current standing instructions and preferences, oldest first.
+         */
+        ProfileOut: {
+            /** Statements */
+            statements: components["schemas"]["StandingOut"][];
+        };
+        /**
          * SearchRequest
          * @description ``POST /v1/search``.
          */
@@ -1401,6 +1431,39 @@ export interface components {
              * @description whose memory: 1-256 letters, digits and . : @ / + - _
              */
             user_id: string;
+        };
+        /**
+         * StandingOut
+         * @description One standing instruction or preference: what the user said to hold from then on, and where.
+         */
+        StandingOut: {
+            /**
+             * Always
+             * @description an instruction with no condition: it holds for every request
+             */
+            always: boolean;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "instruction" | "preference";
+            /**
+             * Message
+             * @description the message's position in its session
+             */
+            message: number;
+            /** Session Id */
+            session_id: string;
+            /**
+             * Text
+             * @description the statement, one sentence of a user message
+             */
+            text: string;
+            /**
+             * Timestamp
+             * @description the session's time
+             */
+            timestamp: string | null;
         };
         /**
          * TemplateDraft
@@ -2907,6 +2970,114 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ItemDeleted"];
+                };
+            };
+            /** @description invalid_input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description validation_error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    profile_v1_profile_get: {
+        parameters: {
+            query: {
+                /** @description whose memory */
+                user_id: string;
+                /** @description sessions to leave out */
+                exclude_sessions?: string[];
+                /** @description a session filter as JSON */
+                filters?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProfileOut"];
                 };
             };
             /** @description invalid_input */

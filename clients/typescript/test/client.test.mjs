@@ -66,6 +66,14 @@ test("add, append, search, context, get, list, delete round-trip with typed resu
   assert.deepEqual(filtered.map((h) => h.session_id), ["cat"]);
   const text = await mem.context("mountain", { userId: "ana", maxTokens: 200 });
   assert.match(text, /Mount Hood/);
+  await mem.append("Always answer in metric units.", { userId: "ana", sessionId: "cat" });
+  const profile = await mem.profile({ userId: "ana" });
+  assert.deepEqual(profile.map((s) => [s.kind, s.text, s.session_id, s.always]),
+                   [["instruction", "Always answer in metric units.", "cat", true]]);
+  assert.deepEqual(await mem.profile({ userId: "ana", excludeSessions: ["cat", "hike"] }), []);
+  assert.deepEqual(await mem.profile({ userId: "ana", filters: { run_id: "r2" } }), []);
+  assert.match(await mem.context("How tall is Everest?", { userId: "ana" }), /Always answer in metric units/);
+  await mem.deleteMessage("cat", 1, { userId: "ana" });
   assert.deepEqual(await mem.search("anything", { userId: "nobody" }), []);
 
   const session = await mem.get("hike", { userId: "ana" });

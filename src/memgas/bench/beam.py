@@ -15,11 +15,16 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from memgas.bench.datasets import BenchQuestion
 from memgas.core.errors import InvalidInputError
 from memgas.core.types import Message, Session, group_turns
+from memgas.embed.base import Embedder
+from memgas.methods.ranking import Ranking
+
+if TYPE_CHECKING:
+    from memgas.bench.runner import BenchResult
 
 __all__ = ["BeamConversation", "BEAM_ABILITIES", "load_beam", "strip_marker", "beam_dirs", "DEFAULT_BEAM"]
 
@@ -177,3 +182,64 @@ def load_beam(root: Path, scales: Iterable[str] = ("100K",), limit: int | None =
         dirs = beam_dirs(root, [scale])
         out += [_conversation(p, s) for s, p in dirs[: limit if limit is not None else None]]
     return out
+
+
+def beam_scores(conversations: Sequence[BeamConversation], ks: Sequence[int]
+                ) -> Callable[[BenchQuestion, Ranking], dict[str, float]]:
+    """The BEAM measures of a ranking: ``turn_msg_recall@k`` (the share of gold messages whose turn is in the best
+    ``k`` turns: a turn counts for the messages it holds) and, where the question names original and updated
+    evidence, ``turn_current_first`` (the best-ranked updated turn above every original one)."""
+    turn_at: dict[tuple[str, str, int], int] = {}
+    for c in conversations:
+        for s in c.sessions:
+            for t in s.turns:
+                turn_at.update({(c.conv_id, s.session_id, i): t.index for i in range(t.msg_start, t.msg_end)})
+
+    def score(q: BenchQuestion, ranking: Ranking) -> dict[str, float]:
+        rank = {key: i for i, key in enumerate(ranking.turns)}
+        places = {g: [rank.get((sid, turn_at[(q.conv_id, sid, pos)]), len(rank)) for sid, pos in v]
+                  for g, v in q.gold_places.items()}
+        every = [r for v in places.values() for r in v]
+        out = {f"turn_msg_recall@{k}": sum(r < k for r in every) / max(len(every), 1) for k in ks}
+        if "updated_info" in places and "original_info" in places and places["updated_info"]:
+            out["turn_current_first"] = float(min(places["updated_info"]) < min(places["original_info"] or [len(rank)]))
+        return out
+
+    return score
+
+
+def run_beam(
+    root: Path,
+    method_names: Sequence[str],
+    embedder: Embedder,
+    *,
+    scales: Sequence[str] = ("100K", "500K"),
+    limit: int | None = None,
+    ks: Sequence[int] = (5, 10, 20),
+    contexts: Sequence[int] = (1000, 4000),
+    progress: bool = True,
+    store_dir: Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    stages: Mapping[str, Any] | None = None,
+) -> BenchResult:
+    """Retrieval and context measures on BEAM: each conversation one user, its batches dated sessions.
+
+    Every method ranks the turns (``turn_msg_recall@k``, ``turn_current_first``, and the harness's session and turn
+    metrics over the gold messages' turns); each question's context at each budget in ``contexts`` is measured by
+    :func:`memgas.bench.context.context_metrics` (``ctx<budget>_recall``, ``_any``, ``_all``, ``_current_first``).
+    ``limit``: the first N conversations of each scale.
+    """
+    from memgas.bench.runner import _run
+
+    conversations = load_beam(root, scales, limit)
+    skipped: dict[str, int] = {}
+    for c in conversations:
+        for reason, n in c.skipped.items():
+            skipped[reason] = skipped.get(reason, 0) + n
+    config = {"dataset": "beam", "data": str(root), "scales": list(scales), "limit": limit, "ks": list(ks),
+              "embedder": embedder.id}
+    result = _run("beam", [(c.conv_id, c.sessions, c.questions) for c in conversations], method_names, embedder,
+                  ks, config, beam_scores(conversations, ks), progress, store_dir, overrides, stages=stages,
+                  contexts=contexts)
+    result.skipped = skipped
+    return result

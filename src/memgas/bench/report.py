@@ -12,7 +12,7 @@ from memgas.bench.metrics import newest_first
 from memgas.bench.runner import BenchResult, summarize, timing_summary, versions
 
 __all__ = ["markdown_table", "write_outputs", "HEADLINE", "llm_usage_lines", "command_line", "project_metrics",
-           "UPDATE_TYPES"]
+           "UPDATE_TYPES", "context_tables"]
 
 #: The columns of the main table, per dataset.
 HEADLINE: dict[str, list[str]] = {
@@ -26,9 +26,11 @@ HEADLINE: dict[str, list[str]] = {
         "session_recall_all@5", "session_ndcg_any@5",
         "turn_locomo_recall@5", "turn_locomo_recall@10", "turn_recall_all@10", "turn_ndcg_any@10",
     ],
+    "beam": ["turn_msg_recall@5", "turn_msg_recall@10", "turn_msg_recall@20", "turn_recall_any@10",
+             "session_recall_all@3"],
 }
 #: The metric shown in the per-question-type breakdown.
-BREAKDOWN = {"longmemeval": "session_recall_all@5", "locomo": "turn_locomo_recall@10"}
+BREAKDOWN = {"longmemeval": "session_recall_all@5", "locomo": "turn_locomo_recall@10", "beam": "turn_msg_recall@10"}
 
 
 def _short(metric: str) -> str:
@@ -146,6 +148,7 @@ def markdown_table(result: BenchResult) -> str:
                   "| method | " + " | ".join(f"{_PROJECT_LABELS[k]} (n={int(first[f'{k}_n'])})" for k in names) + " |",
                   "|---|" + "---:|" * len(names)]
         lines += [f"| {m} | " + " | ".join(f"{v[k]:.3f}" for k in names) + " |" for m, v in project.items()]
+    lines += context_tables(result)
     timing = timing_summary(result)
     ing = timing.pop("ingest", {})
     qe = timing.pop("query_embedding", {})
@@ -155,6 +158,8 @@ def markdown_table(result: BenchResult) -> str:
                   f"{ing.get('total_s', 0.0):.2f} s per haystack on average (units {ing.get('units_s', 0.0):.2f} s, "
                   f"association {ing.get('associate_s', 0.0):.2f} s, write {ing.get('write_s', 0.0):.2f} s; "
                   "embeddings already in the cache are not recomputed)"
+                  + (f", {ing['s_per_100k_tokens']:.1f} s per 100K tokens (4 characters a token)"
+                     if "s_per_100k_tokens" in ing else "")
                   + (f"; {reused} more stores were reused from an earlier run (--stores)." if reused else "."), ""]
     else:
         lines += ["", f"Timing (2 CPU cores): all {reused} stores were reused from an earlier run (--stores); "
@@ -168,10 +173,13 @@ def markdown_table(result: BenchResult) -> str:
     lines.append(f"Embedding a query takes {qe.get('p50_ms', 0.0):.1f} ms (p50), {qe.get('p95_ms', 0.0):.1f} ms (p95), "
                  "done once per question; the query columns below are each method's search alone.")
     lines.append("")
-    lines.append("| method | index build (s / haystack) | query p50 (ms) | query p95 (ms) |")
-    lines.append("|---|---:|---:|---:|")
+    ctx = any("context_p50_ms" in t for t in timing.values())
+    lines.append("| method | index build (s / haystack) | query p50 (ms) | query p95 (ms) |"
+                 + (" context p50 (ms) | context p95 (ms) |" if ctx else ""))
+    lines.append("|---|---:|---:|---:|" + ("---:|---:|" if ctx else ""))
     for m, t in timing.items():
-        lines.append(f"| {m} | {t['index_s']:.3f} | {t['query_p50_ms']:.1f} | {t['query_p95_ms']:.1f} |")
+        lines.append(f"| {m} | {t['index_s']:.3f} | {t['query_p50_ms']:.1f} | {t['query_p95_ms']:.1f} |"
+                     + (f" {t.get('context_p50_ms', 0.0):.1f} | {t.get('context_p95_ms', 0.0):.1f} |" if ctx else ""))
     if result.llm_usage:
         lines += ["", "LLM use while building each method's index, per haystack message (calls answered from the "
                   "response cache cost no tokens or seconds):", ""]
@@ -182,6 +190,48 @@ def markdown_table(result: BenchResult) -> str:
     for note in result.notes:
         lines.append(f"Note: {note}")
     return "\n".join(lines) + "\n"
+
+
+def _present_mean(questions: list[dict[str, Any]], method: str, metric: str) -> tuple[float, int] | None:
+    """The mean of ``metric`` over the questions that have it for ``method``, with their count (``None``: none)."""
+    vals = [q["methods"][method]["metrics"][metric] for q in questions if metric in q["methods"][method]["metrics"]]
+    return (sum(vals) / len(vals), len(vals)) if vals else None
+
+
+def context_tables(result: BenchResult) -> list[str]:
+    """Markdown lines of the context measures (:mod:`memgas.bench.context`), when the run took them: per budget, the
+    share of gold messages in the context by question type and over all (per scale for BEAM), then the share with
+    at least one, and "current first" in the context and in the ranking where questions name updated evidence."""
+    budgets = (result.config.get("contexts") or {}).get("budgets", [])
+    if not budgets or not result.questions:
+        return []
+    methods = list(result.questions[0]["methods"])
+    types = sorted({q["type"] for q in result.questions})
+    groups: list[tuple[str, list[dict[str, Any]]]] = [("all", result.questions)]
+    scales = sorted({str(q["conv"]).split("-")[1] for q in result.questions}) if result.dataset == "beam" else []
+    if len(scales) > 1:
+        groups += [(sc, [q for q in result.questions if str(q["conv"]).split("-")[1] == sc]) for sc in scales]
+    groups += [(t, [q for q in result.questions if q["type"] == t]) for t in types]
+    lines: list[str] = []
+    for budget in budgets:
+        for measure, label in (("recall", "share of gold messages in the context"),
+                               ("any", "share of questions with at least one gold message in the context")):
+            metric = f"ctx{budget}_{measure}"
+            lines += ["", f"Context at {budget} tokens, {label} (n = questions):", "",
+                      "| method | " + " | ".join(f"{g} (n={len(qs)})" for g, qs in groups) + " |",
+                      "|---|" + "---:|" * len(groups)]
+            for m in methods:
+                cells = [_present_mean(qs, m, metric) for _, qs in groups]
+                lines.append(f"| {m} | " + " | ".join("-" if c is None else f"{c[0]:.3f}" for c in cells) + " |")
+    first = [f"ctx{b}_current_first" for b in budgets] + ["turn_current_first"]
+    rows = {m: [_present_mean(result.questions, m, c) for c in first] for m in methods}
+    if any(v is not None for r in rows.values() for v in r):
+        lines += ["", "Current first (updated evidence shown, above the original), over the questions that name both:",
+                  "", "| method | " + " | ".join(f"in the context at {b}" for b in budgets) + " | in the ranking |",
+                  "|---|" + "---:|" * len(first)]
+        for m, r in rows.items():
+            lines.append(f"| {m} | " + " | ".join("-" if c is None else f"{c[0]:.3f} (n={c[1]})" for c in r) + " |")
+    return lines
 
 
 def _plot(result: BenchResult, path: Path) -> None:

@@ -22,9 +22,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 from tqdm import tqdm
 
+from memgas.bench.context import context_metrics, turns_context
 from memgas.bench.datasets import BenchQuestion, evidence_speakers, load_locomo, load_longmemeval, locomo_dia_ids
 from memgas.bench.metrics import locomo_recall, ndcg_any_at_k, recall_all_at_k, recall_any_at_k
 from memgas.bench.stream import stream_ingest
+from memgas.context import Profiles, build_context
 from memgas.core.errors import InvalidInputError
 from memgas.core.types import Session, Unit
 from memgas.embed.base import Embedder
@@ -168,12 +170,13 @@ def _run(
     stages: Mapping[str, Any] | None = None,
     ingest: str = "whole",
     unit_writer: Any = None,
+    contexts: Sequence[int] = (),
 ) -> BenchResult:
     if ingest == "both":  # one run, both ways: the stream's methods are named "<method> [stream]"
         whole = _run(dataset, groups, method_names, embedder, ks, config, score, progress, store_dir, overrides, llm,
-                     backend, stages, unit_writer=unit_writer)
+                     backend, stages, unit_writer=unit_writer, contexts=contexts)
         stream = _run(dataset, groups, method_names, embedder, ks, config, score, progress, store_dir, overrides, llm,
-                      backend, stages, "stream", unit_writer=unit_writer)
+                      backend, stages, "stream", unit_writer=unit_writer, contexts=contexts)
         return _merged(whole, stream)
     if ingest not in ("whole", "stream"):
         raise InvalidInputError(f"--ingest must be whole, stream or both, got {ingest!r}")
@@ -203,8 +206,12 @@ def _run(
             raise InvalidInputError("--stores and --backend exclude each other")
         config["backend"] = backend.split("://", 1)[0] if "://" in backend else "sqlite"  # never a password
     shared = open_store(backend) if backend is not None else None
+    if contexts:
+        config["contexts"] = {"budgets": list(contexts), "memgas": "memgas.context.build_context, k=5",
+                              "others": "memgas.bench.context.turns_context (best turns whole, in rank order)"}
     result = BenchResult(dataset, {**config, "ingest": ingest,
                                    "methods": {m: methods[m].config() for m in method_names}})
+    profiles = Profiles(embedder)
     result.timing = {m: {"index_s": [], "query_s": []} for m in method_names}
     result.timing["ingest"] = {"total_s": [], "units_s": [], "associate_s": [], "write_s": []}
     n_questions = sum(len(q) for _, _, q in groups)
@@ -220,6 +227,7 @@ def _run(
             ing.setdefault("reused", []).append(1.0)
         else:
             ing["total_s"].append(time.perf_counter() - t0)
+            ing.setdefault("tokens", []).append(sum(len(m.content) for s in sessions for m in s.messages) / 4)
             for name in ("units", "associate", "write"):
                 ing[f"{name}_s"].append(parts.get(name, 0.0))
         for m, method in methods.items():
@@ -258,6 +266,17 @@ def _run(
                 metrics = _metrics(ranking.sessions, q.gold_sessions, ks, "session_")
                 metrics.update(_metrics(ranking.turns, q.gold_turns, ks, "turn_"))
                 metrics.update(score(q, ranking))
+                if contexts and q.gold_messages:
+                    by_id = {s.session_id: s for s in q.sessions}
+                    for budget in contexts:
+                        t3 = time.perf_counter()
+                        if m.startswith("memgas"):
+                            block = build_context(method, store, user_id, q.question, max_tokens=budget,
+                                                  query_time=q.question_date, max_sessions=5, profiles=profiles)
+                        else:
+                            block = turns_context(by_id, ranking.turns, budget)
+                        result.timing[m].setdefault("context_s", []).append(time.perf_counter() - t3)
+                        metrics.update(context_metrics(q.gold_messages, block, f"ctx{budget}_"))
                 record["methods"][m] = {
                     "sessions": ranking.sessions[: max(ks)],
                     "turns": [f"{s}#{t}" for s, t in ranking.turns[: max(ks)]],
@@ -307,6 +326,7 @@ def run_longmemeval(
     stages: Mapping[str, Any] | None = None,
     ingest: str = "whole",
     unit_writer: Any = None,
+    contexts: Sequence[int] = (),
 ) -> BenchResult:
     """Retrieval on LongMemEval: every scorable question, its own haystack, official metrics.
 
@@ -314,7 +334,9 @@ def run_longmemeval(
     ``backend`` (a store URL, e.g. ``postgresql://...``) ingests every haystack into that one store,
     each as its own user, instead of a fresh in-memory SQLite store per haystack. ``stages``: optional stages set
     on every method by attribute name (``{"reranker": ..., "decomposer": ...}``, see
-    :mod:`memgas.methods.rerank` and :mod:`memgas.methods.decompose`), each recorded in the config. ``unit_writer``
+    :mod:`memgas.methods.rerank` and :mod:`memgas.methods.decompose`), each recorded in the config. ``contexts``:
+    budgets at which each method's context is measured (:mod:`memgas.bench.context`; memgas* methods by
+    :func:`memgas.context.build_context`, the others by their best turns whole). ``unit_writer``
     (e.g. :class:`memgas.methods.llm_units.LLMUnitWriter`) writes every session's summary and keyword units instead of
     the extractive ones; its stores are kept apart from theirs, and results.json's config counts its calls.
     """
@@ -328,7 +350,7 @@ def run_longmemeval(
         groups.append((q.sessions[0].user_id, q.sessions, [q]))
     config = {"dataset": "longmemeval", "data": str(path), "limit": limit, "ks": list(ks), "embedder": embedder.id}
     result = _run("longmemeval", groups, method_names, embedder, ks, config, lambda q, r: {}, progress, store_dir,
-                  overrides, llm, backend, stages, ingest, unit_writer)
+                  overrides, llm, backend, stages, ingest, unit_writer, contexts)
     result.skipped = skipped
     return result
 
@@ -349,6 +371,7 @@ def run_locomo(
     stages: Mapping[str, Any] | None = None,
     ingest: str = "whole",
     unit_writer: Any = None,
+    contexts: Sequence[int] = (),
 ) -> BenchResult:
     """Retrieval on LoCoMo: per conversation, its sessions and turns are the corpus.
 
@@ -393,7 +416,7 @@ def run_locomo(
     config = {"dataset": "locomo", "data": str(path), "limit": limit, "max_sessions": max_sessions, "ks": list(ks),
               "embedder": embedder.id}
     result = _run("locomo", groups, method_names, embedder, ks, config, official, progress, store_dir, overrides, llm,
-                  backend, stages, ingest, unit_writer)
+                  backend, stages, ingest, unit_writer, contexts)
     result.skipped = skipped
     result.notes.append(
         f"evidence ids dropped (no such turn): {len(report.dropped_evidence)}; "
@@ -423,11 +446,17 @@ def timing_summary(result: BenchResult) -> dict[str, dict[str, float]]:
         q = np.asarray(t["query_s"]) * 1000 if t["query_s"] else np.zeros(1)
         out[m] = {"index_s": float(np.mean(t["index_s"])) if t["index_s"] else 0.0,
                   "query_p50_ms": float(np.percentile(q, 50)), "query_p95_ms": float(np.percentile(q, 95))}
+        if t.get("context_s"):
+            c = np.asarray(t["context_s"]) * 1000
+            out[m].update({"context_p50_ms": float(np.percentile(c, 50)),
+                           "context_p95_ms": float(np.percentile(c, 95))})
     for name in ("ingest", "ingest [stream]"):
         ing = result.timing.get(name, {})
         if ing.get("total_s"):
             out[name] = {k: float(np.mean(v)) for k, v in ing.items()
                          if k not in ("query_embed_s", "reused", "append_s")}
+            if ing.get("tokens"):
+                out[name]["s_per_100k_tokens"] = float(np.sum(ing["total_s"]) / np.sum(ing["tokens"]) * 1e5)
         if ing.get("append_s"):
             a = np.asarray(ing["append_s"]) * 1000
             out[name].update({"append_p50_ms": float(np.percentile(a, 50)), "append_p95_ms": float(np.percentile(a, 95)),

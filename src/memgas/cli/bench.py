@@ -33,10 +33,12 @@ def _ks(text: str) -> list[int]:
 def add_bench_parser(sub: Any) -> None:
     """Register the ``bench`` subcommand on the main parser's subparsers."""
     sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
-    sp.add_argument("dataset", choices=("locomo", "longmemeval", "cost", "live", "kg", "store", "scale", "http", "bot",
-                                            "principles", "multilingual", "filters", "adapters", "ratelimit", "users",
-                                            "longreplies"),
-                    help="a retrieval benchmark; 'cost': add/search cost on LongMemEval-S sessions; 'live': add then "
+    sp.add_argument("dataset", choices=("locomo", "longmemeval", "beam", "cost", "live", "kg", "store", "scale", "http",
+                                        "bot", "principles", "multilingual", "filters", "adapters", "ratelimit", "users",
+                                        "longreplies"),
+                    help="a retrieval benchmark; 'beam': BEAM's long conversations (--scales), every method's "
+                         "ranking and the context an agent reads (--contexts), per ability; 'cost': add/search cost on "
+                         "LongMemEval-S sessions; 'live': add then "
                          "search, session after session, as an agent does; 'kg': the temporal knowledge graph's "
                          "update behaviour on the LongMemEval oracle (needs --llm); 'store': adds/s and searches/s "
                          "of --clients processes on one store; 'scale': store size, cold/warm search and memory per "
@@ -78,8 +80,14 @@ def add_bench_parser(sub: Any) -> None:
                     help="live: stored-session counts to report at (default 50,500,2000,5000)")
     sp.add_argument("--window", type=int, default=50,
                     help="live: adds before each checkpoint whose timings it reports (default 50)")
+    sp.add_argument("--scales", default="100K,500K",
+                    help="beam: comma-separated scale folders under --data (default 100K,500K)")
+    sp.add_argument("--contexts", type=_ks, default=None, metavar="TOKENS[,TOKENS...]",
+                    help="measure each method's context at these budgets (default 1000,4000 for beam; off for locomo "
+                         "and longmemeval unless given): the share of gold evidence messages it holds, and whether the "
+                         "updated evidence comes first")
     sp.add_argument("--method", default=DEFAULT_METHODS, help=f"comma-separated methods (default: {DEFAULT_METHODS})")
-    sp.add_argument("--data", type=Path, help="dataset file (default: ../shared/data/...)")
+    sp.add_argument("--data", type=Path, help="dataset file, or folder for beam (default: ../shared/data/...)")
     sp.add_argument("--limit", type=int, help="only the first N questions (LongMemEval) or conversations (LoCoMo); "
                     "adapters: calls per adapter (default 40)")
     sp.add_argument("--out", type=Path, default=None, help="output folder (default bench-out/<dataset>)")
@@ -515,6 +523,31 @@ def _stages(args: argparse.Namespace) -> dict[str, Any]:
     return stages
 
 
+def _cmd_beam(args: argparse.Namespace, methods: list[str]) -> int:
+    """``memgas bench beam``: rankings and contexts on BEAM, written as the other retrieval benchmarks are."""
+    from memgas.bench.beam import DEFAULT_BEAM, run_beam
+    from memgas.bench.report import command_line, markdown_table, write_outputs
+    from memgas.core.paths import default_cache_path
+    from memgas.embed.cache import EmbeddingCache
+    from memgas.embed.factory import get_embedder
+    from memgas.methods import NEEDS_LLM
+
+    needs = sorted(NEEDS_LLM & set(methods))
+    if needs or args.qa or args.backend or args.pg_temp or args.ingest != "whole" or args.llm_units:
+        left_out = ", ".join(needs) if needs else "--qa, --backend, --pg-temp, --ingest and --llm-units"
+        raise InvalidInputError(f"beam runs the offline methods on kept or in-memory stores: leave out {left_out}")
+    root = args.data or DEFAULT_BEAM
+    scales = [s.strip() for s in args.scales.split(",") if s.strip()]
+    embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
+    result = run_beam(Path(root), methods, embedder, scales=scales, limit=args.limit, ks=args.k or (5, 10, 20),
+                      contexts=args.contexts or (1000, 4000), progress=not args.no_progress, store_dir=args.stores,
+                      overrides=memgas_options(args.set), stages=_stages(args))
+    paths = write_outputs(result, args.out or Path("bench-out") / "beam", command_line())
+    print(markdown_table(result))
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark, write results.json, report.md and recall_at_k.png, print the table."""
     from memgas.bench.qa import cmd_qa, llm_from_args
@@ -561,6 +594,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if qa_only and not args.qa:  # refused before any data is read: they have no ranking to score
         raise InvalidInputError(f"{', '.join(qa_only)}: QA only, retrieval metrics are undefined; use --qa "
                                 f"--qa-systems {','.join(qa_only)}")
+    if args.dataset == "beam":
+        return _cmd_beam(args, methods)
     path = args.data or DEFAULT_DATA[args.dataset]
     if not Path(path).is_file():
         raise InvalidInputError(f"{args.dataset} data not found at {Path(path).resolve()}; pass --data PATH")
@@ -581,7 +616,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     with _backend(args) as backend:
         result = run(Path(path), methods, embedder, limit=args.limit, ks=ks, progress=not args.no_progress,
                      store_dir=args.stores, overrides=memgas_options(args.set), llm=llm, backend=backend,
-                     stages=_stages(args), ingest=args.ingest, **extra)
+                     stages=_stages(args), ingest=args.ingest, contexts=args.contexts or (), **extra)
     if args.ingest != "whole":  # what one append costs, beside embedding what it made and a warm search
         from memgas.bench.datasets import load_locomo, load_longmemeval
         from memgas.bench.stream import append_costs, stream_markdown

@@ -1,7 +1,8 @@
 """What an agent reads: a context built from a method's scored turns and the stored messages.
 
 :func:`build_context` chooses by the evidence each turn carries, not by session: the method scores every unit
-(:meth:`memgas.methods.base.MemoryMethod.scored`); turns below the relevance floor stay out; of the others, best
+(:meth:`memgas.methods.base.MemoryMethod.scored`); turns below the relevance floor stay out (unless they hold most
+of the query's words: :func:`_relevant`); of the others, best
 first, each user message is a candidate (its best part when long) and each reply one after the user messages of a
 few better turns, cut to the part that holds the query's words (and left out when it holds none). A question that
 asks across the conversation (:func:`memgas.kernels.tense.asks_across_time`) takes the best turns of every session
@@ -29,10 +30,12 @@ from memgas.context.assemble import (
 from memgas.context.profile import Profiles
 from memgas.core.types import Session
 from memgas.kernels.excerpt import around, excerpt, query_terms
+from memgas.kernels.lexical import tokenize
 from memgas.kernels.tense import asks_about_replies, asks_about_the_past, asks_across_time
 from memgas.kernels.text import context_tokens as count_tokens
 from memgas.methods.base import MemoryMethod
-from memgas.store import Store
+from memgas.methods.index import UserIndex
+from memgas.store import Store, texts_of
 
 __all__ = ["build_context", "context_mode"]
 
@@ -55,7 +58,9 @@ def _profile(profiles: Profiles, store: Store, user_id: str, query_vector: np.nd
     statements = profiles.statements(store, user_id, within=within, excluded=excluded)
     if not statements or budget <= 0:
         return []
-    relevance = profiles.vectors(statements) @ query_vector
+    # an instruction without a condition holds for every request: first, whatever the query
+    cosine = profiles.vectors(statements) @ query_vector
+    relevance = np.where([s.always for s in statements], 1.0 + cosine, cosine)
     candidates = []
     for rank, i in enumerate(np.argsort(-relevance, kind="stable")):
         s = statements[int(i)]
@@ -131,13 +136,29 @@ def build_context(
     return render(profile, memories, mode)
 
 
+def _relevant(index: UserIndex, rows: np.ndarray, relevance: np.ndarray, terms: frozenset[str],
+              floor: float) -> np.ndarray:
+    """Which of ``rows`` (turns) pass the floor: by meaning (their cosine with the query at least ``floor``) or by
+    words (at least half the query's words, and two, in the turn's text: what a turn's vector does not see, such as
+    the depths of a long reply, still counts)."""
+    keep = relevance[rows] >= floor
+    below = np.flatnonzero(~keep)
+    need = max(2, -(-len(terms) // 2))
+    if len(below) and len(terms) >= need:
+        texts = texts_of(index.table.texts, [int(r) for r in rows[below]])
+        keep[below] = [len(terms & set(words)) >= need for words in tokenize(texts)]
+    return keep
+
+
 def _candidates(scored: object, store: Store, user_id: str, query: str, mode: str, excluded: set[str],
                 max_sessions: int | None, options: ContextOptions, shown: set[tuple[str, int]]) -> list[Excerpt]:
     """The excerpts the evidence part may take, with their priorities (see the module docstring)."""
     index, scores, relevance = scored.index, scored.scores, scored.relevance  # type: ignore[attr-defined]
+    terms = query_terms(query)
     rows = index.masks["turn"]
-    rows = rows[np.isfinite(scores[rows]) & (relevance[rows] >= options.floor)]
-    rows = rows[np.argsort(-scores[rows], kind="stable")]
+    rows = rows[np.isfinite(scores[rows])]
+    rows = rows[np.argsort(-scores[rows], kind="stable")][: 4 * options.turns]
+    rows = rows[_relevant(index, rows, relevance, terms, options.floor)]
     if excluded:
         rows = rows[[index.sessions[index.session_of[r]] not in excluded for r in rows]]
     if max_sessions is not None:
@@ -148,7 +169,6 @@ def _candidates(scored: object, store: Store, user_id: str, query: str, mode: st
         rows = rows[[int(index.session_of[r]) in keep for r in rows]]
     spread = mode == "time"
     rows = _turn_order(index.session_of, rows, spread)[: options.turns]
-    terms = query_terms(query)
     # a reply follows its own user message where the question asks what the assistant said
     lag = 0 if asks_about_replies(query) else options.reply_lag
     sessions: dict[str, Session] = {}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Collection
+from typing import Any, Collection, Mapping
 
 import numpy as np
 
@@ -40,14 +40,23 @@ class StandingStatement:
     session_id: str
     message: int
     timestamp: datetime | None
-    source: str = field(repr=False)
+    source: str = field(repr=False, compare=False)
     start: int = 0
     end: int = 0
+    always: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The statement as the API returns it (without the whole source message)."""
         return {"kind": self.kind, "text": self.text, "session_id": self.session_id, "message": self.message,
-                "timestamp": self.timestamp.isoformat() if self.timestamp else None}
+                "timestamp": self.timestamp.isoformat() if self.timestamp else None, "always": self.always}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StandingStatement:
+        """The statement of a :meth:`to_dict` view (as the REST API returns it); ``source`` is its ``text``."""
+        stamp = data.get("timestamp")
+        text = str(data["text"])
+        return cls(str(data["kind"]), text, str(data["session_id"]), int(data["message"]),
+                   datetime.fromisoformat(stamp) if stamp else None, text, 0, len(text), bool(data.get("always")))
 
 
 def session_statements(session: Session) -> list[StandingStatement]:
@@ -58,7 +67,7 @@ def session_statements(session: Session) -> list[StandingStatement]:
             continue
         for s in standing_statements(m.content):
             out.append(StandingStatement(s.kind, m.content[s.start:s.end].strip(), session.session_id, i,
-                                         session.timestamp, m.content, s.start, s.end))
+                                         session.timestamp, m.content, s.start, s.end, s.always))
     return out
 
 

@@ -16,14 +16,17 @@ from memgas.core.transcripts import to_messages
 from memgas.core.types import ROLES, Message, Session
 
 __all__ = [
-    "ID_CHAR", "MAX_MESSAGE_CHARS", "MAX_QUERY_CHARS", "MAX_K", "MAX_METADATA_DEPTH", "MAX_METADATA_BYTES",
+    "ID_CHAR", "MAX_MESSAGE_CHARS", "INDEXED_MESSAGE_CHARS", "MAX_QUERY_CHARS", "MAX_K", "MAX_METADATA_DEPTH", "MAX_METADATA_BYTES",
     "MIN_TIMESTAMP", "MAX_TIMESTAMP", "check_id", "check_unicode", "check_query", "check_k", "check_count",
     "check_metadata", "naive_utc", "parse_timestamp", "make_session",
 ]
 
-#: Longest accepted message, in characters. Longer input is almost always a paste error
-#: (a file, a log); the real benchmarks' longest message is ~77k characters.
-MAX_MESSAGE_CHARS = 200_000
+#: Longest accepted message, in characters (2 MB of ASCII, a quarter of a request body's default limit). A pasted
+#: log or document is ordinary in agent conversations (BEAM holds a 348,853-character reply): it is stored whole, and
+#: the embedder reads at most :data:`INDEXED_MESSAGE_CHARS` of it (every word stays in the lexical index).
+MAX_MESSAGE_CHARS = 2_000_000
+#: The most of one message the embedder reads: the bound on the work an add does, not on what is kept.
+INDEXED_MESSAGE_CHARS = 200_000
 #: Longest accepted search query, in characters. A query is a question, not a document: the
 #: embedder reads only its first few hundred tokens, and the lexical channel's cost grows with it.
 MAX_QUERY_CHARS = 10_000

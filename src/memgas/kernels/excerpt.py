@@ -28,12 +28,13 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     """
     spans: list[tuple[int, int]] = []
     start = 0
-    for m in _SENTENCE_END.finditer(text):
-        if text[start:m.start()].strip():
-            spans.append((start, m.start()))
-        start = m.end()
-    if text[start:].strip():
-        spans.append((start, len(text.rstrip())))
+    for m in [*_SENTENCE_END.finditer(text), None]:
+        end = len(text.rstrip()) if m is None else m.start()
+        piece = text[start:end]
+        if piece.strip():
+            spans.append((start + len(piece) - len(piece.lstrip()), end))
+        if m is not None:
+            start = m.end()
     return spans
 
 

@@ -38,22 +38,28 @@ _PREFERENCE = re.compile(
     re.IGNORECASE)
 
 
+#: A condition that limits an instruction to some requests ("when I ask about timelines", "if it is code").
+_CONDITION = re.compile(r"\b(?:when|whenever|if|unless|each time|every time|while|in case)\b", re.IGNORECASE)
+
+
 @dataclass(frozen=True, slots=True)
 class Standing:
-    """One standing statement: its ``kind`` (:data:`INSTRUCTION` or :data:`PREFERENCE`) and where its sentence is in
-    the message (``text[start:end]``)."""
+    """One standing statement: its ``kind`` (:data:`INSTRUCTION` or :data:`PREFERENCE`), where its sentence is in
+    the message (``text[start:end]``), and whether it holds for every request (``always``: an instruction with no
+    condition, "always answer in French", rather than "always include versions when I ask about libraries")."""
 
     kind: str
     start: int
     end: int
+    always: bool = False
 
 
 def standing_statements(text: str) -> list[Standing]:
     """The standing statements of one user message, in order; a sentence is at most one (an instruction first).
 
     >>> t = "Always format dates as Month Day, Year. I always forget my keys. Can you help? I prefer short answers."
-    >>> [(s.kind, t[s.start:s.end]) for s in standing_statements(t)]
-    [('instruction', 'Always format dates as Month Day, Year.'), ('preference', 'I prefer short answers.')]
+    >>> [(s.kind, t[s.start:s.end], s.always) for s in standing_statements(t)]
+    [('instruction', 'Always format dates as Month Day, Year.', True), ('preference', 'I prefer short answers.', False)]
     >>> standing_statements("Should I always use tabs?")
     []
     """
@@ -63,7 +69,7 @@ def standing_statements(text: str) -> list[Standing]:
         if sentence.endswith("?") and not _PREFERENCE.search(sentence):
             continue
         if _INSTRUCTION.search(sentence):
-            found.append(Standing(INSTRUCTION, start, end))
+            found.append(Standing(INSTRUCTION, start, end, _CONDITION.search(sentence) is None))
         elif _PREFERENCE.search(sentence):
             found.append(Standing(PREFERENCE, start, end))
     return found

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-__all__ = ["word_head", "fair_heads", "fit_texts"]
+__all__ = ["word_head", "fair_heads", "fit_texts", "context_tokens"]
 
 
 def word_head(text: str, n: int) -> str:

@@ -24,6 +24,7 @@ from segtok.segmenter import split_multi
 
 from memgas.core.errors import InvalidInputError, MemgasError
 from memgas.core.types import Session, Turn, Unit, speaker_line
+from memgas.core.validate import INDEXED_MESSAGE_CHARS
 
 if TYPE_CHECKING:
     from memgas.embed.base import Embedder
@@ -257,7 +258,9 @@ _SPECIAL_TOKENS = 2
 
 
 def embedding_view(turn: Turn, reply_chars: int = 300) -> str:
-    """The text a turn's vector is computed from: its user messages whole, each reply's first ``reply_chars``.
+    """The text a turn's vector is computed from: its user messages whole (up to
+    :data:`~memgas.core.validate.INDEXED_MESSAGE_CHARS`, the bound on an add's work), each reply's first
+    ``reply_chars``.
 
     Replies (in chat logs, mostly an assistant's long answers) are most of a conversation's text but
     rarely what a user later asks about; the start of a reply says what it is about. Keeping the
@@ -267,7 +270,7 @@ def embedding_view(turn: Turn, reply_chars: int = 300) -> str:
     """
     lines = []
     for m in turn.messages:
-        text = m.content
+        text = m.content[:INDEXED_MESSAGE_CHARS]
         if m.role != "user" and len(text) > reply_chars:
             text = text[: _reply_cut(text, reply_chars)] + " …"
         lines.append(speaker_line(m.role, m.name, text))

@@ -35,7 +35,7 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from memgas.core.errors import MemgasError
-from memgas.core.validate import MAX_K, MAX_QUERY_CHARS
+from memgas.core.validate import MAX_K, MAX_MESSAGE_CHARS, MAX_QUERY_CHARS
 from memgas.core.version import __version__
 from memgas.memory import Memory
 from memgas.service.deps import ServiceState, api_key_header, bearer_scheme, principal
@@ -51,6 +51,7 @@ from memgas.service.schemas import (
     MessageIn,
     MinSimilarity,
     PrincipleMatches,
+    ProfileOut,
     SearchResponse,
     SessionId,
     SessionList,
@@ -76,7 +77,8 @@ _principal: ContextVar[Principal] = ContextVar("memgas_mcp_principal")
 _INSTRUCTIONS = (
     "Long-term memory of conversations, per user. Store each turn's new messages with add_memory and the "
     "conversation's session_id (they are appended); before answering, get_context (compact text) or "
-    "search_memory for what the user said earlier; get_session shows a "
+    "search_memory for what the user said earlier; get_profile lists the user's standing instructions and "
+    "preferences; get_session shows a "
     "whole session; delete_memory forgets a session or, explicitly, everything about a user. "
     "Experience shared by an agent (agent_id) or kept for one user (user_id): recall_principles finds "
     "conversation strategy principles for the situation at hand; match_templates finds reasoning templates "
@@ -90,7 +92,7 @@ QueryTime = Annotated[str | None, Field(max_length=64, description=(
     "ISO 8601 time the question is asked at; anchors 'yesterday', 'last week'. Default: now"))]
 MinScore = Annotated[float, Field(ge=0.0, le=1.0, description=(
     "leave out sessions whose relevance (0-1) is below this; 0 keeps the k best whatever they score"))]
-Messages = Annotated[list[MessageIn] | Annotated[str, Field(min_length=1, max_length=200_000)], Field(description=(
+Messages = Annotated[list[MessageIn] | Annotated[str, Field(min_length=1, max_length=MAX_MESSAGE_CHARS)], Field(description=(
     "the messages in order: [{role: user|assistant|system|tool, content, name?}, ...] (OpenAI and Anthropic "
     "message formats are read too), or a plain string as one user message"))]
 MaxTokens = Annotated[int, Field(ge=1, le=100_000, description="the text's budget, 4 characters a token")]
@@ -182,14 +184,22 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
                           exclude_session: ExcludeSession = None) -> str:
         """What from earlier conversations matters for `query`, as compact prompt-ready text.
 
-        Dated excerpts of the most relevant sessions, best turns first, within `max_tokens` (4 characters a
-        token). Pass the current conversation as `exclude_session` so it is not repeated. Empty text when
-        nothing is stored yet.
+        The user's standing instructions and preferences that apply come first, then one dated line per
+        relevant message of earlier conversations (the part that matters of a long one), within `max_tokens`
+        (4 characters a token). Pass the current conversation as `exclude_session` so it is not repeated.
         """
         excluded = [exclude_session] if exclude_session else []
         text = await call(lambda mem: mem.context(user_id, query, k=k, max_tokens=max_tokens,
                                                   exclude_sessions=excluded), "searches")
         return text or "(no memories yet)"
+
+    async def get_profile(user_id: UserId, format: Format = "text") -> ProfileOut:
+        """The user's standing instructions and preferences: what they asked to hold from then on ("always…",
+        "never…", "call me…") and what they prefer, oldest first, each with its session and date.
+
+        Follow them when answering; get_context already puts the relevant ones first.
+        """
+        return reply("get_profile", ProfileOut(statements=await call(lambda mem: mem.profile(user_id))), format)
 
     async def search_memory(user_id: UserId, query: Query, k: K = 5, query_time: QueryTime = None,
                             min_score: MinScore = 0.0, filters: McpFilters = None,
@@ -268,6 +278,7 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
                                     open_world_hint=False))
     add(search_memory, read_only)
     add(get_context, read_only)
+    add(get_profile, read_only)
     add(get_session, read_only)
     add(list_sessions, read_only)
     add(delete_memory, ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,

@@ -79,13 +79,20 @@ def _templates(r: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _profile(r: Mapping[str, Any]) -> str:
+    if not r["statements"]:
+        return "(no standing instructions or preferences)"
+    return "\n".join(f"- [{_date(st['timestamp'])} · {st['session_id']}] {st['kind']}: {st['text']}"
+                     for st in r["statements"])
+
+
 def _answer(r: Mapping[str, Any]) -> str:
     return f"{r['answer']}\n(sources: {', '.join(r['sources']) or 'none'})"
 
 
 _RENDER = {"search_memory": _search, "get_session": _session, "list_sessions": _sessions, "add_memory": _added,
            "delete_memory": _deleted, "recall_principles": _principles, "match_templates": _templates,
-           "answer": _answer}
+           "answer": _answer, "get_profile": _profile}
 
 
 def render(tool: str, result: Mapping[str, Any]) -> str:

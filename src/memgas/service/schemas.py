@@ -135,7 +135,28 @@ class SearchRequest(_Request):
 class ContextRequest(SearchRequest):
     """``POST /v1/context``: :class:`SearchRequest` and the budget of the text."""
 
+    k: int = Field(default=5, ge=1, le=MAX_K, description="evidence from at most the k most relevant sessions")
     max_tokens: int = Field(default=1000, ge=1, le=100_000, description="the text's budget, 4 characters a token")
+    min_score: float | None = Field(default=None, ge=0.0, le=1.0,
+                                    description="leave out turns less relevant than this (default: the calibrated "
+                                                "floor)")
+
+
+class StandingOut(BaseModel):
+    """One standing instruction or preference: what the user said to hold from then on, and where."""
+
+    kind: Literal["instruction", "preference"]
+    text: str = Field(description="the statement, one sentence of a user message")
+    session_id: str
+    message: int = Field(description="the message's position in its session")
+    timestamp: str | None = Field(description="the session's time")
+    always: bool = Field(description="an instruction with no condition: it holds for every request")
+
+
+class ProfileOut(BaseModel):
+    """The user's current standing instructions and preferences, oldest first."""
+
+    statements: list[StandingOut]
 
 
 class ContextOut(BaseModel):

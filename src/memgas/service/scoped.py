@@ -63,12 +63,18 @@ class ScopedMemory:
         return [h.to_dict() for h in hits]
 
     def context(self, user_id: str, query: str, *, k: int = 5, max_tokens: int = 1000,
-                exclude_sessions: Sequence[str] = (), query_time: str | None = None, min_score: float = 0.0,
+                exclude_sessions: Sequence[str] = (), query_time: str | None = None, min_score: float | None = None,
                 filters: Mapping[str, Any] | None = None) -> str:
         """Prompt-ready text of the relevant memories (:meth:`Memory.context`)."""
         return self.memory.context(query, user_id=self._user(user_id), k=k, max_tokens=max_tokens,
                                    exclude_sessions=exclude_sessions, query_time=query_time, min_score=min_score,
                                    filters=filters)
+
+    def profile(self, user_id: str, *, exclude_sessions: Sequence[str] = (),
+                filters: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The user's standing instructions and preferences (:meth:`Memory.profile`), as dicts."""
+        return [s.to_dict() for s in self.memory.profile(user_id=self._user(user_id),
+                                                         exclude_sessions=exclude_sessions, filters=filters)]
 
     def get(self, user_id: str, session_id: str) -> dict[str, Any]:
         """One stored session (:meth:`Memory.get`), with the caller's user id."""

@@ -1,4 +1,5 @@
-"""``/v1/search`` and ``/v1/context``, and with an LLM ``/v1/answer``; ``/v1/facts`` for the temporal knowledge graph."""
+"""``/v1/search``, ``/v1/context`` and ``/v1/profile``, and with an LLM ``/v1/answer``; ``/v1/facts`` for the temporal
+knowledge graph."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from memgas.core.errors import UnavailableError
 from memgas.service.deps import UserQuery, scoped
+from memgas.service.routes.sessions import query_filters
 from memgas.service.schemas import (
     AnswerOut,
     AnswerRequest,
     ContextOut,
     ContextRequest,
     FactList,
+    ProfileOut,
     SearchRequest,
     SearchResponse,
 )
@@ -49,6 +52,18 @@ def answer(body: AnswerRequest, request: Request, mem: ScopedMemory = Depends(sc
                         use_filter=body.use_filter)
     request.app.state.memgas.metrics.inc("answers")
     return AnswerOut(**result)
+
+
+@router.get("/v1/profile", response_model=ProfileOut)
+def profile(user_id: UserQuery,
+            exclude_sessions: list[str] = Query(default=[], max_length=100, description="sessions to leave out"),
+            filters: str | None = Query(default=None, max_length=1024, description="a session filter as JSON"),
+            mem: ScopedMemory = Depends(scoped)) -> ProfileOut:
+    """The user's standing instructions and preferences ("always…", "never…", "I prefer…"), oldest first, each with
+    its session, message and time: what every context is headed by, of the sessions that pass ``filters`` less
+    ``exclude_sessions``. Read from the stored messages: deleting or editing a message changes it at once."""
+    return ProfileOut(statements=mem.profile(user_id, exclude_sessions=exclude_sessions,
+                                             filters=query_filters(filters)))
 
 
 @router.get("/v1/facts", response_model=FactList)

@@ -64,7 +64,7 @@ def list_sessions(
 ) -> SessionList:
     """A page of the user's session headers (oldest first by default), with each session's scope, metadata and
     the start of its first user message; ``agent_id``, ``run_id`` and ``filters`` narrow it."""
-    return SessionList(**mem.sessions(user_id, filters=_query_filters(filters, agent_id, run_id), limit=limit,
+    return SessionList(**mem.sessions(user_id, filters=query_filters(filters, agent_id, run_id), limit=limit,
                                       cursor=cursor, order=order))
 
 
@@ -82,7 +82,7 @@ def delete_matching(body: DeleteMatching, mem: ScopedMemory = Depends(scoped)) -
     return DeleteResult(**mem.delete(body.user_id, filters=body.filters))
 
 
-def _query_filters(raw: str | None, agent_id: str | None, run_id: str | None) -> dict[str, Any] | None:
+def query_filters(raw: str | None, agent_id: str | None = None, run_id: str | None = None) -> dict[str, Any] | None:
     """The filter of a listing's query parameters: ``filters`` (JSON) and the scope ids, all of them to hold."""
     parts: list[Any] = []
     if raw is not None:

@@ -1,0 +1,57 @@
+"""Choosing, ordering and rendering excerpts (memgas.context.assemble): pure, no store and no model."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+
+from memgas.context.assemble import MEMORY_HEADERS, PROFILE_HEADER, Excerpt, fill, order_excerpts, render
+from memgas.kernels.text import context_tokens
+
+
+def ex(sid: str, message: int, text: str, priority: float, day: int, vector=None, turn: int = -1) -> Excerpt:
+    return Excerpt(sid, message, "user", text, datetime(2024, 3, day), priority, (float(day), message),
+                   None if vector is None else np.asarray(vector, float), turn)
+
+
+def test_fill_takes_by_priority_passes_over_what_does_not_fit_and_never_a_message_twice() -> None:
+    a, b, c = ex("s", 0, "a" * 40, 0, 1), ex("s", 1, "b" * 400, 1, 1), ex("s", 2, "c" * 20, 2, 1)
+    twice = ex("s", 0, "a again", 3, 1)
+    taken = fill([c, twice, b, a], 40)
+    assert [e.message for e in taken] == [0, 2]
+    assert sum(context_tokens(e.line(99, True)) + 1 for e in taken) <= 40
+    assert fill([b], 40) == []
+
+
+def test_the_newer_of_two_excerpts_about_one_thing_reads_first_and_the_older_is_marked() -> None:
+    old = ex("march", 0, "I live in Buckman", 0, 5, [1.0, 0.0, 0.0])
+    other = ex("bread", 0, "My sourdough doubled", 1, 9, [0.0, 1.0, 0.0])
+    new = ex("april", 0, "I'm moving to Sellwood", 2, 20, [0.8, 0.0, 0.6])
+    order = order_excerpts([old, other, new], "relevance", 0.6)
+    assert [(e.session_id, early) for e, early in order] == [("april", False), ("march", True), ("bread", False)]
+    # below the cosine, or a question about the past, or one turn's own reply: relevance order, nothing marked
+    assert [e.session_id for e, _ in order_excerpts([old, other, new], "relevance", 0.9)] == ["march", "bread", "april"]
+    assert all(not early for _, early in order_excerpts([old, new], "past", 0.6))
+    reply = ex("march", 1, "Buckman is lovely", 3, 5, [1.0, 0.0], turn=0)
+    first = ex("march", 0, "I live in Buckman", 0, 5, [1.0, 0.0], turn=0)
+    assert [(e.message, early) for e, early in order_excerpts([first, reply], "relevance", 0.6)] == \
+        [(0, False), (1, False)]
+
+
+def test_a_timeline_reads_oldest_first() -> None:
+    taken = [ex("b", 3, "later", 0, 9), ex("a", 1, "earlier", 1, 2), ex("a", 0, "earliest", 2, 2)]
+    assert [e.text for e, _ in order_excerpts(taken, "time", 0.6)] == ["earliest", "earlier", "later"]
+
+
+def test_render_puts_the_profile_first_and_numbers_the_memories() -> None:
+    profile = [ex("s1", 0, "Always answer in French.", 0, 1)]
+    memories = [(ex("s2", 4, "I moved to Lisbon.", 0, 3), False), (ex("s1", 2, "I lived in Porto.", 1, 1), True)]
+    assert render(profile, memories, "relevance").splitlines() == [
+        PROFILE_HEADER,
+        "- 2024-03-01 · s1 · user: Always answer in French.",
+        MEMORY_HEADERS["relevance"],
+        "[1] 2024-03-03 · s2 · user: I moved to Lisbon.",
+        "[2] 2024-03-01 · s1 (earlier) · user: I lived in Porto.",
+    ]
+    assert render([], [], "time") == ""

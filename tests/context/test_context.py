@@ -1,0 +1,119 @@
+"""What an agent reads (Memory.context, Memory.profile) on small conversations whose right answer is known, with the
+real embedder and a real SQLite store."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from memgas import AsyncMemory, Memory
+from memgas.context.assemble import MEMORY_HEADERS, PROFILE_HEADER
+from memgas.embed.base import Embedder
+from memgas.kernels.text import context_tokens
+
+CHATTER = [
+    ("I tried a new lasagna recipe with spinach last night.", "Spinach lasagna sounds delicious."),
+    ("We are planning a weekend trip to the coast in June.", "The coast is lovely in early summer."),
+    ("My daughter started piano lessons this week.", "Piano is a great first instrument."),
+    ("The car needs new tyres before winter.", "Winter tyres are worth it."),
+]
+
+
+def chat(user: str, reply: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
+
+
+def fill(mem: Memory) -> None:
+    mem.add(chat("Always include type hints when I ask you for Python code.", "Noted, type hints every time."),
+            user_id="u", session_id="rules", timestamp="2024-01-02")
+    for i, (said, reply) in enumerate(CHATTER):
+        mem.add(chat(said, reply), user_id="u", session_id=f"c{i}", timestamp=f"2024-02-{10 + i}")
+
+
+def test_a_standing_instruction_heads_the_context_of_a_later_unrelated_request(tmp_path: Path,
+                                                                               embedder: Embedder) -> None:
+    with Memory(tmp_path / "m.db", embedder=embedder) as mem:
+        fill(mem)
+        text = mem.context("Can you write a function that parses a CSV file?", user_id="u", max_tokens=300)
+        lines = text.splitlines()
+        assert lines[0] == PROFILE_HEADER
+        assert lines[1] == "- 2024-01-02 · rules · user: Always include type hints when I ask you for Python code."
+        assert context_tokens(text) <= 300
+        assert [s.to_dict() for s in mem.profile(user_id="u")] == [
+            {"kind": "instruction", "text": "Always include type hints when I ask you for Python code.",
+             "session_id": "rules", "message": 0, "timestamp": "2024-01-02T00:00:00", "always": False}]
+        # the conversation under way (excluded) and a filter that leaves its session out leave it out too
+        assert PROFILE_HEADER not in mem.context("Write a CSV parser", user_id="u", exclude_sessions=["rules"])
+        assert mem.profile(user_id="u", filters={"session_id": {"$ne": "rules"}}) == []
+        assert mem.profile(user_id="nobody") == []
+
+
+def test_a_later_statement_on_the_same_subject_replaces_the_earlier_and_a_deleted_one_is_gone(
+        tmp_path: Path, embedder: Embedder) -> None:
+    with Memory(tmp_path / "m.db", embedder=embedder) as mem:
+        fill(mem)
+        mem.add(chat("Never include type hints when I ask you for Python code.", "Understood, no type hints."),
+                user_id="u", session_id="rules2", timestamp="2024-03-01")
+        mem.add(chat("I prefer short answers with bullet points.", "Sure."), user_id="u", session_id="style",
+                timestamp="2024-03-02")
+        assert [(s.session_id, s.kind) for s in mem.profile(user_id="u")] == [
+            ("rules2", "instruction"), ("style", "preference")]
+        mem.delete_message("rules2", 0, user_id="u")  # the newer instruction's own words: gone, the older holds
+        assert [s.session_id for s in mem.profile(user_id="u")] == ["rules", "style"]
+        mem.update_message("style", 0, "Bullet points are fine by me.", user_id="u")
+        assert [s.session_id for s in mem.profile(user_id="u")] == ["rules"]
+        mem.delete("rules", user_id="u")
+        assert mem.profile(user_id="u") == []
+        assert PROFILE_HEADER not in mem.context("Write a CSV parser in Python", user_id="u")
+
+
+def test_a_fact_deep_inside_a_long_pasted_reply_is_stored_whole_and_shown_by_its_part(embedder: Embedder) -> None:
+    filler = "The deployment notes go on about configuration, retries and logs in great detail. "
+    reply = filler * 2000 + "The backup server's IP address is 10.4.7.21 on the admin VLAN. " + filler * 2000
+    assert len(reply) > 300_000
+    with Memory(embedder=embedder) as mem:
+        mem.add(chat("Here are the full deployment notes, please keep them.", reply), user_id="u", session_id="ops",
+                timestamp="2024-05-01")
+        for i, (said, answer) in enumerate(CHATTER):
+            mem.add(chat(said, answer), user_id="u", session_id=f"c{i}", timestamp=f"2024-05-{12 + i}")
+        assert len(mem.get("ops", user_id="u")["messages"][1]["content"]) == len(reply)
+        text = mem.context("What is the backup server IP address?", user_id="u", max_tokens=200)
+        assert "The backup server's IP address is 10.4.7.21" in text and context_tokens(text) <= 200
+        assert "· ops · assistant: … " in text  # the part, not the reply's start
+
+
+def test_a_question_across_the_conversation_gets_a_timeline_and_an_unrelated_one_nothing(embedder: Embedder) -> None:
+    steps = [("2024-03-03", "I planted tomato seedlings in the garden beds today."),
+             ("2024-05-12", "I installed drip irrigation for the garden beds."),
+             ("2024-07-20", "I harvested the first tomatoes from the garden.")]
+    with Memory(embedder=embedder) as mem:
+        for n, (day, said) in enumerate(reversed(steps)):  # stored out of order on purpose
+            mem.add(chat(said, "Nice work in the garden."), user_id="u", session_id=f"g{n}", timestamp=day)
+        for i, (said, reply) in enumerate(CHATTER):
+            mem.add(chat(said, reply), user_id="u", session_id=f"c{i}", timestamp=f"2024-04-{10 + i}")
+        lines = mem.context("In what order did I work on the garden?", user_id="u", max_tokens=400).splitlines()
+        assert lines[0] == MEMORY_HEADERS["time"]
+        said = [line.split(" · user: ")[1] for line in lines if " · user: " in line]
+        assert said[:3] == [s for _, s in steps] and not any("lasagna" in s for s in said)
+        assert mem.context("What is the capital of Mongolia?", user_id="u") == ""
+        assert mem.context("What is the capital of Mongolia?", user_id="u", min_score=0.0) != ""  # no floor
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, "0.2", True])
+def test_a_bad_floor_is_refused(embedder: Embedder, bad: object) -> None:
+    from memgas.core.errors import InvalidInputError
+
+    with Memory(embedder=embedder) as mem:
+        with pytest.raises(InvalidInputError, match="min_score"):
+            mem.context("x", user_id="u", min_score=bad)  # type: ignore[arg-type]
+
+
+def test_async_memory_reads_the_profile(embedder: Embedder) -> None:
+    async def scenario() -> list[str]:
+        async with AsyncMemory(embedder=embedder) as mem:
+            await mem.add(chat("Call me Sam, please.", "Will do, Sam."), user_id="u", session_id="s")
+            return [s.text for s in await mem.profile(user_id="u")]
+
+    assert asyncio.run(scenario()) == ["Call me Sam, please."]

@@ -1,0 +1,51 @@
+"""The part of a long message that matters for a query (memgas.kernels.excerpt)."""
+
+from __future__ import annotations
+
+from memgas.kernels.excerpt import around, best_window, excerpt, query_terms, sentence_spans
+
+FILLER = "The weather was mild and we talked about nothing much at all. " * 40
+
+
+def test_sentences_split_at_ends_and_lines_and_keep_positions() -> None:
+    text = "First one. Second? Third!\n- a list item\n\n  Last"
+    spans = sentence_spans(text)
+    assert [text[a:b] for a, b in spans] == ["First one.", "Second?", "Third!", "- a list item", "Last"]
+    assert sentence_spans("   \n ") == []
+
+
+def test_the_window_holds_the_sentences_with_the_query_words_deep_in_a_long_text() -> None:
+    text = FILLER + "My locker code at the gym is 4512, by the sauna. " + FILLER
+    start, end, hits = best_window(text, query_terms("What is my gym locker code?"), 120)
+    assert "locker code at the gym is 4512" in text[start:end] and end - start <= 120
+    assert hits == 4  # my, gym, locker, code ("what" is not in it)
+    shown, n = excerpt(text, query_terms("What is my gym locker code?"), 120)
+    assert shown.startswith("… ") and shown.endswith(" …") and "4512" in shown and n == 4
+
+
+def test_more_distinct_query_words_win_over_an_earlier_window() -> None:
+    text = "Locker rooms are loud. " + FILLER + "The locker code is 4512. " + FILLER
+    start, end, hits = best_window(text, query_terms("locker code"), 60)
+    assert "The locker code is 4512." in text[start:end] and hits == 2
+
+
+def test_a_text_that_fits_is_whole_and_one_without_query_words_starts_at_its_head() -> None:
+    assert excerpt("short text", query_terms("locker"), 100) == ("short text", 0)
+    start, end, hits = best_window(FILLER, query_terms("locker"), 80)
+    assert start == 0 and hits == 0 and end <= 80
+
+
+def test_a_sentence_longer_than_the_window_is_cut_at_spaces_around_its_first_query_word() -> None:
+    text = "word " * 200 + "locker 4512 " + "word " * 200
+    start, end, _ = best_window(text, query_terms("locker"), 60)
+    assert "locker 4512" in text[start:end] and end - start <= 60
+    assert text[start - 1] == " " and text[end] == " "  # no word cut in half
+
+
+def test_around_grows_a_sentence_by_its_neighbours_within_the_limit() -> None:
+    text = "Hello there. Always answer in French. Thanks. " + FILLER
+    start = text.index("Always")
+    shown, a, b = around(text, start, start + len("Always answer in French."), 60)
+    assert shown == "Hello there. Always answer in French. Thanks. …" and b - a <= 60
+    long = "x" * 30 + " " + "Always use metric units " * 20
+    assert len(around(long, 31, len(long), 50)[0]) <= 50 + 4

@@ -1,0 +1,53 @@
+"""Standing instructions and preferences found by rules (memgas.kernels.standing)."""
+
+from __future__ import annotations
+
+import pytest
+
+from memgas.kernels.standing import INSTRUCTION, PREFERENCE, standing_statements
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("Always format dates as Month Day, Year when I ask about timelines.", INSTRUCTION),
+    ("Never use emojis in your answers.", INSTRUCTION),
+    ("Please always include type hints.", INSTRUCTION),
+    ("From now on, answer in French.", INSTRUCTION),
+    ("Call me Sam.", INSTRUCTION),
+    ("Going forward, keep replies under 100 words.", INSTRUCTION),
+    ("I prefer e-books for their portability.", PREFERENCE),
+    ("I'd rather have short answers.", PREFERENCE),
+    ("I've decided to go with server-side rendering for now.", PREFERENCE),
+    ("My preference is dark mode.", PREFERENCE),
+    ("I prefer Excel, can you help me set up a budget sheet?", PREFERENCE),  # a preference inside a request
+])
+def test_statements_that_hold_from_then_on(text: str, kind: str) -> None:
+    found = standing_statements(text)
+    assert [s.kind for s in found] == [kind] and text[found[0].start:found[0].end] == text
+
+
+@pytest.mark.parametrize("text", [
+    "I always forget my keys.",  # a habit, not an instruction to the assistant
+    "Should I always use tabs?",  # a question
+    "Can you help me plan a trip to Lisbon?",
+    "It never rains here in July.",
+    "We prefer to meet at noon, said my boss.",  # not the user in the first person
+])
+def test_other_sentences_are_not(text: str) -> None:
+    assert standing_statements(text) == []
+
+
+def test_each_sentence_of_a_message_on_its_own_with_its_place() -> None:
+    text = "Thanks for the help. Always cite your sources. I prefer bullet points. See you."
+    found = standing_statements(text)
+    assert [(s.kind, text[s.start:s.end]) for s in found] == [
+        (INSTRUCTION, "Always cite your sources."), (PREFERENCE, "I prefer bullet points.")]
+
+
+@pytest.mark.parametrize(("text", "always"), [
+    ("Always answer in French.", True),
+    ("Never use emojis.", True),
+    ("Always include version numbers when I ask about libraries.", False),
+    ("Always add type hints if it is code.", False),
+])
+def test_an_instruction_without_a_condition_holds_for_every_request(text: str, always: bool) -> None:
+    assert [s.always for s in standing_statements(text)] == [always]
