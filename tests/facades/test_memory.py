@@ -109,7 +109,7 @@ BAD = [
     ([{"role": "user"}], "content"),
     ([{"role": "user", "content": 42}], "string"),
     ([{"role": "wizard", "content": "hi"}], "role"),
-    ([{"role": "user", "content": "x" * 1_000_000}], "limit"),
+    ([{"role": "user", "content": "x" * 2_000_001}], "limit"),
     (42, "list"),
 ]
 

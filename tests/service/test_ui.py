@@ -109,6 +109,28 @@ def test_the_inspector_shows_users_sessions_units_graph_and_search(page: Any, se
     page.get_by_role("button", name="Search").click()
     page.get_by_text("filters.agent_id.$regex").wait_for()
 
+    page.fill("#filters", "")
+    page.fill("#max-tokens", "200")
+    page.get_by_role("button", name="Context").click()
+    page.locator("#context").wait_for()
+    block = page.locator("#context").inner_text()
+    assert "· hike · user: I hiked Mount Hood with Ann last weekend." in block and "Miso" not in block
+    assert page.get_by_text("The context at 200 tokens").count() == 1
+
+    page.get_by_role("link", name="profile").click()
+    page.get_by_text("No standing instructions or preferences.").wait_for()
+    httpx.post(f"{server.url}/v1/sessions", headers={"Authorization": f"Bearer {server.keys['admin']}"},
+               json={"user_id": "alice", "session_id": "rules", "timestamp": "2024-07-02T10:00:00",
+                     "messages": "Always answer in metric units, please."}).raise_for_status()
+    page.reload()
+    page.locator("#profile").wait_for()
+    row = page.locator("#profile tr").nth(1).inner_text()
+    assert "instruction (always)" in row and "Always answer in metric units, please." in row and "rules #0" in row
+    page.locator("#profile").get_by_role("link", name="rules").click()
+    page.locator(".msg.user").get_by_text("Always answer in metric units, please.").wait_for()
+    httpx.delete(f"{server.url}/v1/sessions/rules", headers={"Authorization": f"Bearer {server.keys['admin']}"},
+                 params={"user_id": "alice"}).raise_for_status()
+
     page.get_by_role("link", name="facts").click()
     page.get_by_text("keeps no facts").wait_for()  # a memgas store: the server's own one-line answer
     httpx.post(f"{server.url}/v1/principles", headers={"Authorization": f"Bearer {server.keys['admin']}"},

@@ -211,7 +211,7 @@ class _LmeSessionCache:
 
 
 def _lme_gold_turns(session: Session, raw: list[Mapping[str, Any]]) -> tuple[list[int], list[int]]:
-    """Gold memgas turn indexes and official 1-based positions of the user ``has_answer`` messages."""
+    """Gold memgas turn indexes and official 1-based positions (in ``raw``) of the user ``has_answer`` messages."""
     positions = [
         p
         for p, m in enumerate(raw)
@@ -236,6 +236,7 @@ def _lme_question(record: Mapping[str, Any], cache: _LmeSessionCache) -> BenchQu
     gold_sessions: set[str] = set()
     gold_turns: set[tuple[str, int]] = set()
     gold_turn_ids: set[str] = set()
+    gold_texts: list[str] = []
     seen: set[str] = set()
     for sid, date, raw in zip(sids, dates, haystack):
         if sid in seen:  # 5 dev haystacks repeat a filler session; a store holds it once
@@ -249,6 +250,7 @@ def _lme_question(record: Mapping[str, Any], cache: _LmeSessionCache) -> BenchQu
                 gold_sessions.add(sid)
                 gold_turns.update((sid, t) for t in turns)
                 gold_turn_ids.update(f"{sid}_{p}" for p in positions)
+                gold_texts += [str(raw[p - 1]["content"]) for p in positions]
     skip = "abstention" if qid.endswith("_abs") else None if gold_sessions else "no user-side has_answer turn"
     return BenchQuestion(
         qid=qid,
@@ -263,6 +265,7 @@ def _lme_question(record: Mapping[str, Any], cache: _LmeSessionCache) -> BenchQu
         scorable=skip is None,
         skip_reason=skip,
         conv_id=qid,
+        gold_messages={"all": gold_texts} if gold_texts else {},
     )
 
 
@@ -389,6 +392,9 @@ def _locomo_question(
             gold_turn_ids.add(dia)
     answer = qa.get("adversarial_answer", qa.get("answer")) if category == 5 else qa.get("answer")
     skip = "adversarial" if category == 5 else None if gold_turn_ids else "no valid evidence"
+    by_id = {s.session_id: s for s in sessions}
+    places = [(sid, list(by_id[sid].metadata["dia_ids"]).index(dia))
+              for dia in sorted(gold_turn_ids) for sid in [turn_of_dia[dia][0]]]
     return BenchQuestion(
         qid=f"{conv_id}_q{index}",
         question=str(qa["question"]),
@@ -402,6 +408,8 @@ def _locomo_question(
         scorable=skip is None,
         skip_reason=skip,
         conv_id=conv_id,
+        gold_messages={"all": [by_id[sid].messages[p].content for sid, p in places]} if places else {},
+        gold_places={"all": places} if places else {},
     )
 
 

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
+
 from memgas.bench.metrics import newest_first
 from memgas.bench.runner import BenchResult, summarize, timing_summary, versions
 
@@ -198,6 +200,26 @@ def _present_mean(questions: list[dict[str, Any]], method: str, metric: str) -> 
     return (sum(vals) / len(vals), len(vals)) if vals else None
 
 
+def _scale_timing(result: BenchResult, methods: list[str], scales: list[str]) -> list[str]:
+    """Per BEAM scale: ingest seconds per 100K tokens (conversations ingested by this run) and each method's search
+    and context milliseconds (p50 / p95; the context column is the time of all the question's budgets)."""
+    lines = ["", "Per scale (ingest by this run; search and contexts per question, p50 / p95 ms):", "",
+             "| scale | ingest s / 100K tokens | " + " | ".join(f"{m} search | {m} contexts" for m in methods) + " |",
+             "|---|---:|" + "---:|---:|" * len(methods)]
+    ingested = result.config.get("ingest_by_group", {})
+    for sc in scales:
+        own = [v for k, v in ingested.items() if k.split("-")[1] == sc]
+        rate = f"{sum(v['seconds'] for v in own) / sum(v['tokens'] for v in own) * 1e5:.1f}" if own else "reused"
+        qs = [q for q in result.questions if str(q["conv"]).split("-")[1] == sc]
+        cells = []
+        for m in methods:
+            for part in ("query", "contexts"):
+                ms = [q["methods"][m]["ms"][part] for q in qs if part in q["methods"][m].get("ms", {})]
+                cells.append(f"{np.percentile(ms, 50):.0f} / {np.percentile(ms, 95):.0f}" if ms else "-")
+        lines.append(f"| {sc} | {rate} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def context_tables(result: BenchResult) -> list[str]:
     """Markdown lines of the context measures (:mod:`memgas.bench.context`), when the run took them: per budget, the
     share of gold messages in the context by question type and over all (per scale for BEAM), then the share with
@@ -223,6 +245,8 @@ def context_tables(result: BenchResult) -> list[str]:
             for m in methods:
                 cells = [_present_mean(qs, m, metric) for _, qs in groups]
                 lines.append(f"| {m} | " + " | ".join("-" if c is None else f"{c[0]:.3f}" for c in cells) + " |")
+    if len(scales) > 1:
+        lines += _scale_timing(result, methods, scales)
     first = [f"ctx{b}_current_first" for b in budgets] + ["turn_current_first"]
     rows = {m: [_present_mean(result.questions, m, c) for c in first] for m in methods}
     if any(v is not None for r in rows.values() for v in r):

@@ -228,6 +228,8 @@ def _run(
         else:
             ing["total_s"].append(time.perf_counter() - t0)
             ing.setdefault("tokens", []).append(sum(len(m.content) for s in sessions for m in s.messages) / 4)
+            result.config.setdefault("ingest_by_group", {})[user_id] = {"seconds": ing["total_s"][-1],
+                                                                        "tokens": ing["tokens"][-1]}
             for name in ("units", "associate", "write"):
                 ing[f"{name}_s"].append(parts.get(name, 0.0))
         for m, method in methods.items():
@@ -262,10 +264,12 @@ def _run(
             for m, method in methods.items():
                 t2 = time.perf_counter()
                 ranking = method.rank(store, user_id, q.question, query_time=q.question_date)
-                result.timing[m]["query_s"].append(time.perf_counter() - t2)
+                query_s = time.perf_counter() - t2
+                result.timing[m]["query_s"].append(query_s)
                 metrics = _metrics(ranking.sessions, q.gold_sessions, ks, "session_")
                 metrics.update(_metrics(ranking.turns, q.gold_turns, ks, "turn_"))
                 metrics.update(score(q, ranking))
+                context_s = 0.0
                 if contexts and q.gold_messages:
                     by_id = {s.session_id: s for s in q.sessions}
                     for budget in contexts:
@@ -276,11 +280,14 @@ def _run(
                         else:
                             block = turns_context(by_id, ranking.turns, budget)
                         result.timing[m].setdefault("context_s", []).append(time.perf_counter() - t3)
+                        context_s += result.timing[m]["context_s"][-1]
                         metrics.update(context_metrics(q.gold_messages, block, f"ctx{budget}_"))
                 record["methods"][m] = {
                     "sessions": ranking.sessions[: max(ks)],
                     "turns": [f"{s}#{t}" for s, t in ranking.turns[: max(ks)]],
                     "metrics": metrics,
+                    "ms": {"query": round(query_s * 1000, 2), **({"contexts": round(context_s * 1000, 2)}
+                                                                  if context_s else {})},
                 }
             result.questions.append(record)
             bar.update(1)

@@ -58,7 +58,8 @@ function userTabs(user) {
   const u = seg(user);
   return h("p", { class: "tabs" },
     h("a", { href: `#/u/${u}` }, "sessions"), h("a", { href: `#/u/${u}/graph` }, "graph"),
-    h("a", { href: `#/u/${u}/search` }, "search"), h("a", { href: `#/u/${u}/facts` }, "facts"));
+    h("a", { href: `#/u/${u}/search` }, "search"), h("a", { href: `#/u/${u}/profile` }, "profile"),
+    h("a", { href: `#/u/${u}/facts` }, "facts"));
 }
 
 // -- views --------------------------------------------------------------------------------------------------
@@ -221,17 +222,40 @@ async function search(user) {
   const k = h("input", { id: "k", type: "number", value: 5, min: 1, max: 1000, style: { width: "5rem" } });
   const filters = h("textarea", { id: "filters", placeholder: 'filters, JSON, e.g. {"agent_id": "planner"}' });
   const out = h("div", { id: "hits" });
+  const budget = h("input", { id: "max-tokens", type: "number", value: 1000, min: 1, max: 100000, style: { width: "6rem" } });
+  const asked = () => {
+    const body = { user_id: user, query: query.value, k: Number(k.value) };
+    if (filters.value.trim()) body.filters = JSON.parse(filters.value);
+    return body;
+  };
   const form = h("form", { on: { submit: async (event) => {
     event.preventDefault();
-    const body = { user_id: user, query: query.value, k: Number(k.value) };
     try {
-      if (filters.value.trim()) body.filters = JSON.parse(filters.value);
-      const data = await api("POST", "/v1/search", body);
+      const data = await api("POST", "/v1/search", asked());
       out.replaceChildren(data.hits.length ? h("p", { class: "muted" }, `${data.hits.length} hits`) : h("p", {}, "No hits."),
                           ...data.hits.map((hit, i) => hitView({ ...hit, user }, i + 1)));
     } catch (e) { out.replaceChildren(h("p", { class: "error" }, e.message)); }
-  } } }, query, " k ", k, " ", h("button", { type: "submit" }, "Search"), filters);
+  } } }, query, " k ", k, " ", h("button", { type: "submit" }, "Search"), " ",
+    h("button", { type: "button", id: "show-context", on: { click: async () => {
+      try {  // what an agent would read for this question: the context block, within the budget
+        const data = await api("POST", "/v1/context", { ...asked(), max_tokens: Number(budget.value) });
+        out.replaceChildren(h("p", { class: "muted" }, `The context at ${budget.value} tokens`),
+                            h("pre", { id: "context", class: "unit" }, data.context || "(nothing relevant)"));
+      } catch (e) { out.replaceChildren(h("p", { class: "error" }, e.message)); }
+    } } }, "Context"), " tokens ", budget, filters);
   show(h("h2", {}, `Search ${user}'s memory`), userTabs(user), form, out);
+}
+
+async function profile(user) {
+  crumbs.replaceChildren(h("a", { href: "#/" }, "users"), "/ ", h("a", { href: `#/u/${seg(user)}` }, user), " / profile");
+  const data = await api("GET", `/v1/profile?${q({ user_id: user })}`);
+  const rows = data.statements.map((st) => h("tr", {}, h("td", {}, st.always ? `${st.kind} (always)` : st.kind),
+    h("td", {}, st.text), h("td", {}, h("a", { href: `#/u/${seg(user)}/s/${seg(st.session_id)}` }, st.session_id),
+                            ` #${st.message}`), h("td", {}, when(st.timestamp))));
+  show(h("h2", {}, `Standing instructions and preferences of ${user}`), userTabs(user),
+       rows.length ? h("table", { id: "profile" }, h("tr", {}, h("th", {}, "kind"), h("th", {}, "what the user said"),
+                                                       h("th", {}, "where"), h("th", {}, "when")), rows)
+                   : h("p", { class: "muted" }, "No standing instructions or preferences."));
 }
 
 async function facts(user) {
@@ -296,6 +320,7 @@ async function render() {  // never rejects: a failed view shows its error, and 
     if (parts[0] === "u" && parts[1] && parts[2] === "graph") return await graph(parts[1]);
     if (parts[0] === "u" && parts[1] && parts[2] === "search") return await search(parts[1]);
     if (parts[0] === "u" && parts[1] && parts[2] === "facts") return await facts(parts[1]);
+    if (parts[0] === "u" && parts[1] && parts[2] === "profile") return await profile(parts[1]);
     if (parts[0] === "u" && parts[1]) return await sessions(parts[1]);
     if (parts[0] === "experience") return await experience();
     return await users();

@@ -1,0 +1,127 @@
+"""``memgas bench beam`` on a hand-made BEAM-format conversation whose right answers are known (never the shared
+data): the loader, the ranking and context measures, and the command end to end."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from memgas.bench.beam import load_beam, strip_marker
+from memgas.bench.context import context_metrics, shown_at, turns_context
+from memgas.cli.commands import main
+from memgas.core.types import Message, Session
+
+LONG_REPLY = ("Here is a long walkthrough of the deployment, step by step, with every command explained. " * 60
+              + "The staging database listens on port 6543 behind the proxy. "
+              + "More notes about logging, retries and dashboards follow here. " * 60)
+
+
+def exchange(n: int, user: str, reply: str, anchor: str | None = None) -> list[dict]:
+    u = {"role": "user", "id": 2 * n, "content": f"{user} ->-> 1,{n}", "index": f"1,{n}", "question_type": "main"}
+    if anchor:
+        u["time_anchor"] = anchor
+    return [u, {"role": "assistant", "id": 2 * n + 1, "content": reply}]
+
+
+def beam_folder(root: Path) -> Path:
+    """One 100K-scale conversation of two dated batches, and its probing questions (ids are message ids)."""
+    chat = [
+        {"batch_number": 1, "time_anchor": None, "turns": [
+            exchange(0, "I'm Ada, building a budget tracker in Flask.", "Great, let's plan it.", "March-15-2024"),
+            exchange(1, "Always include version numbers when I ask about libraries.", "Noted."),
+            exchange(2, "The dashboard API responds in 400ms right now.", "We can cache it."),
+            exchange(3, "How do I deploy the app to staging?", LONG_REPLY),
+            exchange(4, "I like hiking on weekends with my dog.", "Sounds fun."),
+        ]},
+        {"batch_number": 2, "time_anchor": None, "turns": [
+            exchange(5, "I added the analytics page to the budget tracker.", "Nice progress.", "April-20-2024"),
+            exchange(6, "After caching, the dashboard API responds in 250ms.", "A big improvement."),
+            exchange(7, "My sister visited and we baked bread.", "Lovely."),
+        ]},
+    ]
+    questions = {
+        "instruction_following": [{"question": "Which libraries does my project use?", "source_chat_ids": [2]}],
+        "knowledge_update": [{"question": "How fast is the dashboard API?",
+                              "source_chat_ids": {"original_info": [4], "updated_info": [12]}}],
+        "information_extraction": [{"question": "Which port does the staging database listen on?",
+                                    "source_chat_ids": [7]}],
+        "event_ordering": [{"question": "In what order did I work on the budget tracker?",
+                            "source_chat_ids": [0, [10]]}],
+        "abstention": [{"question": "What is my cat's name?", "ideal_response": "Not mentioned."}],
+    }
+    folder = root / "100K" / "1"
+    folder.mkdir(parents=True)
+    with gzip.open(folder / "chat.json.gz", "wt", encoding="utf-8") as f:
+        json.dump(chat, f)
+    (folder / "probing_questions.json").write_text(json.dumps(questions))
+    return root
+
+
+def test_the_loader_strips_markers_dates_batches_and_names_the_gold_messages(tmp_path: Path) -> None:
+    [conv] = load_beam(beam_folder(tmp_path), ["100K"])
+    assert [(s.session_id, f"{s.timestamp:%Y-%m-%d}", len(s.messages)) for s in conv.sessions] == [
+        ("b1", "2024-03-15", 10), ("b2", "2024-04-20", 6)]
+    assert conv.sessions[0].messages[0].content == "I'm Ada, building a budget tracker in Flask."
+    assert conv.skipped == {"abstention: no gold evidence": 1}
+    by_type = {q.qtype: q for q in conv.questions}
+    ku = by_type["knowledge_update"]
+    assert ku.gold_places == {"original_info": [("b1", 4)], "updated_info": [("b2", 2)]}
+    assert ku.gold_messages["updated_info"] == ["After caching, the dashboard API responds in 250ms."]
+    assert ku.gold_turns == {("b1", 2), ("b2", 1)} and ku.gold_sessions == {"b1", "b2"}
+    assert by_type["event_ordering"].gold_places == {"all": [("b1", 0), ("b2", 0)]}  # a nested list, flattened
+    assert strip_marker("Hi there ->-> 3,14") == "Hi there"
+
+
+def test_a_gold_message_counts_by_a_contiguous_part_of_300_characters_or_half_of_it() -> None:
+    long = "word " * 200
+    assert shown_at(long, "x " + long[100:400] + " y") is not None  # 300 contiguous characters of a long message
+    assert shown_at(long, long[:290]) is None
+    assert shown_at("I live in Sellwood now", "... in Sellwood now!") is not None  # half of a short one
+    assert shown_at("I live in Sellwood now", "Sellwood") is None
+    assert shown_at("spaced   out\ntext here", "spaced out text here") == 0  # white space collapsed
+    m = context_metrics({"original_info": ["old value 400ms"], "updated_info": ["new value 250ms"]},
+                        "old value 400ms then new value 250ms", "c_")
+    assert (m["c_recall"], m["c_any"], m["c_all"], m["c_current_first"]) == (1.0, 1.0, 1.0, 0.0)
+    assert context_metrics({"all": ["a fact here"]}, "", "c_") == {"c_recall": 0.0, "c_any": 0.0, "c_all": 0.0,
+                                                                   "c_tokens": 0.0}
+
+
+def test_a_plain_retrievers_context_is_its_best_turns_whole_then_a_cut_one() -> None:
+    s = Session("u", "s", (Message("user", "first question"), Message("assistant", "a" * 400),
+                           Message("user", "second question"), Message("assistant", "b" * 40)))
+    text = turns_context({"s": s}, [("s", 1), ("s", 0)], 60)
+    lines = text.splitlines()
+    assert lines[1:4] == ["[1] undated · s", "user: second question", "assistant: " + "b" * 40]
+    assert lines[4] == "[2] undated · s" and lines[5].startswith("user: first question") and text.endswith("…")
+    assert turns_context({"s": s}, [], 60) == ""
+
+
+def test_bench_beam_measures_rankings_and_contexts_per_ability(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMGAS_CACHE_DIR", str(tmp_path / "cache"))
+    root = beam_folder(tmp_path / "beam")
+    out = tmp_path / "out"
+    assert main(["bench", "beam", "--data", str(root), "--scales", "100K", "--method", "memgas,bm25",
+                 "--contexts", "300,1000", "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "Context at 300 tokens, share of gold messages in the context" in printed
+    results = json.loads((out / "results.json").read_text())
+    assert results["config"]["contexts"]["budgets"] == [300, 1000] and results["skipped"] == {
+        "abstention: no gold evidence": 1}
+    by_type = {q["type"]: q["methods"] for q in results["questions"]}
+    memgas = {t: m["memgas"]["metrics"] for t, m in by_type.items()}
+    # the standing instruction heads the context of a later request about libraries
+    assert memgas["instruction_following"]["ctx300_recall"] == 1.0
+    # the updated value is shown above the original
+    assert memgas["knowledge_update"]["ctx300_current_first"] == 1.0
+    # the fact deep in a long reply is in the context (by any 300 characters of the reply, the rule)
+    assert memgas["information_extraction"]["ctx300_recall"] == 1.0
+    assert all(m["ctx1000_tokens"] <= 1000 and m["ctx300_tokens"] <= 300 for m in memgas.values())
+    assert {"turn_msg_recall@5", "turn_msg_recall@20"} <= set(memgas["event_ordering"])
+    assert "turn_current_first" in memgas["knowledge_update"]
+    assert results["timing"]["memgas"]["context_p50_ms"] > 0 and results["timing"]["ingest"]["s_per_100k_tokens"] > 0
+    assert main(["bench", "beam", "--data", str(root), "--scales", "1M", "--no-progress", "--out", str(out)]) == 2
+    assert "BEAM scale '1M' not found" in capsys.readouterr().err
