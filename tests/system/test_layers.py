@@ -2,7 +2,8 @@
 anywhere in a module, lazy ones inside functions included):
 
 - data flows one way: ``core`` → ``kernels`` → ``embed``/``llm``/``store`` (siblings that never import each
-  other) → ``methods`` → the facades (``memory``, ``answer``, ``dump``, ``experience``) → ``client``,
+  other) → ``methods`` → what the facades read through (``context``) and the facades (``memory``, ``answer``,
+  ``dump``, ``experience``) → ``client``,
   ``service``, ``bench`` → ``cli``; nothing imports a layer above its own, and nothing imports ``cli``;
 - a method never imports another method (only what the methods share) and never touches SQL;
 - no module imports a private name (``_x``) of another;
@@ -20,7 +21,7 @@ import memgas
 PACKAGE = Path(memgas.__file__).parent
 
 #: Each layer's rank (a module may import its own rank or below); top-level modules by name.
-RANKS = {"core": 0, "kernels": 1, "embed": 2, "llm": 2, "store": 2, "methods": 3, "answer": 4, "memory": 4,
+RANKS = {"core": 0, "kernels": 1, "embed": 2, "llm": 2, "store": 2, "methods": 3, "answer": 4, "memory": 4, "context": 4,
          "async_memory": 4, "sessions": 4, "integrations": 5,
          "dump": 4, "experience": 4, "model": 4, "client": 5, "service": 5, "bench": 5, "cli": 6, "__init__": 7}
 #: Sibling providers that must not import each other.

@@ -229,7 +229,7 @@ def run_beam(
     :func:`memgas.bench.context.context_metrics` (``ctx<budget>_recall``, ``_any``, ``_all``, ``_current_first``).
     ``limit``: the first N conversations of each scale.
     """
-    from memgas.bench.runner import _run
+    from memgas.bench.runner import run_groups
 
     conversations = load_beam(root, scales, limit)
     skipped: dict[str, int] = {}
@@ -238,7 +238,7 @@ def run_beam(
             skipped[reason] = skipped.get(reason, 0) + n
     config = {"dataset": "beam", "data": str(root), "scales": list(scales), "limit": limit, "ks": list(ks),
               "embedder": embedder.id}
-    result = _run("beam", [(c.conv_id, c.sessions, c.questions) for c in conversations], method_names, embedder,
+    result = run_groups("beam", [(c.conv_id, c.sessions, c.questions) for c in conversations], method_names, embedder,
                   ks, config, beam_scores(conversations, ks), progress, store_dir, overrides, stages=stages,
                   contexts=contexts)
     result.skipped = skipped

@@ -35,7 +35,7 @@ from memgas.llm.base import track_usage
 from memgas.methods import METHODS, NEEDS_LLM, MemGAS, MemoryMethod, get_method
 from memgas.store import Store, open_store
 
-__all__ = ["BenchResult", "run_longmemeval", "run_locomo", "DEFAULT_DATA", "versions"]
+__all__ = ["BenchResult", "run_longmemeval", "run_locomo", "run_groups", "DEFAULT_DATA", "versions"]
 
 #: Default data files, relative to the working directory (the project root).
 DEFAULT_DATA = {
@@ -154,7 +154,7 @@ def _ingest(
     return store, parts
 
 
-def _run(
+def run_groups(
     dataset: str,
     groups: list[tuple[str, list[Session], list[BenchQuestion]]],
     method_names: Sequence[str],
@@ -172,10 +172,15 @@ def _run(
     unit_writer: Any = None,
     contexts: Sequence[int] = (),
 ) -> BenchResult:
+    """The harness every retrieval benchmark runs: per group ``(user id, sessions, questions)`` one store (ingested by
+    MemGAS, or reopened from ``store_dir``), every method prepared on it, then every question ranked by every method
+    and scored (the session and turn metrics at ``ks``, ``score(question, ranking)``'s own, and with ``contexts`` the
+    context measures at each budget). ``ingest``: ``"whole"``, ``"stream"`` or ``"both"`` (see
+    :func:`run_longmemeval`)."""
     if ingest == "both":  # one run, both ways: the stream's methods are named "<method> [stream]"
-        whole = _run(dataset, groups, method_names, embedder, ks, config, score, progress, store_dir, overrides, llm,
+        whole = run_groups(dataset, groups, method_names, embedder, ks, config, score, progress, store_dir, overrides, llm,
                      backend, stages, unit_writer=unit_writer, contexts=contexts)
-        stream = _run(dataset, groups, method_names, embedder, ks, config, score, progress, store_dir, overrides, llm,
+        stream = run_groups(dataset, groups, method_names, embedder, ks, config, score, progress, store_dir, overrides, llm,
                       backend, stages, "stream", unit_writer=unit_writer, contexts=contexts)
         return _merged(whole, stream)
     if ingest not in ("whole", "stream"):
@@ -356,7 +361,7 @@ def run_longmemeval(
             continue
         groups.append((q.sessions[0].user_id, q.sessions, [q]))
     config = {"dataset": "longmemeval", "data": str(path), "limit": limit, "ks": list(ks), "embedder": embedder.id}
-    result = _run("longmemeval", groups, method_names, embedder, ks, config, lambda q, r: {}, progress, store_dir,
+    result = run_groups("longmemeval", groups, method_names, embedder, ks, config, lambda q, r: {}, progress, store_dir,
                   overrides, llm, backend, stages, ingest, unit_writer, contexts)
     result.skipped = skipped
     return result
@@ -422,7 +427,7 @@ def run_locomo(
 
     config = {"dataset": "locomo", "data": str(path), "limit": limit, "max_sessions": max_sessions, "ks": list(ks),
               "embedder": embedder.id}
-    result = _run("locomo", groups, method_names, embedder, ks, config, official, progress, store_dir, overrides, llm,
+    result = run_groups("locomo", groups, method_names, embedder, ks, config, official, progress, store_dir, overrides, llm,
                   backend, stages, ingest, unit_writer, contexts)
     result.skipped = skipped
     result.notes.append(

@@ -2,9 +2,9 @@
 
 :func:`build_context` chooses by the evidence each turn carries, not by session: the method scores every unit
 (:meth:`memgas.methods.base.MemoryMethod.scored`); turns below the relevance floor stay out (unless they hold most
-of the query's words: :func:`_relevant`); of the others, best
-first, each user message is a candidate (its best part when long) and each reply one after the user messages of a
-few better turns, cut to the part that holds the query's words (and left out when it holds none). A question that
+of the query's words: :func:`_relevant`); of the others, best first, each user message is a candidate (its best part
+when long) and each reply one after the user messages of a few better turns, cut to the part that holds the query's
+words (and left out when it holds none). A question that
 asks across the conversation (:func:`memgas.kernels.tense.asks_across_time`) takes the best turns of every session
 in turn, shorter, and reads them in time order. The user's standing instructions and preferences
 (:class:`memgas.context.profile.Profiles`) head the block, the most relevant first. See :mod:`memgas.context.assemble`
@@ -35,6 +35,7 @@ from memgas.kernels.tense import asks_about_replies, asks_about_the_past, asks_a
 from memgas.kernels.text import context_tokens as count_tokens
 from memgas.methods.base import MemoryMethod
 from memgas.methods.index import UserIndex
+from memgas.methods.ranking import Scored
 from memgas.store import Store, texts_of
 
 __all__ = ["build_context", "context_mode"]
@@ -108,7 +109,7 @@ def build_context(
         store: where the messages are.
         user_id: whose memories.
         query: what the agent is about to answer.
-        max_tokens: the budget (:func:`memgas.context.assemble.count_tokens`).
+        max_tokens: the budget (:func:`memgas.kernels.text.context_tokens`).
         query_time: when the query is asked (for time words and for the past/present reading).
         within: only these sessions (``None``: all).
         excluded: never these sessions (e.g. the conversation under way).
@@ -150,10 +151,11 @@ def _relevant(index: UserIndex, rows: np.ndarray, relevance: np.ndarray, terms: 
     return keep
 
 
-def _candidates(scored: object, store: Store, user_id: str, query: str, mode: str, excluded: set[str],
+def _candidates(scored: Scored, store: Store, user_id: str, query: str, mode: str, excluded: set[str],
                 max_sessions: int | None, options: ContextOptions, shown: set[tuple[str, int]]) -> list[Excerpt]:
     """The excerpts the evidence part may take, with their priorities (see the module docstring)."""
-    index, scores, relevance = scored.index, scored.scores, scored.relevance  # type: ignore[attr-defined]
+    index, scores = scored.index, scored.scores
+    relevance = scored.relevance if scored.relevance is not None else np.zeros(len(scores))
     terms = query_terms(query)
     rows = index.masks["turn"]
     rows = rows[np.isfinite(scores[rows])]

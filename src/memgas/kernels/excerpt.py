@@ -62,7 +62,8 @@ def _cut_at_words(text: str, start: int, end: int, max_chars: int, around: int) 
 
 def best_window(text: str, terms: Collection[str], max_chars: int) -> tuple[int, int, int]:
     """``(start, end, hits)``: the run of consecutive sentences of ``text`` at most ``max_chars`` long holding the
-    most distinct ``terms`` (``hits``), the earliest of equals; a text that fits is returned whole.
+    most distinct ``terms`` (``hits``), the earliest of equals, then grown at word boundaries (the text after it
+    first) to use the ``max_chars``; a text that fits is returned whole.
 
     A sentence longer than ``max_chars`` on its own is cut at spaces around its first query term. With no term
     in the text the window is its beginning (``hits`` 0).
@@ -70,10 +71,10 @@ def best_window(text: str, terms: Collection[str], max_chars: int) -> tuple[int,
     >>> t = "Intro about nothing. More filler here. My locker code is 4512. Bye now."
     >>> a, b, n = best_window(t, query_terms("what is my locker code"), 30)
     >>> t[a:b], n
-    ('My locker code is 4512.', 3)
+    ('My locker code is 4512. Bye', 3)
     """
     if len(text) <= max_chars:
-        return 0, len(text), len(terms & set(tokenize([text])[0])) if terms else 0
+        return 0, len(text), len(set(terms) & set(tokenize([text])[0])) if terms else 0
     spans = sentence_spans(text) or [(0, len(text))]
     words = tokenize([text[a:b] for a, b in spans])
     have = [set(w) & set(terms) for w in words]
@@ -94,8 +95,21 @@ def best_window(text: str, terms: Collection[str], max_chars: int) -> tuple[int,
     if end - start > max_chars:
         lowered = text[start:end].lower()
         first = min((p for p in (lowered.find(t[:4]) for t in have[i]) if p >= 0), default=0) + start
-        start, end = _cut_at_words(text, start, end, max_chars, first)
-    return start, end, hits
+        return (*_cut_at_words(text, start, end, max_chars, first), hits)
+    return (*_filled(text, start, end, max_chars), hits)
+
+
+def _filled(text: str, start: int, end: int, max_chars: int) -> tuple[int, int]:
+    """``text[start:end]`` grown at word boundaries, the text after it first, to use the ``max_chars`` it may have
+    (a window of whole sentences often stops well short of it)."""
+    if end < len(text):
+        limit = min(len(text), start + max_chars)
+        cut = limit if limit == len(text) else text.rfind(" ", end, limit + 1)
+        end = max(end, cut)
+    if start > 0 and end - start < max_chars:
+        cut = text.find(" ", max(0, end - max_chars), start)
+        start = min(start, cut + 1) if cut >= 0 else start
+    return start, end
 
 
 def excerpt(text: str, terms: Collection[str], max_chars: int) -> tuple[str, int]:
