@@ -87,6 +87,9 @@ def test_a_gold_message_counts_by_a_contiguous_part_of_300_characters_or_half_of
     assert (m["c_recall"], m["c_any"], m["c_all"], m["c_current_first"]) == (1.0, 1.0, 1.0, 0.0)
     assert context_metrics({"all": ["a fact here"]}, "", "c_") == {"c_recall": 0.0, "c_any": 0.0, "c_all": 0.0,
                                                                    "c_tokens": 0.0}
+    both = context_metrics({"original_info": ["one message 400ms"], "updated_info": ["one message 400ms"]},
+                           "one message 400ms", "c_")
+    assert "c_current_first" not in both  # the same message named as both: no order to measure
 
 
 def test_a_plain_retrievers_context_is_its_best_turns_whole_then_a_cut_one() -> None:

@@ -55,3 +55,16 @@ def test_render_puts_the_profile_first_and_numbers_the_memories() -> None:
         "[2] 2024-03-01 · s1 (earlier) · user: I lived in Porto.",
     ]
     assert render([], [], "time") == ""
+
+
+def test_two_excerpts_that_hold_the_same_question_words_speak_of_the_same_thing() -> None:
+    def worded(sid: str, day: int, priority: float, words: set[str]) -> Excerpt:
+        return Excerpt(sid, 0, "user", sid, datetime(2024, 3, day), priority, (float(day), 0),
+                       np.array([1.0, 0.0]) if sid == "old" else np.array([0.0, 1.0]), 0, frozenset(words))
+
+    old, new = worded("old", 1, 0, {"commit", "merg", "main"}), worded("new", 9, 3, {"commit", "main", "auth"})
+    assert [(e.session_id, early) for e, early in order_excerpts([old, new], "relevance", 0.9, 2)] == [
+        ("new", False), ("old", True)]
+    assert [(e.session_id, early) for e, early in order_excerpts([old, new], "relevance", 0.9, 3)] == [
+        ("old", False), ("new", False)]  # two words in common, three asked for
+    assert [e.session_id for e, _ in order_excerpts([old, new], "relevance", 0.9, 0)] == ["old", "new"]

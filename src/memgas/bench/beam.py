@@ -188,7 +188,7 @@ def beam_scores(conversations: Sequence[BeamConversation], ks: Sequence[int]
                 ) -> Callable[[BenchQuestion, Ranking], dict[str, float]]:
     """The BEAM measures of a ranking: ``turn_msg_recall@k`` (the share of gold messages whose turn is in the best
     ``k`` turns: a turn counts for the messages it holds) and, where the question names original and updated
-    evidence, ``turn_current_first`` (the best-ranked updated turn above every original one)."""
+    evidence that share no message, ``turn_current_first`` (the best-ranked updated turn above every original one)."""
     turn_at: dict[tuple[str, str, int], int] = {}
     for c in conversations:
         for s in c.sessions:
@@ -201,7 +201,9 @@ def beam_scores(conversations: Sequence[BeamConversation], ks: Sequence[int]
                   for g, v in q.gold_places.items()}
         every = [r for v in places.values() for r in v]
         out = {f"turn_msg_recall@{k}": sum(r < k for r in every) / max(len(every), 1) for k in ks}
-        if "updated_info" in places and "original_info" in places and places["updated_info"]:
+        named = q.gold_places
+        if "updated_info" in places and "original_info" in places and places["updated_info"] \
+                and not set(named["updated_info"]) & set(named["original_info"]):
             out["turn_current_first"] = float(min(places["updated_info"]) < min(places["original_info"] or [len(rank)]))
         return out
 

@@ -67,7 +67,7 @@ class Excerpt:
 
     ``priority`` orders the taking (lower first); ``when`` orders in time (session time as seconds, then message
     position); ``vector`` is its turn's unit vector (for "the same thing"), ``None`` where unknown; ``turn`` is the
-    turn's index in its session (-1: unknown).
+    turn's index in its session (-1: unknown); ``words`` are the query's words the shown text holds.
     """
 
     session_id: str
@@ -79,6 +79,7 @@ class Excerpt:
     when: tuple[float, int]
     vector: np.ndarray | None = None
     turn: int = -1
+    words: frozenset[str] = frozenset()
 
     def line(self, n: int, earlier: bool = False) -> str:
         """The excerpt as one numbered line of the block."""
@@ -113,12 +114,16 @@ def fill(candidates: Sequence[Excerpt], budget: int) -> list[Excerpt]:
     return taken
 
 
-def order_excerpts(taken: Sequence[Excerpt], mode: str, same_subject: float) -> list[tuple[Excerpt, bool]]:
+def order_excerpts(taken: Sequence[Excerpt], mode: str, same_subject: float,
+                   shared_words: int = 0) -> list[tuple[Excerpt, bool]]:
     """The taken excerpts in reading order, each with whether it is marked ``(earlier)``.
 
     ``mode`` ``"time"``: oldest first. ``"past"``: by priority. ``"relevance"``: by priority, except that an excerpt
-    moves up to just above the best older excerpt about the same thing (turn vectors' cosine ≥ ``same_subject``),
-    which is then marked ``(earlier)``: the current state is read before what it replaced.
+    moves up to just above the best older excerpt about the same thing, which is then marked ``(earlier)``: the
+    current state is read before what it replaced. Two excerpts (both chosen for the question) speak of the same thing
+    by meaning (their turns' vectors at cosine ≥ ``same_subject``) or by the question's words (at least
+    ``shared_words`` of them in both; 0: not by words): "the commits merged into main" said in a message about
+    authentication updates what a message about releases said.
 
     >>> old = Excerpt("s1", 0, "user", "I live in Buckman", None, 0, (1.0, 0), np.array([1.0, 0.0]))
     >>> new = Excerpt("s2", 0, "user", "I moved to Sellwood", None, 5, (2.0, 0), np.array([0.8, 0.6]))
@@ -135,9 +140,10 @@ def order_excerpts(taken: Sequence[Excerpt], mode: str, same_subject: float) -> 
     for i, a in enumerate(ranked):
         for j, b in enumerate(ranked):
             same_turn = (a.session_id, a.turn) == (b.session_id, b.turn)  # a reply updates not its own question
-            if a.vector is None or b.vector is None or not b.when > a.when or same_turn:
+            if not b.when > a.when or same_turn:
                 continue
-            if float(a.vector @ b.vector) >= same_subject:  # b is newer and about the same thing as a
+            by_meaning = a.vector is not None and b.vector is not None and float(a.vector @ b.vector) >= same_subject
+            if by_meaning or 0 < shared_words <= len(a.words & b.words):  # b is newer and about the same thing as a
                 earlier[i] = True
                 key[j] = min(key[j], key[i] - 0.5)
     order = sorted(range(len(ranked)), key=lambda i: (key[i], -ranked[i].when[0], -ranked[i].when[1]))

@@ -133,8 +133,14 @@ def build_context(
     if len(scored.scores) and budget > 12:
         candidates = _candidates(scored, store, user_id, query, mode, excluded, max_sessions, options,
                                  {(e.session_id, e.message) for e in profile})
-        memories = order_excerpts(fill(candidates, budget), mode, options.same_subject)
+        memories = order_excerpts(fill(candidates, budget), mode, options.same_subject,
+                                  _words_needed(query_terms(query)))
     return render(profile, memories, mode)
+
+
+def _words_needed(terms: frozenset[str]) -> int:
+    """How many of the query's words a text must hold to be about what the query asks: half of them, and two."""
+    return max(2, -(-len(terms) // 2))
 
 
 def _relevant(index: UserIndex, rows: np.ndarray, relevance: np.ndarray, terms: frozenset[str],
@@ -144,7 +150,7 @@ def _relevant(index: UserIndex, rows: np.ndarray, relevance: np.ndarray, terms: 
     the depths of a long reply, still counts)."""
     keep = relevance[rows] >= floor
     below = np.flatnonzero(~keep)
-    need = max(2, -(-len(terms) // 2))
+    need = _words_needed(terms)
     if len(below) and len(terms) >= need:
         texts = texts_of(index.table.texts, [int(r) for r in rows[below]])
         keep[below] = [len(terms & set(words)) >= need for words in tokenize(texts)]
@@ -199,5 +205,5 @@ def _candidates(scored: Scored, store: Store, user_id: str, query: str, mode: st
                 continue
             priority = rank if is_user else rank + lag + 0.5
             out.append(Excerpt(sid, at, m.name or m.role, text, session.timestamp, priority,
-                               (_seconds(session.timestamp), at), vector, t))
+                               (_seconds(session.timestamp), at), vector, t, terms & set(tokenize([text])[0])))
     return out
