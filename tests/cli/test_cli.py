@@ -282,6 +282,28 @@ def test_search_text_hides_router_weights_unless_explain(capsys: pytest.CaptureF
     assert code == 0 and json.loads(out) == []
 
 
+def test_context_and_profile_print_what_an_agent_reads(capsys: pytest.CaptureFixture[str], db: Path,
+                                                       tmp_path: Path) -> None:
+    code, out, _ = _cli(capsys, "context", "Which island am I sailing to?", "--db", str(db), "--user", "ana",
+                        "--max-tokens", "100")
+    assert code == 0 and out.splitlines()[1].startswith("[1] 2024-05-01 · trip · user: I booked a ferry to Naxos")
+    code, out, _ = _cli(capsys, "context", "Which island am I sailing to?", "--db", str(db), "--user", "ana",
+                        "--exclude", "trip")
+    assert code == 0 and "Naxos" not in out
+    code, out, _ = _cli(capsys, "profile", "--db", str(db), "--user", "ana")
+    assert (code, out) == (0, "  (no standing instructions or preferences)\n")
+    rules = {"session_id": "rules", "timestamp": "2024-05-03T09:00:00",
+             "messages": [{"role": "user", "content": "Never book flights before noon, please."}]}
+    assert main(["add", str(_write(tmp_path / "rules.json", rules)), "--db", str(db), "--user", "ana"]) == 0
+    capsys.readouterr()
+    code, out, _ = _cli(capsys, "profile", "--db", str(db), "--user", "ana")
+    assert (code, out) == (0, "  instruction (always): Never book flights before noon, please.  [rules #0, 2024-05-03]\n")
+    code, out, _ = _cli(capsys, "profile", "--db", str(db), "--user", "ana", "--json")
+    assert code == 0 and json.loads(out)[0]["session_id"] == "rules"
+    _refused(_cli(capsys, "context", "x", "--db", str(db), "--user", "ana", "--min-score", "2"), "min_score")
+    _refused(_cli(capsys, "context", "x", "--db", str(db), "--user", "ana", "--max-tokens", "0"), "max_tokens")
+
+
 @pytest.mark.slow
 def test_demo_replaces_only_its_own_store(capsys: pytest.CaptureFixture[str], db: Path, tmp_path: Path) -> None:
     before = _state(db)  # a store of someone else's memory
@@ -292,6 +314,8 @@ def test_demo_replaces_only_its_own_store(capsys: pytest.CaptureFixture[str], db
     assert notes.read_text() == '{"not": "a store"}'
     code, out, _ = _cli(capsys, "demo", "--db", str(notes), "--force")
     assert code == 0 and out.count("Q: ") == 8 and "router weights: session=" in out
+    assert "user: Also off topic, but I'm writing this from my new kitchen table in Sellwood!" in \
+        out.split("What an agent reads for")[1].splitlines()[2]  # the current neighbourhood first
     found = int(out.strip().splitlines()[-2].split("/")[0])
     assert found >= 7, out
     code, out, _ = _cli(capsys, "search", "What is my dog called?", "--db", str(notes), "--user", "maya", "--json")

@@ -136,6 +136,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print(f"Q: {q['query']}   [{'found' if ok else 'missed'}: expected {', '.join(q['expected_sessions'])}]")
             _print_hits(hits, explain=True)
             print()
+        asked = data["queries"][-1]["query"]
+        print(f"What an agent reads for {asked!r} (memgas context, 400 tokens):")
+        print(mem.context(asked, user_id=user, max_tokens=400) or "(nothing relevant stored)")
+        print()
         stats = mem.stats(user)
     print(f"{found}/{len(data['queries'])} queries found an expected session in the top {args.k}.")
     print(f"store: {stats['sessions']} sessions, {stats['units']} units, {stats['edges']} edges")
@@ -243,6 +247,33 @@ def cmd_search(args: argparse.Namespace) -> int:
         print_json([h.to_dict() for h in hits])
     else:
         _print_hits(hits, explain=args.explain)
+    return 0
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    """Print the context an agent would read for the query (Memory.context)."""
+    with _memory(args) as mem:
+        check_query(args.query)
+        _require_user(mem, args.user)
+        text = mem.context(args.query, user_id=args.user, k=args.k, max_tokens=args.max_tokens,
+                           min_score=args.min_score, query_time=args.query_time, filters=_filters(args),
+                           exclude_sessions=args.exclude or ())
+    print(text or "(nothing relevant stored)")
+    return 0
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    """Print the user's standing instructions and preferences (Memory.profile)."""
+    with _memory(args) as mem:
+        _require_user(mem, args.user)
+        statements = mem.profile(user_id=args.user, filters=_filters(args))
+    if args.json:
+        print_json([s.to_dict() for s in statements])
+    elif not statements:
+        print("  (no standing instructions or preferences)")
+    for s in [] if args.json else statements:
+        when = s.timestamp.date().isoformat() if s.timestamp else "undated"
+        print(f"  {s.kind}{' (always)' if s.always else ''}: {s.text}  [{s.session_id} #{s.message}, {when}]")
     return 0
 
 
@@ -441,6 +472,26 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--explain", action="store_true", help="show the router's granularity weights and seed scores")
     sp.add_argument("--filters", metavar="JSON", help="only the sessions that pass this filter, JSON (README, 'Scopes and filters')")
     sp.set_defaults(func=cmd_search)
+
+    sp = sub.add_parser("context", help="print what an agent would read for a question: standing instructions, then "
+                                        "the evidence, within a budget")
+    common(sp, user_required=True)
+    sp.add_argument("query", help="the question or message the agent is about to answer")
+    sp.add_argument("-k", type=int, default=5, help="evidence from at most this many sessions (default 5)")
+    sp.add_argument("--max-tokens", type=int, default=1000, help="the budget, 4 characters a token (default 1000)")
+    sp.add_argument("--min-score", type=float, default=None,
+                    help="leave out turns less relevant than this, 0-1 (default: the calibrated floor, 0.25)")
+    sp.add_argument("--query-time", help="when the question is asked, ISO 8601: anchors 'last week' (default now)")
+    sp.add_argument("--exclude", action="append", metavar="SESSION_ID",
+                    help="leave this session out (the conversation under way); repeatable")
+    sp.add_argument("--filters", metavar="JSON", help="only the sessions that pass this filter, JSON (README, 'Scopes and filters')")
+    sp.set_defaults(func=cmd_context)
+
+    sp = sub.add_parser("profile", help="a user's standing instructions and preferences")
+    common(sp, user_required=True)
+    sp.add_argument("--filters", metavar="JSON", help="only the sessions that pass this filter, JSON (README, 'Scopes and filters')")
+    sp.add_argument("--json", action="store_true", help="print them as JSON")
+    sp.set_defaults(func=cmd_profile)
 
     sp = sub.add_parser("answer", help="answer a question from a user's memory (needs --llm)")
     common(sp, user_required=True)
