@@ -117,3 +117,18 @@ def test_async_memory_reads_the_profile(embedder: Embedder) -> None:
             return [s.text for s in await mem.profile(user_id="u")]
 
     assert asyncio.run(scenario()) == ["Call me Sam, please."]
+
+
+def test_profiles_keep_the_most_recently_read_users_and_follow_every_write(embedder: Embedder) -> None:
+    from memgas.context import Profiles
+
+    with Memory(embedder=embedder) as mem:
+        for user in ("a", "b"):
+            mem.add(chat(f"Call me {user.upper()}, please.", "Sure."), user_id=user, session_id="s")
+        profiles = Profiles(mem.embedder, max_users=1)
+        assert [s.text for s in profiles.statements(mem.store, "a")] == ["Call me A, please."]
+        assert [s.text for s in profiles.statements(mem.store, "b")] == ["Call me B, please."]
+        assert [key[1] for key in profiles._cache] == ["b"]  # a was read least recently: gone
+        mem.append("Never use emojis.", user_id="b", session_id="s")
+        assert [s.text for s in profiles.statements(mem.store, "b")] == ["Call me B, please.", "Never use emojis."]
+        assert [s.excerpt for s in profiles.statements(mem.store, "b")] == ["Call me B, please.", "Never use emojis."]

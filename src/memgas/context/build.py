@@ -29,7 +29,7 @@ from memgas.context.assemble import (
 )
 from memgas.context.profile import Profiles
 from memgas.core.types import Session
-from memgas.kernels.excerpt import around, excerpt, query_terms
+from memgas.kernels.excerpt import excerpt, query_terms
 from memgas.kernels.lexical import tokenize
 from memgas.kernels.tense import asks_about_replies, asks_about_the_past, asks_across_time
 from memgas.kernels.text import context_tokens as count_tokens
@@ -67,8 +67,7 @@ def _profile(profiles: Profiles, store: Store, user_id: str, query_vector: np.nd
         s = statements[int(i)]
         if relevance[i] < options.profile_floor:
             break
-        shown = around(s.source, s.start, s.end, options.timeline_chars)[0]
-        candidates.append(Excerpt(s.session_id, s.message, "user", shown, s.timestamp, rank,
+        candidates.append(Excerpt(s.session_id, s.message, "user", s.excerpt, s.timestamp, rank,
                                   (_seconds(s.timestamp), s.message)))
     return fill(candidates, budget)
 

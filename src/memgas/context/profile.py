@@ -12,6 +12,7 @@ the earlier one, which leaves the profile.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Collection, Mapping
@@ -20,43 +21,47 @@ import numpy as np
 
 from memgas.core.types import Session
 from memgas.embed.base import Embedder
+from memgas.kernels.excerpt import around
 from memgas.kernels.standing import standing_statements
 from memgas.store import Store
 
-__all__ = ["StandingStatement", "Profiles", "SUPERSEDE_COSINE"]
+__all__ = ["EXCERPT_CHARS", "SUPERSEDE_COSINE", "Profiles", "StandingStatement"]
 
 #: Two statements of one kind at least this similar speak of the same thing: the later one holds.
 SUPERSEDE_COSINE = 0.8
 
 
+#: The most of its message a statement is shown with: its sentence and the neighbouring ones that fit.
+EXCERPT_CHARS = 320
+
+
 @dataclass(frozen=True, slots=True)
 class StandingStatement:
     """One standing instruction or preference: what was said (``text``, one sentence), its ``kind``
-    (``"instruction"`` or ``"preference"``), and where: the session, the message's position in it, the session's
-    time, and the whole message (``source``)."""
+    (``"instruction"`` or ``"preference"``), and where: the session, the message's position in it and the session's
+    time. ``always``: an instruction with no condition, which holds for every request. ``excerpt`` is the sentence
+    with the neighbouring ones that fit :data:`EXCERPT_CHARS` (what a context shows)."""
 
     kind: str
     text: str
     session_id: str
     message: int
     timestamp: datetime | None
-    source: str = field(repr=False, compare=False)
-    start: int = 0
-    end: int = 0
     always: bool = False
+    excerpt: str = field(default="", repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """The statement as the API returns it (without the whole source message)."""
+        """The statement as the API returns it."""
         return {"kind": self.kind, "text": self.text, "session_id": self.session_id, "message": self.message,
                 "timestamp": self.timestamp.isoformat() if self.timestamp else None, "always": self.always}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StandingStatement:
-        """The statement of a :meth:`to_dict` view (as the REST API returns it); ``source`` is its ``text``."""
+        """The statement of a :meth:`to_dict` view (as the REST API returns it); its ``excerpt`` is its ``text``."""
         stamp = data.get("timestamp")
         text = str(data["text"])
         return cls(str(data["kind"]), text, str(data["session_id"]), int(data["message"]),
-                   datetime.fromisoformat(stamp) if stamp else None, text, 0, len(text), bool(data.get("always")))
+                   datetime.fromisoformat(stamp) if stamp else None, bool(data.get("always")), text)
 
 
 def session_statements(session: Session) -> list[StandingStatement]:
@@ -67,7 +72,8 @@ def session_statements(session: Session) -> list[StandingStatement]:
             continue
         for s in standing_statements(m.content):
             out.append(StandingStatement(s.kind, m.content[s.start:s.end].strip(), session.session_id, i,
-                                         session.timestamp, m.content, s.start, s.end, s.always))
+                                         session.timestamp, s.always, around(m.content, s.start, s.end,
+                                                                             EXCERPT_CHARS)[0]))
     return out
 
 
@@ -77,18 +83,23 @@ def _when(s: StandingStatement) -> tuple[float, str, int]:
 
 
 class Profiles:
-    """Each user's current standing statements, cached per store and user and brought up to date incrementally."""
+    """Each user's current standing statements, cached per store and user (the ``max_users`` most recently read)
+    and brought up to date incrementally."""
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, max_users: int = 1024) -> None:
         self.embedder = embedder
+        self.max_users = max_users
         self._lock = threading.Lock()
-        #: (store id, user) → (version key, statements per session id)
-        self._cache: dict[tuple[int, str], tuple[tuple[int, int], dict[str, list[StandingStatement]]]] = {}
+        #: (store id, user) → (version key, statements per session id), the least recently read first
+        self._cache: OrderedDict[tuple[int, str], tuple[tuple[int, int], dict[str, list[StandingStatement]]]] = \
+            OrderedDict()
 
     def _per_session(self, store: Store, user_id: str) -> dict[str, list[StandingStatement]]:
         key = (store.version(user_id), store.generation)
         with self._lock:
             cached = self._cache.get((id(store), user_id))
+            if cached is not None:
+                self._cache.move_to_end((id(store), user_id))
         if cached is not None and cached[0] == key:
             return cached[1]
         ids = {i.session_id for i in store.list_sessions(user_id)}
@@ -102,6 +113,8 @@ class Profiles:
             per[sid] = session_statements(store.get_session(user_id, sid))
         with self._lock:
             self._cache[(id(store), user_id)] = (key, per)
+            while len(self._cache) > self.max_users:  # a server's many users: the least recently read go first
+                self._cache.popitem(last=False)
         return per
 
     def statements(self, store: Store, user_id: str, *, within: Collection[str] | None = None,
