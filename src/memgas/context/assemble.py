@@ -48,6 +48,10 @@ class ContextOptions:
         same_subject: two excerpts (both relevant to the query) whose turns' vectors have at least this cosine speak
             of the same thing.
         turns: the most turns read for one context.
+        timeline_runs: a question across the conversation takes the best turn of each of this many stretches of it
+            (in time), then the second best of each, and so on.
+        timeline_floor: the floor of such a question: its subject is the conversation itself, and its evidence
+            (where each part of it went) is often unlike the question's words.
     """
 
     floor: float = 0.25
@@ -58,6 +62,8 @@ class ContextOptions:
     profile_share: float = 0.3
     profile_floor: float = 0.1
     same_subject: float = 0.45
+    timeline_runs: int = 12
+    timeline_floor: float = 0.0
     turns: int = 80
 
 

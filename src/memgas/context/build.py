@@ -31,7 +31,7 @@ from memgas.context.profile import Profiles
 from memgas.core.types import Session
 from memgas.kernels.excerpt import excerpt, query_terms
 from memgas.kernels.lexical import tokenize
-from memgas.kernels.tense import asks_about_replies, asks_about_the_past, asks_across_time
+from memgas.kernels.tense import asks_about_replies, asks_about_the_past, asks_across_time, asks_for_a_summary
 from memgas.kernels.text import context_tokens as count_tokens
 from memgas.methods.base import MemoryMethod
 from memgas.methods.index import UserIndex
@@ -72,17 +72,22 @@ def _profile(profiles: Profiles, store: Store, user_id: str, query_vector: np.nd
     return fill(candidates, budget)
 
 
-def _turn_order(session_of: np.ndarray, rows: np.ndarray, spread: bool) -> np.ndarray:
-    """``rows`` (already best first) as taken: as they are, or, with ``spread``, the best turn of every session
-    (best session first), then the second best of each, and so on."""
-    if not spread:
+def _turn_order(index: UserIndex, rows: np.ndarray, spread: int) -> np.ndarray:
+    """``rows`` (turns, already best first) in the order they are taken: as they are, or, with ``spread`` > 0, spread
+    over the conversation: the turns cut by time into ``spread`` runs of as many turns each, then the best turn of
+    every run (the best run first), the second best of each, and so on."""
+    if spread <= 0 or len(rows) == 0:
         return rows
+    sids, starts = index.table.session_ids, index.table.turn_start
+    when = [(_seconds(index.timestamps.get(sids[r])), sids[r], int(starts[r])) for r in rows]
+    in_time = sorted(range(len(rows)), key=when.__getitem__)
+    run = np.empty(len(rows), np.int64)
+    run[in_time] = np.arange(len(rows)) * min(spread, len(rows)) // len(rows)
     nth: dict[int, int] = {}
     place = np.empty(len(rows), np.int64)
-    for p, r in enumerate(rows):
-        s = int(session_of[r])
-        place[p] = nth.get(s, 0)
-        nth[s] = place[p] + 1
+    for p in range(len(rows)):  # rows are best first: the n-th seen of a run is its n-th best
+        place[p] = nth.get(int(run[p]), 0)
+        nth[int(run[p])] = int(place[p]) + 1
     return rows[np.argsort(place, kind="stable")]
 
 
@@ -165,19 +170,21 @@ def _candidates(scored: Scored, store: Store, user_id: str, query: str, mode: st
     rows = index.masks["turn"]
     rows = rows[np.isfinite(scores[rows])]
     rows = rows[np.argsort(-scores[rows], kind="stable")][: 4 * options.turns]
-    rows = rows[_relevant(index, rows, relevance, terms, options.floor)]
+    # across the conversation the subject is broad: every turn may say where it went (the floor is the timeline's)
+    rows = rows[_relevant(index, rows, relevance, terms, options.timeline_floor if mode == "time" else options.floor)]
     if excluded:
         rows = rows[[index.sessions[index.session_of[r]] not in excluded for r in rows]]
-    if max_sessions is not None:
+    if max_sessions is not None and mode != "time":  # a timeline spans the conversation: every session may add to it
         first: dict[int, None] = {}
         for r in rows:
             first.setdefault(int(index.session_of[r]), None)
         keep = set(list(first)[:max_sessions])
         rows = rows[[int(index.session_of[r]) in keep for r in rows]]
     spread = mode == "time"
-    rows = _turn_order(index.session_of, rows, spread)[: options.turns]
+    rows = _turn_order(index, rows, options.timeline_runs if spread else 0)[: options.turns]
     # a reply follows its own user message where the question asks what the assistant said
     lag = 0 if asks_about_replies(query) else options.reply_lag
+    summary = asks_for_a_summary(query) or asks_about_replies(query)  # a timeline of both sides
     sessions: dict[str, Session] = {}
     out: list[Excerpt] = []
     for rank, r in enumerate(rows):
@@ -196,7 +203,7 @@ def _candidates(scored: Scored, store: Store, user_id: str, query: str, mode: st
             if (sid, at) in shown:
                 continue
             is_user = m.role == "user"
-            if spread and not is_user and lag:  # a timeline of what the user brought up, unless asked for replies
+            if spread and not is_user and not summary:  # a timeline of what the user brought up
                 continue
             cap = options.timeline_chars if spread else options.user_chars if is_user else options.reply_chars
             text, hits = excerpt(m.content, terms, cap)

@@ -37,7 +37,7 @@ from datetime import datetime
 from memgas.core.validate import naive_utc
 from memgas.kernels.temporal import parse_time_window
 
-__all__ = ["asks_about_the_past", "asks_about_now", "asks_across_time", "asks_about_replies"]
+__all__ = ["asks_about_the_past", "asks_about_now", "asks_across_time", "asks_about_replies", "asks_for_a_summary"]
 
 #: Words that name an earlier time or state: the question is about the past whatever else it says.
 _EARLIER = re.compile(
@@ -112,3 +112,18 @@ def asks_about_replies(question: str) -> bool:
     False
     """
     return _REPLIES.search(question) is not None
+
+
+_SUMMARY = re.compile(r"\b(?:summar\w*|recap|overview|sum up|what (?:have|did) we (?:cover|discuss)\w*)\b",
+                      re.IGNORECASE)
+
+
+def asks_for_a_summary(question: str) -> bool:
+    """Whether ``question`` asks for a summary (of what was said on both sides), rather than for the order of what
+    the asker brought up.
+
+    >>> asks_for_a_summary("Give me a summary of how my budget tracker progressed."), asks_for_a_summary(
+    ...     "In what order did I bring up these topics?")
+    (True, False)
+    """
+    return _SUMMARY.search(question) is not None
