@@ -63,7 +63,7 @@ class ContextOptions:
     profile_floor: float = 0.1
     same_subject: float = 0.45
     timeline_runs: int = 12
-    timeline_floor: float = 0.0
+    timeline_floor: float = 0.1
     turns: int = 80
 
 

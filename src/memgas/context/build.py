@@ -170,8 +170,10 @@ def _candidates(scored: Scored, store: Store, user_id: str, query: str, mode: st
     rows = index.masks["turn"]
     rows = rows[np.isfinite(scores[rows])]
     rows = rows[np.argsort(-scores[rows], kind="stable")][: 4 * options.turns]
-    # across the conversation the subject is broad: every turn may say where it went (the floor is the timeline's)
+    # across the conversation the subject is broad: a turn less relevant than the floor may still say where it went,
+    # so a timeline takes such turns too (above its own, lower floor), after the relevant ones
     rows = rows[_relevant(index, rows, relevance, terms, options.timeline_floor if mode == "time" else options.floor)]
+    below_floor = set(rows[relevance[rows] < options.floor].tolist()) if mode == "time" else set()
     if excluded:
         rows = rows[[index.sessions[index.session_of[r]] not in excluded for r in rows]]
     if max_sessions is not None and mode != "time":  # a timeline spans the conversation: every session may add to it
@@ -209,7 +211,7 @@ def _candidates(scored: Scored, store: Store, user_id: str, query: str, mode: st
             text, hits = excerpt(m.content, terms, cap)
             if not is_user and hits == 0:
                 continue
-            priority = rank if is_user else rank + lag + 0.5
+            priority = (rank if is_user else rank + lag + 0.5) + (len(rows) if r in below_floor else 0)
             out.append(Excerpt(sid, at, m.name or m.role, text, session.timestamp, priority,
                                (_seconds(session.timestamp), at), vector, t, terms & set(tokenize([text])[0])))
     return out
