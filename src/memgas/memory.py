@@ -591,8 +591,8 @@ class Memory:
         the part that matches. Turns whose relevance (cosine with the query) is below ``min_score`` stay out
         (``None``: the calibrated floor, :class:`memgas.context.ContextOptions`). Of two excerpts about the same
         thing the newer is shown first and the older marked ``(earlier)``, unless the question asks about the past;
-        a question that asks across the conversation (an order, a summary) gets the best turns of every session in
-        turn, in time order.
+        a question that asks across the conversation (an order, a summary) gets a timeline: turns from every session
+        (``k`` does not narrow it), spread over the conversation, in time order.
 
         ``exclude_sessions``, ``query_time`` and ``filters`` are those of :meth:`search`; standing statements of
         excluded or filtered-out sessions are left out too.

@@ -35,7 +35,7 @@ def test_add_query_update_context_and_clear(embedder: Embedder) -> None:
             result = await memory.update_context(context)
             messages = await context.get_messages()
             assert result.memories.results and isinstance(messages[-1], SystemMessage)
-            assert "4512" in messages[-1].content and "session " in messages[-1].content
+            assert "4512" in messages[-1].content and " · user: My locker code is 4512." in messages[-1].content
             await memory.clear()
             assert mem.list(user_id="ana") == [] and (await memory.query("locker")).results == []
             await memory.close()

@@ -28,7 +28,7 @@ def test_put_appends_to_the_session_and_get_recalls_the_other_sessions(embedder:
         assert [m["content"] for m in mem.get("today", user_id="ana")["messages"]] == [
             "Remind me of my dog's name later.", "Sure."]
         recalled = asyncio.run(block.aget([ChatMessage(role="user", content="What is my dog called?")]))
-        assert "session pets" in recalled and "Pixel" in recalled and "session today" not in recalled
+        assert "· pets · user: I adopted a greyhound called Pixel." in recalled and "· today ·" not in recalled
         assert len(recalled) <= 4 * 80 + 10
         assert asyncio.run(block.aget([])) == ""
 
@@ -42,4 +42,4 @@ def test_a_fact_from_one_conversation_reaches_the_models_prompt_in_the_next(embe
         memory = LlamaMemory.from_defaults(session_id="tuesday", token_limit=40_000, memory_blocks=[block])
         engine = SimpleChatEngine.from_defaults(llm=MockLLM(), memory=memory)
         reply = engine.chat("What is my locker code?")
-        assert "My locker code is 4512." in str(reply) and "session monday" in str(reply)  # MockLLM echoes its prompt
+        assert "· monday · user: My locker code is 4512." in str(reply)  # MockLLM echoes its prompt

@@ -831,7 +831,7 @@ export interface components {
             } | null;
             /**
              * K
-             * @description evidence from at most the k most relevant sessions
+             * @description evidence from at most the k most relevant sessions (a question across the conversation reads them all)
              * @default 5
              */
             k: number;

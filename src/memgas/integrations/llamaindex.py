@@ -17,8 +17,8 @@ memgas's (``user``, ``assistant``, ``system``, ``tool``; ``chatbot``/``model`` a
 >>> monday = MemgasMemoryBlock(memory=mem, user_id="ana", session_id="monday")
 >>> asyncio.run(monday.aput([ChatMessage(role="user", content="My locker code is 4512.")]))
 >>> tuesday = MemgasMemoryBlock(memory=mem, user_id="ana", session_id="tuesday")
->>> print(asyncio.run(tuesday.aget([ChatMessage(role="user", content="What is my locker code?")])).splitlines()[2])
-user: My locker code is 4512.
+>>> print(asyncio.run(tuesday.aget([ChatMessage(role="user", content="What is my locker code?")])).splitlines()[1])
+[1] ... · monday · user: My locker code is 4512.
 """
 
 from __future__ import annotations

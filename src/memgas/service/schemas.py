@@ -135,7 +135,8 @@ class SearchRequest(_Request):
 class ContextRequest(SearchRequest):
     """``POST /v1/context``: :class:`SearchRequest` and the budget of the text."""
 
-    k: int = Field(default=5, ge=1, le=MAX_K, description="evidence from at most the k most relevant sessions")
+    k: int = Field(default=5, ge=1, le=MAX_K, description="evidence from at most the k most relevant sessions (a "
+                                                          "question across the conversation reads them all)")
     max_tokens: int = Field(default=1000, ge=1, le=100_000, description="the text's budget, 4 characters a token")
     min_score: float | None = Field(default=None, ge=0.0, le=1.0,
                                     description="leave out turns less relevant than this (default: the calibrated "
