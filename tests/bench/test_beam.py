@@ -128,3 +128,16 @@ def test_bench_beam_measures_rankings_and_contexts_per_ability(tmp_path: Path, c
     assert results["timing"]["memgas"]["context_p50_ms"] > 0 and results["timing"]["ingest"]["s_per_100k_tokens"] > 0
     assert main(["bench", "beam", "--data", str(root), "--scales", "1M", "--no-progress", "--out", str(out)]) == 2
     assert "BEAM scale '1M' not found" in capsys.readouterr().err
+
+
+def test_context_set_reads_each_field_as_its_type() -> None:
+    from memgas.cli.bench import context_options
+    from memgas.core.errors import InvalidInputError
+
+    assert context_options([]) is None
+    opts = context_options(["floor=0.2", "profile=false", "turns=50"])
+    assert (opts.floor, opts.profile, opts.turns, opts.timelines) == (0.2, False, 50, True)
+    for bad, needle in (["floor"], "KEY=VALUE"), (["nope=1"], "KEY=VALUE"), (["turns=x"], "expected int"), \
+            (["profile=yes"], "expected bool"):
+        with pytest.raises(InvalidInputError, match=needle):
+            context_options(bad)

@@ -134,3 +134,22 @@ def test_profiles_keep_the_most_recently_read_users_and_follow_every_write(embed
         mem.append("Never use emojis.", user_id="b", session_id="s")
         assert [s.text for s in profiles.statements(mem.store, "b")] == ["Call me B, please.", "Never use emojis."]
         assert [s.excerpt for s in profiles.statements(mem.store, "b")] == ["Call me B, please.", "Never use emojis."]
+
+
+def test_each_mechanism_can_be_turned_off_for_measuring(embedder: Embedder) -> None:
+    from memgas.context import ContextOptions, build_context
+
+    with Memory(embedder=embedder) as mem:
+        fill(mem)
+        mem.add(chat("My locker code is 4512.", "Noted."), user_id="u", session_id="old", timestamp="2024-01-05")
+        mem.add(chat("New gym: my locker code is now 7788.", "Noted."), user_id="u", session_id="new",
+                timestamp="2024-03-05")
+
+        def block(**changes: object) -> str:
+            return build_context(mem.method, mem.store, "u", "What is my locker code?", max_tokens=300,
+                                 profiles=mem._profiles, options=ContextOptions(**changes))  # type: ignore[arg-type]
+
+        lines = block().splitlines()
+        assert lines[0] == PROFILE_HEADER and "(earlier)" in block() and "7788" in lines[3]
+        assert PROFILE_HEADER not in block(profile=False)
+        assert "(earlier)" not in block(current_first=False) and MEMORY_HEADERS["past"] in block(current_first=False)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from memgas.bench.datasets import BenchQuestion
+from memgas.context import ContextOptions
 from memgas.core.errors import InvalidInputError
 from memgas.core.types import Message, Session, group_turns
 from memgas.embed.base import Embedder
@@ -223,12 +224,14 @@ def run_beam(
     store_dir: Path | None = None,
     overrides: dict[str, Any] | None = None,
     stages: Mapping[str, Any] | None = None,
+    context_options: ContextOptions | None = None,
 ) -> BenchResult:
     """Retrieval and context measures on BEAM: each conversation one user, its batches dated sessions.
 
     Every method ranks the turns (``turn_msg_recall@k``, ``turn_current_first``, and the harness's session and turn
     metrics over the gold messages' turns); each question's context at each budget in ``contexts`` is measured by
-    :func:`memgas.bench.context.context_metrics` (``ctx<budget>_recall``, ``_any``, ``_all``, ``_current_first``).
+    :func:`memgas.bench.context.context_metrics` (``ctx<budget>_recall``, ``_any``, ``_all``, ``_current_first``;
+    the memgas methods' contexts built with ``context_options``).
     ``limit``: the first N conversations of each scale.
     """
     from memgas.bench.runner import run_groups
@@ -242,6 +245,6 @@ def run_beam(
               "embedder": embedder.id}
     result = run_groups("beam", [(c.conv_id, c.sessions, c.questions) for c in conversations], method_names, embedder,
                   ks, config, beam_scores(conversations, ks), progress, store_dir, overrides, stages=stages,
-                  contexts=contexts)
+                  contexts=contexts, context_options=context_options)
     result.skipped = skipped
     return result

@@ -13,7 +13,7 @@ import json
 import platform
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -26,7 +26,7 @@ from memgas.bench.context import context_metrics, turns_context
 from memgas.bench.datasets import BenchQuestion, evidence_speakers, load_locomo, load_longmemeval, locomo_dia_ids
 from memgas.bench.metrics import locomo_recall, ndcg_any_at_k, recall_all_at_k, recall_any_at_k
 from memgas.bench.stream import stream_ingest
-from memgas.context import Profiles, build_context
+from memgas.context import ContextOptions, Profiles, build_context
 from memgas.core.errors import InvalidInputError
 from memgas.core.types import Session, Unit
 from memgas.embed.base import Embedder
@@ -171,17 +171,20 @@ def run_groups(
     ingest: str = "whole",
     unit_writer: Any = None,
     contexts: Sequence[int] = (),
+    context_options: ContextOptions | None = None,
 ) -> BenchResult:
     """The harness every retrieval benchmark runs: per group ``(user id, sessions, questions)`` one store (ingested by
     MemGAS, or reopened from ``store_dir``), every method prepared on it, then every question ranked by every method
     and scored (the session and turn metrics at ``ks``, ``score(question, ranking)``'s own, and with ``contexts`` the
-    context measures at each budget). ``ingest``: ``"whole"``, ``"stream"`` or ``"both"`` (see
-    :func:`run_longmemeval`)."""
+    context measures at each budget, the memgas methods' built with ``context_options``). ``ingest``: ``"whole"``,
+    ``"stream"`` or ``"both"`` (see :func:`run_longmemeval`)."""
     if ingest == "both":  # one run, both ways: the stream's methods are named "<method> [stream]"
-        whole = run_groups(dataset, groups, method_names, embedder, ks, config, score, progress, store_dir, overrides, llm,
-                     backend, stages, unit_writer=unit_writer, contexts=contexts)
-        stream = run_groups(dataset, groups, method_names, embedder, ks, config, score, progress, store_dir, overrides, llm,
-                      backend, stages, "stream", unit_writer=unit_writer, contexts=contexts)
+        whole = run_groups(dataset, groups, method_names, embedder, ks, config, score, progress, store_dir, overrides,
+                           llm, backend, stages, unit_writer=unit_writer, contexts=contexts,
+                           context_options=context_options)
+        stream = run_groups(dataset, groups, method_names, embedder, ks, config, score, progress, store_dir, overrides,
+                            llm, backend, stages, "stream", unit_writer=unit_writer, contexts=contexts,
+                            context_options=context_options)
         return _merged(whole, stream)
     if ingest not in ("whole", "stream"):
         raise InvalidInputError(f"--ingest must be whole, stream or both, got {ingest!r}")
@@ -213,6 +216,7 @@ def run_groups(
     shared = open_store(backend) if backend is not None else None
     if contexts:
         config["contexts"] = {"budgets": list(contexts), "memgas": "memgas.context.build_context, k=5",
+                              "options": asdict(context_options or ContextOptions()),
                               "others": "memgas.bench.context.turns_context (best turns whole, in rank order)"}
     result = BenchResult(dataset, {**config, "ingest": ingest,
                                    "methods": {m: methods[m].config() for m in method_names}})
@@ -281,7 +285,8 @@ def run_groups(
                         t3 = time.perf_counter()
                         if m.startswith("memgas"):
                             block = build_context(method, store, user_id, q.question, max_tokens=budget,
-                                                  query_time=q.question_date, max_sessions=5, profiles=profiles)
+                                                  query_time=q.question_date, max_sessions=5, profiles=profiles,
+                                                  options=context_options)
                         else:
                             block = turns_context(by_id, ranking.turns, budget)
                         result.timing[m].setdefault("context_s", []).append(time.perf_counter() - t3)
@@ -339,6 +344,7 @@ def run_longmemeval(
     ingest: str = "whole",
     unit_writer: Any = None,
     contexts: Sequence[int] = (),
+    context_options: ContextOptions | None = None,
 ) -> BenchResult:
     """Retrieval on LongMemEval: every scorable question, its own haystack, official metrics.
 
@@ -348,7 +354,7 @@ def run_longmemeval(
     on every method by attribute name (``{"reranker": ..., "decomposer": ...}``, see
     :mod:`memgas.methods.rerank` and :mod:`memgas.methods.decompose`), each recorded in the config. ``contexts``:
     budgets at which each method's context is measured (:mod:`memgas.bench.context`; memgas* methods by
-    :func:`memgas.context.build_context`, the others by their best turns whole). ``unit_writer``
+    :func:`memgas.context.build_context` with ``context_options``, the others by their best turns whole). ``unit_writer``
     (e.g. :class:`memgas.methods.llm_units.LLMUnitWriter`) writes every session's summary and keyword units instead of
     the extractive ones; its stores are kept apart from theirs, and results.json's config counts its calls.
     """
@@ -362,7 +368,7 @@ def run_longmemeval(
         groups.append((q.sessions[0].user_id, q.sessions, [q]))
     config = {"dataset": "longmemeval", "data": str(path), "limit": limit, "ks": list(ks), "embedder": embedder.id}
     result = run_groups("longmemeval", groups, method_names, embedder, ks, config, lambda q, r: {}, progress, store_dir,
-                  overrides, llm, backend, stages, ingest, unit_writer, contexts)
+                  overrides, llm, backend, stages, ingest, unit_writer, contexts, context_options)
     result.skipped = skipped
     return result
 
@@ -384,6 +390,7 @@ def run_locomo(
     ingest: str = "whole",
     unit_writer: Any = None,
     contexts: Sequence[int] = (),
+    context_options: ContextOptions | None = None,
 ) -> BenchResult:
     """Retrieval on LoCoMo: per conversation, its sessions and turns are the corpus.
 
@@ -428,7 +435,7 @@ def run_locomo(
     config = {"dataset": "locomo", "data": str(path), "limit": limit, "max_sessions": max_sessions, "ks": list(ks),
               "embedder": embedder.id}
     result = run_groups("locomo", groups, method_names, embedder, ks, config, official, progress, store_dir, overrides, llm,
-                  backend, stages, ingest, unit_writer, contexts)
+                  backend, stages, ingest, unit_writer, contexts, context_options)
     result.skipped = skipped
     result.notes.append(
         f"evidence ids dropped (no such turn): {len(report.dropped_evidence)}; "

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 from memgas.cli.common import memgas_options
 from memgas.core.errors import InvalidInputError
 
-__all__ = ["add_bench_parser", "cmd_bench"]
+__all__ = ["add_bench_parser", "cmd_bench", "context_options"]
 
 DEFAULT_METHODS = (
     "memgas,memgas-no-assoc,memgas-no-router,memgas-no-ppr,memgas-no-lexical,memgas-no-session,"
@@ -86,6 +86,9 @@ def add_bench_parser(sub: Any) -> None:
                     help="measure each method's context at these budgets (default 1000,4000 for beam; off for locomo "
                          "and longmemeval unless given): the share of gold evidence messages it holds, and whether the "
                          "updated evidence comes first")
+    sp.add_argument("--context-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="with contexts: a field of memgas.context.ContextOptions for the memgas methods' contexts, e.g. "
+                         "--context-set floor=0.2 or --context-set profile=false (repeatable)")
     sp.add_argument("--method", default=DEFAULT_METHODS, help=f"comma-separated methods (default: {DEFAULT_METHODS})")
     sp.add_argument("--data", type=Path, help="dataset file, or folder for beam (default: ../shared/data/...)")
     sp.add_argument("--limit", type=int, help="only the first N questions (LongMemEval) or conversations (LoCoMo); "
@@ -523,6 +526,38 @@ def _stages(args: argparse.Namespace) -> dict[str, Any]:
     return stages
 
 
+def context_options(pairs: list[str]) -> Any:
+    """``--context-set`` pairs as a :class:`memgas.context.ContextOptions` (``None`` for none), each value read as its
+    field's type.
+
+    Raises:
+        InvalidInputError: a pair without ``=``, an unknown field, or a value that is not of its field's type.
+    """
+    from dataclasses import fields, replace
+
+    from memgas.context import ContextOptions
+
+    if not pairs:
+        return None
+    known = {f.name: type(getattr(ContextOptions(), f.name)) for f in fields(ContextOptions)}
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or key not in known:
+            raise InvalidInputError(f"--context-set {pair!r}: expected KEY=VALUE with KEY one of {', '.join(known)}")
+        kind = known[key]
+        try:
+            if kind is bool:
+                if text.lower() not in ("true", "false"):
+                    raise ValueError(text)
+                values[key] = text.lower() == "true"
+            else:
+                values[key] = kind(text)
+        except ValueError:
+            raise InvalidInputError(f"--context-set {key}: expected {kind.__name__}, got {text!r}") from None
+    return replace(ContextOptions(), **values)
+
+
 def _cmd_beam(args: argparse.Namespace, methods: list[str]) -> int:
     """``memgas bench beam``: rankings and contexts on BEAM, written as the other retrieval benchmarks are."""
     from memgas.bench.beam import DEFAULT_BEAM, run_beam
@@ -541,7 +576,8 @@ def _cmd_beam(args: argparse.Namespace, methods: list[str]) -> int:
     embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
     result = run_beam(Path(root), methods, embedder, scales=scales, limit=args.limit, ks=args.k or (5, 10, 20),
                       contexts=args.contexts or (1000, 4000), progress=not args.no_progress, store_dir=args.stores,
-                      overrides=memgas_options(args.set), stages=_stages(args))
+                      overrides=memgas_options(args.set), stages=_stages(args),
+                      context_options=context_options(args.context_set))
     paths = write_outputs(result, args.out or Path("bench-out") / "beam", command_line())
     print(markdown_table(result))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
@@ -616,7 +652,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     with _backend(args) as backend:
         result = run(Path(path), methods, embedder, limit=args.limit, ks=ks, progress=not args.no_progress,
                      store_dir=args.stores, overrides=memgas_options(args.set), llm=llm, backend=backend,
-                     stages=_stages(args), ingest=args.ingest, contexts=args.contexts or (), **extra)
+                     stages=_stages(args), ingest=args.ingest, contexts=args.contexts or (),
+                     context_options=context_options(args.context_set), **extra)
     if args.ingest != "whole":  # what one append costs, beside embedding what it made and a warm search
         from memgas.bench.datasets import load_locomo, load_longmemeval
         from memgas.bench.stream import append_costs, stream_markdown

@@ -37,6 +37,9 @@ class ContextOptions:
     """How a context is chosen; the defaults are the measured ones (BENCHMARKS.md, "context").
 
     Attributes:
+        profile: head the block with the standing instructions and preferences that apply.
+        current_first: of two excerpts about the same thing, the newer first (:func:`order_excerpts`).
+        timelines: answer a question across the conversation with a timeline (else as any other question).
         floor: a turn whose relevance (cosine with the query) is below this stays out, so that unrelated
             sessions do not fill the block.
         user_chars: a user message longer than this shows its best part (:func:`memgas.kernels.excerpt.excerpt`).
@@ -54,6 +57,9 @@ class ContextOptions:
             (where each part of it went) is often unlike the question's words.
     """
 
+    profile: bool = True
+    current_first: bool = True
+    timelines: bool = True
     floor: float = 0.25
     user_chars: int = 600
     reply_chars: int = 400

@@ -123,11 +123,13 @@ def build_context(
     """
     options = options or ContextOptions()
     mode = context_mode(query, query_time)
+    if (mode == "time" and not options.timelines) or (mode == "relevance" and not options.current_first):
+        mode = "past"  # read most relevant first, nothing moved
     excluded = set(excluded)
     budget = max_tokens
     scored = method.scored(store, user_id, query, query_time=query_time, within=within)
     profile: list[Excerpt] = []
-    if profiles is not None:
+    if profiles is not None and options.profile:
         share = int(budget * options.profile_share) - count_tokens(PROFILE_HEADER) - 1
         profile = _profile(profiles, store, user_id, method.embed_query(query), share, options, within, excluded)
         if profile:
