@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from memgas.cli.commands import EXIT_BROKEN_PIPE, main
+from memgas.context.assemble import MEMORY_HEADERS
 from memgas.store import SQLiteStore
 
 TRIP = {"session_id": "trip", "timestamp": "2024-05-01T10:00:00", "metadata": {"source": "chat", "tags": ["été"]},
@@ -314,8 +315,11 @@ def test_demo_replaces_only_its_own_store(capsys: pytest.CaptureFixture[str], db
     assert notes.read_text() == '{"not": "a store"}'
     code, out, _ = _cli(capsys, "demo", "--db", str(notes), "--force")
     assert code == 0 and out.count("Q: ") == 8 and "router weights: session=" in out
-    assert "user: Also off topic, but I'm writing this from my new kitchen table in Sellwood!" in \
-        out.split("What an agent reads for")[1].splitlines()[2]  # the current neighbourhood first
+    read = out.split("What an agent reads for")[1]
+    assert read.splitlines()[1] == MEMORY_HEADERS["now"]  # a question about now: what is relevant, newest first
+    sellwood = read.index("I'm writing this from my new kitchen table in Sellwood!")
+    assert sellwood < read.index("we're moving! I found a little rental house in Sellwood")
+    assert sellwood < read.index("from my apartment in Buckman")  # the current neighbourhood before the old one
     found = int(out.strip().splitlines()[-2].split("/")[0])
     assert found >= 7, out
     code, out, _ = _cli(capsys, "search", "What is my dog called?", "--db", str(notes), "--user", "maya", "--json")

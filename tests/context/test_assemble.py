@@ -68,3 +68,11 @@ def test_two_excerpts_that_hold_the_same_question_words_speak_of_the_same_thing(
     assert [(e.session_id, early) for e, early in order_excerpts([old, new], "relevance", 0.9, 3)] == [
         ("old", False), ("new", False)]  # two words in common, three asked for
     assert [e.session_id for e, _ in order_excerpts([old, new], "relevance", 0.9, 0)] == ["old", "new"]
+
+
+def test_a_question_about_now_reads_what_is_relevant_newest_first() -> None:
+    old = ex("march", 0, "I live in Buckman", 0, 5, [1.0, 0.0, 0.0])
+    other = ex("bread", 0, "My sourdough doubled", 1, 9, [0.0, 1.0, 0.0])
+    new = ex("april", 0, "I'm moving to Sellwood", 2, 20, [0.8, 0.0, 0.6])
+    assert [(e.session_id, early) for e, early in order_excerpts([old, other, new], "now", 0.6)] == [
+        ("april", False), ("bread", False), ("march", True)]

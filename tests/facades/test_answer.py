@@ -240,7 +240,7 @@ def test_context_shows_the_newest_state_first_for_a_question_about_the_present(e
         mem.add([{"role": "user", "content": "My sourdough starter finally doubled overnight."}],
                 user_id="u", session_id="bread", timestamp="2024-04-01T10:00:00")
         now = mem.context("Which part of town do I live in these days?", user_id="u", k=3, max_tokens=400).splitlines()
-        assert now[0] == MEMORY_HEADERS["relevance"]
+        assert now[0] == MEMORY_HEADERS["now"]
         assert now[1].startswith("[1] 2024-04-20 · april · user: Big news: I'm moving to Sellwood")
         assert now[2].startswith("[2] 2024-03-05 · march (earlier) · user: I live in the Buckman")
         assert not any("bread" in line for line in now)

@@ -480,7 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-k", type=int, default=5, help="evidence from at most this many sessions (default 5)")
     sp.add_argument("--max-tokens", type=int, default=1000, help="the budget, 4 characters a token (default 1000)")
     sp.add_argument("--min-score", type=float, default=None,
-                    help="leave out turns less relevant than this, 0-1 (default: the calibrated floor, 0.25)")
+                    help="leave out turns less relevant than this, 0-1 (default: the calibrated floor, 0.2)")
     sp.add_argument("--query-time", help="when the question is asked, ISO 8601: anchors 'last week' (default now)")
     sp.add_argument("--exclude", action="append", metavar="SESSION_ID",
                     help="leave this session out (the conversation under way); repeatable")

@@ -26,6 +26,7 @@ __all__ = ["Excerpt", "ContextOptions", "fill", "order_excerpts", "render", "PRO
 
 PROFILE_HEADER = "Standing instructions and preferences (said earlier; they still hold):"
 MEMORY_HEADERS = {
+    "now": "Memories from earlier conversations (newest first; a newer one may update an older one):",
     "relevance": "Memories from earlier conversations (most relevant first; a newer one above what it updates):",
     "time": "Memories from earlier conversations (in time order):",
     "past": "Memories from earlier conversations (most relevant first):",
@@ -60,7 +61,7 @@ class ContextOptions:
     profile: bool = True
     current_first: bool = True
     timelines: bool = True
-    floor: float = 0.25
+    floor: float = 0.2
     user_chars: int = 600
     reply_chars: int = 400
     reply_lag: int = 3
@@ -70,7 +71,7 @@ class ContextOptions:
     same_subject: float = 0.45
     timeline_runs: int = 12
     timeline_floor: float = 0.1
-    turns: int = 80
+    turns: int = 150
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +131,8 @@ def order_excerpts(taken: Sequence[Excerpt], mode: str, same_subject: float,
                    shared_words: int = 0) -> list[tuple[Excerpt, bool]]:
     """The taken excerpts in reading order, each with whether it is marked ``(earlier)``.
 
-    ``mode`` ``"time"``: oldest first. ``"past"``: by priority. ``"relevance"``: by priority, except that an excerpt
+    ``mode`` ``"time"``: oldest first. ``"past"``: by priority. ``"now"`` (a question about how things stand now, of
+    excerpts that all passed the relevance floor): newest first. ``"relevance"``: by priority, except that an excerpt
     moves up to just above the best older excerpt about the same thing, which is then marked ``(earlier)``: the
     current state is read before what it replaced. Two excerpts (both chosen for the question) speak of the same thing
     by meaning (their turns' vectors at cosine ≥ ``same_subject``) or by the question's words (at least
@@ -145,7 +147,9 @@ def order_excerpts(taken: Sequence[Excerpt], mode: str, same_subject: float,
     if mode == "time":
         return [(e, False) for e in sorted(taken, key=lambda e: e.when)]
     ranked = sorted(taken, key=lambda e: e.priority)
-    if mode != "relevance":
+    if mode == "now":  # newest turn first; a turn's own messages in their order
+        ranked = sorted(ranked, key=lambda e: (-e.when[0], -e.turn, e.when[1]))
+    elif mode != "relevance":
         return [(e, False) for e in ranked]
     key = [float(e.priority) for e in ranked]
     earlier = [False] * len(ranked)
@@ -158,6 +162,8 @@ def order_excerpts(taken: Sequence[Excerpt], mode: str, same_subject: float,
             if by_meaning or 0 < shared_words <= len(a.words & b.words):  # b is newer and about the same thing as a
                 earlier[i] = True
                 key[j] = min(key[j], key[i] - 0.5)
+    if mode == "now":
+        return list(zip(ranked, earlier))
     order = sorted(range(len(ranked)), key=lambda i: (key[i], -ranked[i].when[0], -ranked[i].when[1]))
     return [(ranked[i], earlier[i]) for i in order]
 

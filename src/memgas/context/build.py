@@ -31,7 +31,13 @@ from memgas.context.profile import Profiles
 from memgas.core.types import Session
 from memgas.kernels.excerpt import excerpt, query_terms
 from memgas.kernels.lexical import tokenize
-from memgas.kernels.tense import asks_about_replies, asks_about_the_past, asks_across_time, asks_for_a_summary
+from memgas.kernels.tense import (
+    asks_about_now,
+    asks_about_replies,
+    asks_about_the_past,
+    asks_across_time,
+    asks_for_a_summary,
+)
 from memgas.kernels.text import context_tokens as count_tokens
 from memgas.methods.base import MemoryMethod
 from memgas.methods.index import UserIndex
@@ -42,11 +48,19 @@ __all__ = ["build_context", "context_mode"]
 
 
 def context_mode(query: str, when: datetime | None = None) -> str:
-    """How a context for ``query`` is read: ``"time"`` (across the conversation), ``"past"`` (about an earlier
-    state: no reordering by time) or ``"relevance"`` (the newer of two excerpts about the same thing first)."""
+    """How a context for ``query`` is read: ``"time"`` (across the conversation: in time order), ``"past"`` (about an
+    earlier state: most relevant first, nothing moved), ``"now"`` (how things stand now: what is relevant, newest
+    first) or ``"relevance"`` (most relevant first, the newer of two excerpts about the same thing above the older).
+
+    >>> [context_mode(q) for q in ("In what order did I plan the trip?", "Where did I live before?",
+    ...                            "Where do I live these days?", "What does Melanie paint?")]
+    ['time', 'past', 'now', 'relevance']
+    """
     if asks_across_time(query):
         return "time"
-    return "past" if asks_about_the_past(query, when) else "relevance"
+    if asks_about_the_past(query, when):
+        return "past"
+    return "now" if asks_about_now(query, when) else "relevance"
 
 
 def _seconds(when: datetime | None) -> float:
@@ -123,7 +137,7 @@ def build_context(
     """
     options = options or ContextOptions()
     mode = context_mode(query, query_time)
-    if (mode == "time" and not options.timelines) or (mode == "relevance" and not options.current_first):
+    if (mode == "time" and not options.timelines) or (mode in ("now", "relevance") and not options.current_first):
         mode = "past"  # read most relevant first, nothing moved
     excluded = set(excluded)
     budget = max_tokens
