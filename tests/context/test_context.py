@@ -153,3 +153,27 @@ def test_each_mechanism_can_be_turned_off_for_measuring(embedder: Embedder) -> N
         assert lines[0] == PROFILE_HEADER and "(earlier)" in block() and "7788" in lines[3]
         assert PROFILE_HEADER not in block(profile=False)
         assert "(earlier)" not in block(current_first=False) and MEMORY_HEADERS["past"] in block(current_first=False)
+
+
+def test_a_statement_is_embedded_once_when_its_session_is_read(embedder: Embedder) -> None:
+    from memgas.context import Profiles
+
+    class Counting:
+        """The real embedder, counting the texts it is asked for."""
+
+        def __init__(self) -> None:
+            self.dim, self.texts = embedder.dim, 0
+
+        def embed(self, texts: list[str]):  # noqa: ANN201 - the embedder protocol's
+            self.texts += len(texts)
+            return embedder.embed(texts)
+
+    with Memory(embedder=embedder) as mem:
+        mem.add(chat("Always answer in French. I prefer short answers.", "D'accord."), user_id="u", session_id="s")
+        counting = Counting()
+        profiles = Profiles(counting)  # type: ignore[arg-type]
+        first = profiles.statements(mem.store, "u")
+        again = profiles.statements(mem.store, "u")
+        assert [s.text for s in again] == [s.text for s in first] and counting.texts == 2
+        profiles.vectors(again)
+        assert counting.texts == 2  # read from the statements, not embedded again

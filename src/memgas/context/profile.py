@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Collection, Mapping
 
@@ -49,6 +49,8 @@ class StandingStatement:
     timestamp: datetime | None
     always: bool = False
     excerpt: str = field(default="", repr=False, compare=False)
+    #: its ``text``'s unit vector, where :class:`Profiles` has embedded it (kept in memory with the statement)
+    vector: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The statement as the API returns it."""
@@ -109,8 +111,10 @@ class Profiles:
         else:
             per = {sid: v for sid, v in cached[1].items() if sid in ids}
             changed = {i.session_id for i in store.sessions_since(user_id, cached[0][0])[0]} | (ids - set(per))
-        for sid in changed:
-            per[sid] = session_statements(store.get_session(user_id, sid))
+        fresh = {sid: session_statements(store.get_session(user_id, sid)) for sid in changed}
+        texts = [st.text for v in fresh.values() for st in v]
+        vectors = iter(self.vectors_of(texts))  # once per statement, when its session is read
+        per.update({sid: [replace(st, vector=next(vectors)) for st in v] for sid, v in fresh.items()})
         with self._lock:
             self._cache[(id(store), user_id)] = (key, per)
             while len(self._cache) > self.max_users:  # a server's many users: the least recently read go first
@@ -137,7 +141,14 @@ class Profiles:
         return [s for i, s in enumerate(found) if not later_same[i].any()]
 
     def vectors(self, statements: list[StandingStatement]) -> np.ndarray:
-        """The statements' unit vectors (through the embedder, and so its cache)."""
-        if not statements:
+        """The statements' unit vectors, one row each (those :meth:`statements` gave carry theirs already)."""
+        missing = [s.text for s in statements if s.vector is None]
+        made = iter(self.vectors_of(missing))
+        rows = [s.vector if s.vector is not None else next(made) for s in statements]
+        return np.asarray(rows, np.float32).reshape(len(statements), self.embedder.dim)
+
+    def vectors_of(self, texts: list[str]) -> np.ndarray:
+        """The texts' unit vectors from the embedder (``(0, dim)`` for none)."""
+        if not texts:
             return np.zeros((0, self.embedder.dim), np.float32)
-        return np.asarray(self.embedder.embed([s.text for s in statements]), np.float32)
+        return np.asarray(self.embedder.embed(texts), np.float32)
