@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -164,7 +165,7 @@ def test_a_statement_is_embedded_once_when_its_session_is_read(embedder: Embedde
         def __init__(self) -> None:
             self.dim, self.texts = embedder.dim, 0
 
-        def embed(self, texts: list[str]):  # noqa: ANN201 - the embedder protocol's
+        def embed(self, texts: list[str]) -> Any:
             self.texts += len(texts)
             return embedder.embed(texts)
 
