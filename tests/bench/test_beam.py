@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -106,15 +107,19 @@ def test_bench_beam_measures_rankings_and_contexts_per_ability(tmp_path: Path, c
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMGAS_CACHE_DIR", str(tmp_path / "cache"))
     root = beam_folder(tmp_path / "beam")
+    shutil.copytree(root / "100K", root / "500K")  # a second scale (the same conversation), for the per-scale rows
     out = tmp_path / "out"
-    assert main(["bench", "beam", "--data", str(root), "--scales", "100K", "--method", "memgas,bm25",
+    assert main(["bench", "beam", "--data", str(root), "--scales", "100K,500K", "--method", "memgas,bm25",
                  "--contexts", "300,1000", "--out", str(out), "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "Context at 300 tokens, share of gold messages in the context" in printed
+    rows = [line for line in printed.splitlines() if line.startswith(("| 100K |", "| 500K |"))]
+    assert len(rows) == 2 and all(len(row.strip("|").split("|")) == 2 + 2 * 2 for row in rows)  # scale, ingest, 2 × 2
     results = json.loads((out / "results.json").read_text())
     assert results["config"]["contexts"]["budgets"] == [300, 1000] and results["skipped"] == {
-        "abstention: no gold evidence": 1}
-    by_type = {q["type"]: q["methods"] for q in results["questions"]}
+        "abstention: no gold evidence": 2}  # one per scale
+    assert {q["conv"] for q in results["questions"]} == {"beam-100K-1", "beam-500K-1"}
+    by_type = {q["type"]: q["methods"] for q in results["questions"] if q["conv"] == "beam-100K-1"}
     memgas = {t: m["memgas"]["metrics"] for t, m in by_type.items()}
     # the standing instruction heads the context of a later request about libraries
     assert memgas["instruction_following"]["ctx300_recall"] == 1.0

@@ -214,7 +214,7 @@ def _scale_timing(result: BenchResult, methods: list[str], scales: list[str]) ->
         cells = []
         for m in methods:
             for part in ("query", "contexts"):
-                ms = [q["methods"][m]["ms"][part] for q in qs if part in q["methods"][m].get("ms", {})]
+                ms = [q["ms"][m][part] for q in qs if part in q.get("ms", {}).get(m, {})]
                 cells.append(f"{np.percentile(ms, 50):.0f} / {np.percentile(ms, 95):.0f}" if ms else "-")
         lines.append(f"| {sc} | {rate} | " + " | ".join(cells) + " |")
     return lines

@@ -296,9 +296,10 @@ def run_groups(
                     "sessions": ranking.sessions[: max(ks)],
                     "turns": [f"{s}#{t}" for s, t in ranking.turns[: max(ks)]],
                     "metrics": metrics,
-                    "ms": {"query": round(query_s * 1000, 2), **({"contexts": round(context_s * 1000, 2)}
-                                                                  if context_s else {})},
                 }
+                # timings apart from the method's record, which a rerun reproduces exactly
+                record.setdefault("ms", {})[m] = {"query": round(query_s * 1000, 2),
+                                                  **({"contexts": round(context_s * 1000, 2)} if context_s else {})}
             result.questions.append(record)
             bar.update(1)
         if store is not shared:
@@ -354,9 +355,10 @@ def run_longmemeval(
     on every method by attribute name (``{"reranker": ..., "decomposer": ...}``, see
     :mod:`memgas.methods.rerank` and :mod:`memgas.methods.decompose`), each recorded in the config. ``contexts``:
     budgets at which each method's context is measured (:mod:`memgas.bench.context`; memgas* methods by
-    :func:`memgas.context.build_context` with ``context_options``, the others by their best turns whole). ``unit_writer``
-    (e.g. :class:`memgas.methods.llm_units.LLMUnitWriter`) writes every session's summary and keyword units instead of
-    the extractive ones; its stores are kept apart from theirs, and results.json's config counts its calls.
+    :func:`memgas.context.build_context` with ``context_options``, the others by their best turns whole).
+    ``unit_writer`` (e.g. :class:`memgas.methods.llm_units.LLMUnitWriter`) writes every session's summary and keyword
+    units instead of the extractive ones; its stores are kept apart from theirs, and results.json's config counts its
+    calls.
     """
     questions = load_longmemeval(path, limit=limit)
     skipped: dict[str, int] = {}
@@ -367,8 +369,8 @@ def run_longmemeval(
             continue
         groups.append((q.sessions[0].user_id, q.sessions, [q]))
     config = {"dataset": "longmemeval", "data": str(path), "limit": limit, "ks": list(ks), "embedder": embedder.id}
-    result = run_groups("longmemeval", groups, method_names, embedder, ks, config, lambda q, r: {}, progress, store_dir,
-                  overrides, llm, backend, stages, ingest, unit_writer, contexts, context_options)
+    result = run_groups("longmemeval", groups, method_names, embedder, ks, config, lambda q, r: {}, progress,
+                        store_dir, overrides, llm, backend, stages, ingest, unit_writer, contexts, context_options)
     result.skipped = skipped
     return result
 
@@ -434,8 +436,8 @@ def run_locomo(
 
     config = {"dataset": "locomo", "data": str(path), "limit": limit, "max_sessions": max_sessions, "ks": list(ks),
               "embedder": embedder.id}
-    result = run_groups("locomo", groups, method_names, embedder, ks, config, official, progress, store_dir, overrides, llm,
-                  backend, stages, ingest, unit_writer, contexts, context_options)
+    result = run_groups("locomo", groups, method_names, embedder, ks, config, official, progress, store_dir, overrides,
+                        llm, backend, stages, ingest, unit_writer, contexts, context_options)
     result.skipped = skipped
     result.notes.append(
         f"evidence ids dropped (no such turn): {len(report.dropped_evidence)}; "
