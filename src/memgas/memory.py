@@ -395,13 +395,19 @@ class Memory:
         from it (units, edges, indexes) and the old text leaves every file, as a delete's does (see
         :meth:`delete`).
 
+        The message keeps its role, name and metadata.
+
         Returns:
             ``{"session_id", "messages", "units", "edges", "seconds"}``.
 
         Raises:
-            InvalidInputError: a bad id, index or content.
+            InvalidInputError: a bad id or index, or content that is not a non-blank string (``None`` is not a
+                delete: that is :meth:`delete_message`).
             NotFoundError: unknown session.
         """
+        if not isinstance(content, str):
+            raise InvalidInputError(f"content must be a string, got {type(content).__name__}; to delete the message, "
+                                    "use delete_message")
         return self._edit(session_id, index, user_id, content)
 
     def delete_message(self, session_id: str, index: int, *, user_id: str) -> dict[str, Any]:
@@ -430,8 +436,8 @@ class Memory:
                 del messages[index]
             else:
                 old = messages[index]
-                changed = make_session([{"role": old.role, "content": content, "name": old.name}],
-                                       user_id=user_id, session_id=session_id)
+                changed = make_session([{"role": old.role, "content": content, "name": old.name,
+                                         "metadata": old.metadata}], user_id=user_id, session_id=session_id)
                 messages[index] = changed.messages[0]
             if not messages:
                 self.store.delete_session(user_id, session_id)

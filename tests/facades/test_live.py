@@ -147,8 +147,17 @@ def test_edit_and_delete_a_message_reach_units_and_index(embedder: Embedder) -> 
             mem.update_message("t", 99, "x", user_id="u")
         with pytest.raises(InvalidInputError, match="empty"):
             mem.update_message("t", 0, "  ", user_id="u")
+        for bad in (None, 5, ["x"]):  # never a delete in disguise, never a crash
+            with pytest.raises(InvalidInputError, match="content must be a string"):
+                mem.update_message("t", 0, bad, user_id="u")  # type: ignore[arg-type]
+        assert len(mem.get("t", user_id="u")["messages"]) == len(base) - 1
         with pytest.raises(NotFoundError):
             mem.delete_message("nope", 0, user_id="u")
+        mem.add([{"role": "user", "content": "from the CRM", "name": "Ana", "metadata": {"source": "crm", "id": 7}}],
+                user_id="u", session_id="crm")
+        mem.update_message("crm", 0, "from the CRM, corrected", user_id="u")
+        assert mem.get("crm", user_id="u")["messages"] == [{"role": "user", "content": "from the CRM, corrected",
+                                                             "name": "Ana", "metadata": {"source": "crm", "id": 7}}]
         mem.add([{"role": "user", "content": "only one"}], user_id="u", session_id="single")
         assert mem.delete_message("single", 0, user_id="u")["deleted_session"] is True
         with pytest.raises(NotFoundError):
