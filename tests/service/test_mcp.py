@@ -87,7 +87,9 @@ async def roundtrip(client: Client, user: str) -> None:
     first = ok(await client.call_tool("add_memory", {"user_id": user, "messages": TEA, "session_id": "drinks"}))
     again = ok(await client.call_tool("add_memory", {"user_id": user, "messages": TEA, "session_id": "drinks"}))
     assert (first["created"], again["created"], again["messages"]) == (True, False, 2 * len(TEA))  # appended
-    fresh = ok(await client.call_tool("add_memory", {"user_id": user, "messages": "I also like oolong."}))
+    made = await client.call_tool("add_memory", {"user_id": user, "messages": "I also like oolong."})
+    fresh = ok(made)
+    assert made.content[0].text == f"created session {fresh['session_id']}: 1 message"  # not "1 messages"
     assert fresh["created"] and fresh["session_id"] not in ("trip", "drinks")  # no id: a new session
     ok(await client.call_tool("delete_memory", {"user_id": user, "session_id": fresh["session_id"]}))
     context = text_of(await client.call_tool("get_context", {"user_id": user, "query": "which city do I live in?",

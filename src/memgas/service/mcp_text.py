@@ -54,7 +54,7 @@ def _sessions(r: Mapping[str, Any]) -> str:
 
 def _added(r: Mapping[str, Any]) -> str:
     verb = "created" if r["created"] else "appended to"
-    return f"{verb} session {r['session_id']}: {r['messages']} messages"
+    return f"{verb} session {r['session_id']}: {r['messages']} message{'s' if r['messages'] != 1 else ''}"
 
 
 def _deleted(r: Mapping[str, Any]) -> str:
