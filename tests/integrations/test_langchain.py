@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("langchain_core", reason="langchain-core is not installed (pip install 'memgas[langchain]')")
 tests_base = pytest.importorskip("langchain_tests.integration_tests",
-                                 reason="langchain-tests is not installed (.ci/run installs it)")
+                                 reason="langchain-tests is not installed (scripts/test installs it)")
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage  # noqa: E402
