@@ -270,6 +270,7 @@ def run_groups(
             result.timing["ingest"].setdefault("query_embed_s", []).append(time.perf_counter() - t2)
             if inner is not embedder:  # the methods then find it in the cache
                 embedder.cache.put_many(embedder.id, [q.question], vector)
+            by_id = {s.session_id: s for s in q.sessions}  # what a plain retriever's context quotes
             for m, method in methods.items():
                 t2 = time.perf_counter()
                 ranking = method.rank(store, user_id, q.question, query_time=q.question_date)
@@ -280,7 +281,6 @@ def run_groups(
                 metrics.update(score(q, ranking))
                 context_s = 0.0
                 if contexts and q.gold_messages:
-                    by_id = {s.session_id: s for s in q.sessions}
                     for budget in contexts:
                         t3 = time.perf_counter()
                         if m.startswith("memgas"):

@@ -28,7 +28,7 @@ from memgas.context.assemble import (
     render,
 )
 from memgas.context.profile import Profiles
-from memgas.core.types import Session
+from memgas.core.types import Session, Turn
 from memgas.kernels.excerpt import excerpt, query_terms
 from memgas.kernels.lexical import tokenize
 from memgas.kernels.tense import (
@@ -151,10 +151,10 @@ def build_context(
     budget -= count_tokens(MEMORY_HEADERS[mode]) + 1
     memories: list[tuple[Excerpt, bool]] = []
     if len(scored.scores) and budget > 12:
-        candidates = _candidates(scored, store, user_id, query, mode, excluded, max_sessions, options,
+        terms = query_terms(query)
+        candidates = _candidates(scored, store, user_id, query, terms, mode, excluded, max_sessions, options,
                                  {(e.session_id, e.message) for e in profile})
-        memories = order_excerpts(fill(candidates, budget), mode, options.same_subject,
-                                  _words_needed(query_terms(query)))
+        memories = order_excerpts(fill(candidates, budget), mode, options.same_subject, _words_needed(terms))
     return render(profile, memories, mode)
 
 
@@ -177,12 +177,13 @@ def _relevant(index: UserIndex, rows: np.ndarray, relevance: np.ndarray, terms: 
     return keep
 
 
-def _candidates(scored: Scored, store: Store, user_id: str, query: str, mode: str, excluded: set[str],
-                max_sessions: int | None, options: ContextOptions, shown: set[tuple[str, int]]) -> list[Excerpt]:
-    """The excerpts the evidence part may take, with their priorities (see the module docstring)."""
+def _candidates(scored: Scored, store: Store, user_id: str, query: str, terms: frozenset[str], mode: str,
+                excluded: set[str], max_sessions: int | None, options: ContextOptions,
+                shown: set[tuple[str, int]]) -> list[Excerpt]:
+    """The excerpts the evidence part may take, with their priorities (see the module docstring); ``terms`` are the
+    query's (:func:`memgas.kernels.excerpt.query_terms`)."""
     index, scores = scored.index, scored.scores
     relevance = scored.relevance if scored.relevance is not None else np.zeros(len(scores))
-    terms = query_terms(query)
     rows = index.masks["turn"]
     rows = rows[np.isfinite(scores[rows])]
     rows = rows[np.argsort(-scores[rows], kind="stable")][: 4 * options.turns]
@@ -203,14 +204,14 @@ def _candidates(scored: Scored, store: Store, user_id: str, query: str, mode: st
     # a reply follows its own user message where the question asks what the assistant said
     lag = 0 if asks_about_replies(query) else options.reply_lag
     summary = asks_for_a_summary(query) or asks_about_replies(query)  # a timeline of both sides
-    sessions: dict[str, Session] = {}
+    sessions: dict[str, tuple[Session, tuple[Turn, ...]]] = {}  # each quoted session read, and cut into turns, once
     out: list[Excerpt] = []
     for rank, r in enumerate(rows):
         sid = index.table.session_ids[r]
         if sid not in sessions:
-            sessions[sid] = store.get_session(user_id, sid)
-        session = sessions[sid]
-        turns = session.turns
+            read = store.get_session(user_id, sid)
+            sessions[sid] = (read, read.turns)
+        session, turns = sessions[sid]
         t = int(index.table.turn_start[r])
         if t >= len(turns):  # the index is older than the session's last rewrite
             continue
