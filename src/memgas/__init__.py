@@ -2,7 +2,7 @@
 
 >>> from memgas import Memory
 >>> mem = Memory("memory.db")
->>> mem.add([{"role": "user", "content": "I hiked Mount Hood"}], user_id="alice", session_id="s1")["units"]
+>>> mem.add([{"role": "user", "content": "I hiked Mount Hood"}], user_id="alice", session_id="s1").units
 4
 >>> [hit.session_id for hit in mem.search("where did I hike?", user_id="alice", k=5)]
 ['s1']

@@ -21,9 +21,9 @@ import asyncio
 import functools
 from typing import Any, Callable, Coroutine, TypeVar
 
-from memgas.memory import Memory
+from memgas.memory import KnowledgeGraph, Memory
 
-__all__ = ["AsyncMemory"]
+__all__ = ["AsyncMemory", "AsyncKnowledgeGraph"]
 
 T = TypeVar("T")
 
@@ -32,8 +32,8 @@ def _offloaded(method: Callable[..., T]) -> Callable[..., Coroutine[Any, Any, T]
     """The coroutine form of a ``Memory`` method: the same signature and docstring, run in a worker thread."""
 
     @functools.wraps(method)
-    async def call(self: AsyncMemory, *args: Any, **kwargs: Any) -> T:
-        return await asyncio.to_thread(method, self.memory, *args, **kwargs)
+    async def call(self: AsyncMemory | AsyncKnowledgeGraph, *args: Any, **kwargs: Any) -> T:
+        return await asyncio.to_thread(method, self._wrapped, *args, **kwargs)
 
     return call
 
@@ -49,6 +49,9 @@ class AsyncMemory:
 
     def __init__(self, memory: Memory | Any = None, *args: Any, **kwargs: Any) -> None:
         self.memory = memory if isinstance(memory, Memory) else Memory(memory, *args, **kwargs)
+        self._wrapped = self.memory
+        #: The knowledge graph's calls as coroutines, only where the method keeps one (``Memory.kg``); else ``None``.
+        self.kg = None if self.memory.kg is None else AsyncKnowledgeGraph(self.memory.kg)
 
     add = _offloaded(Memory.add)
     add_many = _offloaded(Memory.add_many)
@@ -60,11 +63,8 @@ class AsyncMemory:
     context = _offloaded(Memory.context)
     profile = _offloaded(Memory.profile)
     answer = _offloaded(Memory.answer)
-    facts = _offloaded(Memory.facts)
-    history = _offloaded(Memory.history)
-    communities = _offloaded(Memory.communities)
-    retry_pending = _offloaded(Memory.retry_pending)
     get = _offloaded(Memory.get)
+    users = _offloaded(Memory.users)
     units = _offloaded(Memory.units)
     graph = _offloaded(Memory.graph)
     stats = _offloaded(Memory.stats)
@@ -78,3 +78,15 @@ class AsyncMemory:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class AsyncKnowledgeGraph:
+    """:class:`~memgas.memory.KnowledgeGraph`'s calls as coroutines (``AsyncMemory.kg``)."""
+
+    def __init__(self, kg: KnowledgeGraph) -> None:
+        self._wrapped = kg
+
+    facts = _offloaded(KnowledgeGraph.facts)
+    history = _offloaded(KnowledgeGraph.history)
+    communities = _offloaded(KnowledgeGraph.communities)
+    retry_pending = _offloaded(KnowledgeGraph.retry_pending)

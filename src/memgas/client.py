@@ -18,9 +18,8 @@ Experience memory (``/v1/templates``, ``/v1/principles``): ``templates``, ``temp
 ``user_id=`` (exactly one), returning what :class:`~memgas.experience.thoughts.BufferOfThoughts` and
 :class:`~memgas.experience.principles.Principles` return.
 
-Retries: a ``GET`` (the idempotent reads ``get``, ``list``, ``stats``, ``facts``, ``health``, ``ready`` and the
-experience reads)
-is retried up to ``retries`` times (default :data:`DEFAULT_RETRIES`) when the server cannot be reached or
+Retries: a ``GET`` (the idempotent reads ``get``, ``list``, ``users``, ``stats``, ``kg.facts``, ``health``,
+``ready`` and the experience reads) is retried up to ``retries`` times (default :data:`DEFAULT_RETRIES`) when the server cannot be reached or
 answers 503, after 0.25 s, 0.5 s, ... (or the server's ``Retry-After``, at most :data:`MAX_RETRY_WAIT`
 seconds). Writes, ``search`` and ``answer`` are sent once: a failed ``add`` is never sent twice.
 """
@@ -50,7 +49,8 @@ from memgas.core.errors import (
     RateLimitedError,
     UnavailableError,
 )
-from memgas.core.types import Hit
+from memgas.core.results import Added, Appended, Deleted, Edited, SessionPage, UserSessions
+from memgas.core.types import Hit, Session
 from memgas.core.validate import check_id
 from memgas.core.version import __version__
 
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from memgas.context.profile import StandingStatement
     from memgas.experience.principles import Principle
     from memgas.kernels.temporal_graph import Fact
+    from memgas.methods.zep import CommunitySummary
 
 __all__ = ["Client", "AsyncClient", "DEFAULT_RETRIES", "MAX_RETRY_WAIT", "API_KEY_ENV"]
 
@@ -144,25 +145,20 @@ def _json(response: httpx.Response) -> Any:
                           f"{response.text[:200]!r}") from None
 
 
-def _add_result(row: Mapping[str, Any]) -> dict[str, Any]:
-    """An add's result as :meth:`Memory.add`/``add_many`` give it (``skipped`` only when true)."""
-    if row.get("skipped"):
-        return {"session_id": row["session_id"], "skipped": True}
-    return {key: row[key] for key in ("session_id", "units", "edges", "seconds")}
+def _added(response: httpx.Response) -> Added:
+    return Added.from_dict(_json(response))
 
 
-def _appended(response: httpx.Response) -> dict[str, Any]:
-    """An append's result as :meth:`Memory.append` gives it (``context`` only when asked for)."""
-    body = _json(response)
-    return {k: v for k, v in body.items() if k != "context" or v is not None}
+def _appended(response: httpx.Response) -> Appended:
+    return Appended.from_dict(_json(response))
 
 
-def _changed(response: httpx.Response) -> dict[str, Any]:
-    """An edit's or delete's result as :meth:`Memory.update_message` gives it."""
-    body = _json(response)
-    if body.get("deleted_session"):
-        return {"session_id": body["session_id"], "messages": 0, "deleted_session": True}
-    return {k: body[k] for k in ("session_id", "messages", "units", "edges", "seconds")}
+def _edited(response: httpx.Response) -> Edited:
+    return Edited.from_dict(_json(response))
+
+
+def _deleted(response: httpx.Response) -> Deleted:
+    return Deleted.from_dict(_json(response))
 
 
 def _message_path(session_id: str, index: int) -> str:
@@ -170,13 +166,6 @@ def _message_path(session_id: str, index: int) -> str:
     if isinstance(index, bool) or not isinstance(index, int) or index < 0:
         raise InvalidInputError(f"index must be an integer >= 0, got {index!r}")
     return f"/v1/sessions/{_segment('session_id', session_id)}/messages/{index}"
-
-
-def _session(body: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored session as :meth:`Memory.get` gives it (a message's ``name`` and ``metadata`` only when set)."""
-    messages = [{k: v for k, v in m.items() if k not in ("name", "metadata") or v is not None}
-                for m in body["messages"]]
-    return {**body, "messages": messages}
 
 
 def _answer(response: httpx.Response) -> Answer:
@@ -195,6 +184,12 @@ def _facts(response: httpx.Response) -> list[Fact]:
     from memgas.kernels.temporal_graph import Fact
 
     return [Fact.from_dict(f) for f in _json(response)["facts"]]
+
+
+def _communities(response: httpx.Response) -> list[CommunitySummary]:
+    from memgas.methods.zep import CommunitySummary  # imports the method: only when communities arrive
+
+    return [CommunitySummary.from_dict(c) for c in _json(response)["communities"]]
 
 
 def _item_path(kind: str, item_id: int) -> str:
@@ -229,8 +224,8 @@ class _Requests:
     @staticmethod
     def add(messages: Iterable[Any], *, user_id: str, session_id: str | None = None, timestamp: Timestamp = None,
             metadata: dict[str, Any] | None = None, agent_id: str | None = None,
-            run_id: str | None = None) -> _Call[dict[str, Any]]:
-        """Store one conversation session (:meth:`Memory.add`): ``{"session_id", "units", "edges", "seconds"}``.
+            run_id: str | None = None) -> _Call[Added]:
+        """Store one conversation session (:meth:`Memory.add`).
 
         Raises:
             InvalidInputError: bad messages, ids, timestamp or metadata (nothing is written).
@@ -239,15 +234,15 @@ class _Requests:
         body = _json_body({"user_id": user_id, "messages": _as_list(messages), "session_id": session_id,
                            "timestamp": _iso(timestamp), "metadata": metadata, "agent_id": agent_id,
                            "run_id": run_id})
-        return _Call("POST", "/v1/sessions", lambda r: _add_result(_json(r)), body=body)
+        return _Call("POST", "/v1/sessions", _added, body=body)
 
     @staticmethod
     def add_many(sessions: Iterable[Mapping[str, Any]], *, user_id: str,
-                 skip_existing: bool = False) -> _Call[list[dict[str, Any]]]:
+                 skip_existing: bool = False) -> _Call[list[Added]]:
         """Store several sessions of one user, all of them or none (:meth:`Memory.add_many`).
 
         Returns:
-            One dict per session, in order: :meth:`add`'s result, or ``{"session_id", "skipped": True}``.
+            One :class:`~memgas.core.results.Added` per session, in order (``skipped`` for one left out).
 
         Raises:
             InvalidInputError: a bad session (named by its position), or two sessions with one id.
@@ -258,14 +253,13 @@ class _Requests:
             batch = [_session_json(s) for s in batch]
         body = _json_body({"user_id": user_id, "sessions": batch,
                            "skip_existing": skip_existing})
-        return _Call("POST", "/v1/sessions/batch", lambda r: [_add_result(x) for x in _json(r)["results"]], body=body)
+        return _Call("POST", "/v1/sessions/batch", lambda r: [Added.from_dict(x) for x in _json(r)["results"]], body=body)
 
     @staticmethod
     def append(messages: Any, *, user_id: str, session_id: str, timestamp: Timestamp = None,
                metadata: dict[str, Any] | None = None, agent_id: str | None = None, run_id: str | None = None,
-               return_context: bool = False, context_tokens: int = 1000) -> _Call[dict[str, Any]]:
-        """Add messages to the end of a session, making it if new (:meth:`Memory.append`):
-        ``{"session_id", "created", "messages", "units", "edges", "seconds"}`` and ``"context"`` when asked.
+               return_context: bool = False, context_tokens: int = 1000) -> _Call[Appended]:
+        """Add messages to the end of a session, making it if new (:meth:`Memory.append`).
 
         Raises:
             InvalidInputError: bad messages, ids, timestamp or metadata (nothing is written).
@@ -276,25 +270,25 @@ class _Requests:
         return _Call("POST", f"/v1/sessions/{_segment('session_id', session_id)}/messages", _appended, body=body)
 
     @staticmethod
-    def update_message(session_id: str, index: int, content: str, *, user_id: str) -> _Call[dict[str, Any]]:
+    def update_message(session_id: str, index: int, content: str, *, user_id: str) -> _Call[Edited]:
         """Replace the content of message ``index`` of a session (:meth:`Memory.update_message`).
 
         Raises:
             InvalidInputError: a bad id, index or content.
             NotFoundError: unknown session.
         """
-        return _Call("PATCH", _message_path(session_id, index), _changed, params={"user_id": user_id},
+        return _Call("PATCH", _message_path(session_id, index), _edited, params={"user_id": user_id},
                      body=_json_body({"content": content}))
 
     @staticmethod
-    def delete_message(session_id: str, index: int, *, user_id: str) -> _Call[dict[str, Any]]:
+    def delete_message(session_id: str, index: int, *, user_id: str) -> _Call[Edited]:
         """Delete message ``index`` of a session (:meth:`Memory.delete_message`).
 
         Raises:
             InvalidInputError: a bad id or index.
             NotFoundError: unknown session.
         """
-        return _Call("DELETE", _message_path(session_id, index), _changed, params={"user_id": user_id})
+        return _Call("DELETE", _message_path(session_id, index), _edited, params={"user_id": user_id})
 
     @staticmethod
     def search(query: str, *, user_id: str, k: int = 5, query_time: Timestamp = None,
@@ -339,24 +333,21 @@ class _Requests:
         return _Call("GET", "/v1/profile", _profile, params=params)
 
     @staticmethod
-    def get(session_id: str, *, user_id: str) -> _Call[dict[str, Any]]:
+    def get(session_id: str, *, user_id: str) -> _Call[Session]:
         """One stored session: its id, user id, timestamp, metadata and messages (:meth:`Memory.get`).
 
         Raises:
             InvalidInputError: a malformed user or session id.
             NotFoundError: unknown user or session.
         """
-        return _Call("GET", f"/v1/sessions/{_segment('session_id', session_id)}", lambda r: _session(_json(r)),
+        return _Call("GET", f"/v1/sessions/{_segment('session_id', session_id)}", lambda r: Session.from_dict(_json(r)),
                      params={"user_id": user_id})
 
     @staticmethod
     def delete(session_id: str | None = None, *, user_id: str,
-               filters: Mapping[str, Any] | None = None) -> _Call[dict[str, Any]]:
+               filters: Mapping[str, Any] | None = None) -> _Call[Deleted]:
         """Delete one session, the sessions that pass ``filters``, or all of the user's memory when neither is
         given (:meth:`Memory.delete`).
-
-        Returns:
-            ``{"user_id", "deleted_sessions"}``.
 
         Raises:
             InvalidInputError: a malformed user or session id, a malformed or empty filter, or both.
@@ -365,11 +356,11 @@ class _Requests:
         if filters is not None:
             if session_id is not None:
                 raise InvalidInputError("give a session_id or filters, not both")
-            return _Call("POST", "/v1/sessions/delete", _json,
+            return _Call("POST", "/v1/sessions/delete", _deleted,
                          body=_json_body({"user_id": user_id, "filters": filters}))
         if session_id is None:
-            return _Call("DELETE", f"/v1/users/{_segment('user_id', user_id)}", _json)
-        return _Call("DELETE", f"/v1/sessions/{_segment('session_id', session_id)}", _json,
+            return _Call("DELETE", f"/v1/users/{_segment('user_id', user_id)}", _deleted)
+        return _Call("DELETE", f"/v1/sessions/{_segment('session_id', session_id)}", _deleted,
                      params={"user_id": user_id})
 
     @staticmethod
@@ -416,16 +407,9 @@ class _Requests:
         return _Call("POST", "/v1/answer", _answer, body=body)
 
     @staticmethod
-    def facts(*, user_id: str, entity: str | None = None, as_of: Timestamp = None,
-              include_invalid: bool = False) -> _Call[list[Fact]]:
-        """The user's knowledge-graph facts, valid now or at ``as_of`` (:meth:`Memory.facts`; a ``zep`` server).
-
-        Raises:
-            InvalidInputError: the server's method keeps no facts.
-            NotFoundError: the user has no memory.
-        """
-        return _Call("GET", "/v1/facts", _facts, params={"user_id": user_id, "entity": entity, "as_of": _iso(as_of),
-                                                          "include_invalid": include_invalid})
+    def users() -> _Call[list[UserSessions]]:
+        """The users this key may see, with their session counts (:meth:`Memory.users`)."""
+        return _Call("GET", "/v1/users", lambda r: [UserSessions.from_dict(u) for u in _json(r)["users"]])
 
     @staticmethod
     def health() -> _Call[dict[str, Any]]:
@@ -575,20 +559,67 @@ class _Requests:
         return _Call("POST", "/v1/principles/recall", _matches("principle", _principle), body=body)
 
     @staticmethod
-    def list(*, user_id: str | None = None, filters: Mapping[str, Any] | None = None, limit: int | None = None,
-             cursor: str | None = None, order: str = "oldest") -> _Call[list[dict[str, Any]]]:
-        """The user's session headers (a page: ``limit``, ``cursor``, ``order`` and ``filters`` as in
-        :meth:`Memory.list`), or the users this key may see with their session counts when ``user_id`` is None.
+    def list(*, user_id: str, filters: Mapping[str, Any] | None = None, limit: int | None = None,
+             cursor: str | None = None, order: str = "oldest") -> _Call[SessionPage]:
+        """A page of the user's session headers (``limit``, ``cursor``, ``order`` and ``filters`` as in
+        :meth:`Memory.list`).
 
         Raises:
-            InvalidInputError: a bad filter, limit, cursor or order, or any of them without ``user_id``.
+            InvalidInputError: a bad filter, limit, cursor or order.
         """
-        if user_id is None:
-            if filters is not None or limit is not None or cursor is not None or order != "oldest":
-                raise InvalidInputError("filters, limit, cursor and order page one user's sessions: give user_id")
-            return _Call("GET", "/v1/users", lambda r: _json(r)["users"])
         body = _json_body({"user_id": user_id, "filters": filters, "limit": limit, "cursor": cursor, "order": order})
-        return _Call("POST", "/v1/sessions/query", lambda r: _json(r)["sessions"], body=body)
+        return _Call("POST", "/v1/sessions/query", lambda r: SessionPage.from_dict(_json(r)), body=body)
+
+
+class _KnowledgeGraphRequests:
+    """The request builders of the knowledge graph's calls (:class:`memgas.api.KnowledgeGraphAPI`; a ``zep``
+    server): ``Client.kg`` and ``AsyncClient.kg``."""
+
+    @staticmethod
+    def facts(*, user_id: str, entity: str | None = None, as_of: Timestamp = None,
+              include_invalid: bool = False) -> _Call[list[Fact]]:
+        """The user's knowledge-graph facts, valid now or at ``as_of`` (``Memory.kg.facts``).
+
+        Raises:
+            InvalidInputError: the server's method keeps no facts.
+            NotFoundError: the user has no memory.
+        """
+        return _Call("GET", "/v1/facts", _facts, params={"user_id": user_id, "entity": entity, "as_of": _iso(as_of),
+                                                          "include_invalid": include_invalid})
+
+    @staticmethod
+    def history(fact_id: int, *, user_id: str) -> _Call[list[Fact]]:
+        """How one fact changed, oldest version first (``Memory.kg.history``).
+
+        Raises:
+            InvalidInputError: the server's method keeps no facts.
+            NotFoundError: the user has no memory.
+        """
+        if isinstance(fact_id, bool) or not isinstance(fact_id, int) or fact_id < 0:
+            raise InvalidInputError(f"fact_id must be an integer >= 0, got {fact_id!r}")
+        return _Call("GET", f"/v1/facts/{fact_id}/history", _facts, params={"user_id": user_id})
+
+    @staticmethod
+    def communities(*, user_id: str) -> _Call[list[CommunitySummary]]:
+        """The user's entity communities with their summaries (``Memory.kg.communities``).
+
+        Raises:
+            InvalidInputError: the server's method keeps no facts.
+            NotFoundError: the user has no memory.
+        """
+        return _Call("GET", "/v1/communities", _communities, params={"user_id": user_id})
+
+    @staticmethod
+    def retry_pending(*, user_id: str) -> _Call[int]:
+        """Retry the user's extractions that failed at add; how many messages are still pending
+        (``Memory.kg.retry_pending``; sent once, as every write is).
+
+        Raises:
+            InvalidInputError: the server's method keeps no facts.
+            NotFoundError: the user has no memory.
+        """
+        return _Call("POST", "/v1/facts/retry", lambda r: int(_json(r)["pending"]),
+                     body=_json_body({"user_id": user_id}))
 
 
 # -- response decoding ----------------------------------------------------------------------------------------
@@ -727,6 +758,8 @@ class Client(_Base):
                  retries: int = DEFAULT_RETRIES, transport: httpx.BaseTransport | None = None) -> None:
         super().__init__(url, api_key, retries=retries)
         self._http = httpx.Client(base_url=self.url, headers=self._headers, timeout=timeout, transport=transport)
+        #: The knowledge graph's calls (:class:`memgas.api.KnowledgeGraphAPI`; a server with ``--method zep``).
+        self.kg = _ClientKnowledgeGraph(self)
 
     def _send(self, call: _Call[T]) -> T:
         """Send ``call`` (retrying as :meth:`_Base._wait` says) and decode its answer."""
@@ -756,12 +789,12 @@ class Client(_Base):
     context = _sync(_Requests.context)
     profile = _sync(_Requests.profile)
     get = _sync(_Requests.get)
+    users = _sync(_Requests.users)
     units = _sync(_Requests.units)
     graph = _sync(_Requests.graph)
     delete = _sync(_Requests.delete)
     stats = _sync(_Requests.stats)
     answer = _sync(_Requests.answer)
-    facts = _sync(_Requests.facts)
     templates = _sync(_Requests.templates)
     template = _sync(_Requests.template)
     delete_template = _sync(_Requests.delete_template)
@@ -800,6 +833,8 @@ class AsyncClient(_Base):
                  retries: int = DEFAULT_RETRIES, transport: httpx.AsyncBaseTransport | None = None) -> None:
         super().__init__(url, api_key, retries=retries)
         self._http = httpx.AsyncClient(base_url=self.url, headers=self._headers, timeout=timeout, transport=transport)
+        #: The knowledge graph's calls as coroutines (a server with ``--method zep``).
+        self.kg = _AsyncClientKnowledgeGraph(self)
 
     async def _send(self, call: _Call[T]) -> T:
         """Send ``call`` (retrying as :meth:`_Base._wait` says) and decode its answer."""
@@ -829,12 +864,12 @@ class AsyncClient(_Base):
     context = _async(_Requests.context)
     profile = _async(_Requests.profile)
     get = _async(_Requests.get)
+    users = _async(_Requests.users)
     units = _async(_Requests.units)
     graph = _async(_Requests.graph)
     delete = _async(_Requests.delete)
     stats = _async(_Requests.stats)
     answer = _async(_Requests.answer)
-    facts = _async(_Requests.facts)
     templates = _async(_Requests.templates)
     template = _async(_Requests.template)
     delete_template = _async(_Requests.delete_template)
@@ -859,3 +894,27 @@ class AsyncClient(_Base):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class _ClientKnowledgeGraph:
+    """``Client.kg``: the knowledge graph's calls, sent by the client."""
+
+    def __init__(self, client: Client) -> None:
+        self._send = client._send
+
+    facts = _sync(_KnowledgeGraphRequests.facts)
+    history = _sync(_KnowledgeGraphRequests.history)
+    communities = _sync(_KnowledgeGraphRequests.communities)
+    retry_pending = _sync(_KnowledgeGraphRequests.retry_pending)
+
+
+class _AsyncClientKnowledgeGraph:
+    """``AsyncClient.kg``: the knowledge graph's calls as coroutines."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._send = client._send
+
+    facts = _async(_KnowledgeGraphRequests.facts)
+    history = _async(_KnowledgeGraphRequests.history)
+    communities = _async(_KnowledgeGraphRequests.communities)
+    retry_pending = _async(_KnowledgeGraphRequests.retry_pending)

@@ -374,9 +374,9 @@ def import_dump(path: str | Path, memory: Memory, *, skip_existing: bool = False
         else:
             done = memory.add_many((_session_input(r.session) for r in records), user_id=user,
                                    skip_existing=skip_existing)
-            skipped = sum(bool(r.get("skipped")) for r in done)
+            skipped = sum(r.skipped for r in done)
             counts = {"sessions": len(done) - skipped, "skipped": skipped,
-                      "units": sum(r.get("units", 0) for r in done), "edges": sum(r.get("edges", 0) for r in done)}
+                      "units": sum(r.units for r in done), "edges": sum(r.edges for r in done)}
         result["users"] += 1
         for key, value in counts.items():
             result[key] += value

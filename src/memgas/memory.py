@@ -21,6 +21,7 @@ from memgas.core import provenance
 from memgas.core.errors import DuplicateSessionError, EmbedderMismatchError, InvalidInputError, NotFoundError
 from memgas.core.filters import compile_filter
 from memgas.core.paths import default_llm_cache_path
+from memgas.core.results import Added, Appended, Deleted, Edited, SessionPage, UserSessions
 from memgas.core.types import Hit, Session
 from memgas.core.validate import (
     MAX_K,
@@ -40,9 +41,9 @@ from memgas.embed.factory import get_embedder
 from memgas.llm.base import ChatModel, Usage, track_usage
 from memgas.llm.cache import ResponseCache
 from memgas.llm.factory import get_llm
-from memgas.sessions.listing import SessionCatalog, header_dict, ordered_page
 from memgas.llm.wrapper import LLM
 from memgas.methods import METHODS, MemoryMethod, get_method
+from memgas.sessions.listing import SessionCatalog, ordered_page, session_header
 from memgas.store import Store, open_store
 
 if TYPE_CHECKING:
@@ -176,9 +177,11 @@ class Memory:
             method_options.setdefault("keyworder", self._unit_writer)
         if method is None:  # the method the store was made with (what the command line opens a store with)
             method = self.store.method or "memgas"
-        self.method: MemoryMethod = get_method(method, self.embedder, llm=self.llm, **method_options)
-        self.method.reranker = reranker
-        self.method.decomposer = decomposer
+        self.method: MemoryMethod = get_method(method, self.embedder, llm=self.llm, reranker=reranker,
+                                               decomposer=decomposer, **method_options)
+        spec = METHODS.get(method)
+        #: The knowledge graph's calls (:class:`KnowledgeGraph`), only where the method keeps one; else ``None``.
+        self.kg = KnowledgeGraph(self.method, self.store) if spec and spec.keeps_facts else None
 
     # -- writes ------------------------------------------------------------------------------
     def add(
@@ -191,7 +194,7 @@ class Memory:
         metadata: dict[str, Any] | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Added:
         """Store one conversation session and associate it with the user's history.
 
         Args:
@@ -208,7 +211,7 @@ class Memory:
                 stored with the session, returned on its hits and listings, and filterable (``filters``).
 
         Returns:
-            ``{"session_id", "units", "edges", "seconds"}``.
+            :class:`~memgas.core.results.Added`: the session id, the units and edges written, the seconds taken.
 
         Raises:
             InvalidInputError: bad messages, ids, timestamp or metadata (nothing is written).
@@ -227,16 +230,11 @@ class Memory:
             self._record_method()
         seconds = time.perf_counter() - t0
         self._timed("add", seconds)
-        return {
-            "session_id": session.session_id,
-            "units": stats.n_units,
-            "edges": stats.n_edges,
-            "seconds": round(seconds, 4),
-        }
+        return Added(session.session_id, stats.n_units, stats.n_edges, round(seconds, 4))
 
     def add_many(
         self, sessions: Iterable[Mapping[str, Any]], *, user_id: str, skip_existing: bool = False
-    ) -> list[dict[str, Any]]:
+    ) -> list[Added]:
         """Store several sessions of one user in one transaction: all of them, or none.
 
         Every session is validated, and its id checked against the batch and the store, before anything is
@@ -252,7 +250,7 @@ class Memory:
             skip_existing: leave out the sessions whose id the user already has instead of refusing the batch.
 
         Returns:
-            One dict per session, in order: :meth:`add`'s result, or ``{"session_id", "skipped": True}``.
+            One :class:`~memgas.core.results.Added` per session, in order (``skipped`` for one left out).
 
         Raises:
             InvalidInputError: a bad session (named by its position), or two sessions with one id.
@@ -283,24 +281,23 @@ class Memory:
         twice = sorted(sid for sid, n in Counter(ids).items() if n > 1)
         if twice:
             raise InvalidInputError(f"session ids given more than once: {_some(twice)}")
-        results: list[dict[str, Any]] = []
+        results: list[Added] = []
         timings: list[float] = []
         with self._lock, track_usage() as usage, self.store.writing(user_id):
             stored = {info.session_id for info in self.store.list_sessions(user_id)}
             clash = [sid for sid in ids if sid in stored]
             if clash and not skip_existing:
                 raise DuplicateSessionError(f"user {user_id!r} already has sessions {_some(clash)}: nothing was "
-                                            "added (skip_existing leaves them out)")
+                                            "added (skip_existing=True leaves them out)")
             for session in batch:
                 if session.session_id in stored:
-                    results.append({"session_id": session.session_id, "skipped": True})
+                    results.append(Added(session.session_id, skipped=True))
                     continue
                 t0 = time.perf_counter()
                 with provenance.source(session.user_id, session.session_id):  # as in add(): delete() forgets them
                     stats = self.method.ingest(self.store, session)
                 timings.append(time.perf_counter() - t0)
-                results.append({"session_id": session.session_id, "units": stats.n_units, "edges": stats.n_edges,
-                                "seconds": round(timings[-1], 4)})
+                results.append(Added(session.session_id, stats.n_units, stats.n_edges, round(timings[-1], 4)))
             self._llm_usage["add"].add(usage)
         if timings:
             self._record_method()
@@ -319,7 +316,7 @@ class Memory:
         run_id: str | None = None,
         return_context: bool = False,
         context_tokens: int = 1000,
-    ) -> dict[str, Any]:
+    ) -> Appended:
         """Add messages to the end of a session, creating it when it does not exist: call it every turn.
 
         The session then holds exactly what :meth:`add` of all its messages at once would hold: the same units
@@ -342,8 +339,8 @@ class Memory:
             context_tokens: the context's budget (``max_tokens`` of :meth:`context`).
 
         Returns:
-            ``{"session_id", "created", "messages", "units", "edges", "seconds"}`` (``messages``: the session's
-            count now; ``units``: the units written by this call) and ``"context"`` when asked.
+            :class:`~memgas.core.results.Appended`: whether the session was ``created``, its message count now, the
+            units and edges this call wrote, and the ``context`` when asked.
 
         Raises:
             InvalidInputError: bad messages, ids, timestamp or metadata, or scope ids other than the stored
@@ -381,16 +378,15 @@ class Memory:
         self._record_method()
         seconds = time.perf_counter() - t0
         self._timed("add", seconds)
-        result: dict[str, Any] = {"session_id": session_id, "created": stored is None,
-                                  "messages": len(session.messages), "units": stats.n_units, "edges": stats.n_edges,
-                                  "seconds": round(seconds, 4)}
+        context = None
         if return_context:
             last = next((m for m in reversed(new.messages) if m.role == "user"), new.messages[-1])
-            result["context"] = self.context(last.content[:MAX_QUERY_CHARS], user_id=user_id,
-                                             max_tokens=context_tokens, exclude_sessions=[session_id])
-        return result
+            context = self.context(last.content[:MAX_QUERY_CHARS], user_id=user_id, max_tokens=context_tokens,
+                                   exclude_sessions=[session_id])
+        return Appended(session_id, stored is None, len(session.messages), stats.n_units, stats.n_edges,
+                        round(seconds, 4), context)
 
-    def update_message(self, session_id: str, index: int, content: str, *, user_id: str) -> dict[str, Any]:
+    def update_message(self, session_id: str, index: int, content: str, *, user_id: str) -> Edited:
         """Replace the content of message ``index`` (0-based) of a session; the change reaches everything made
         from it (units, edges, indexes) and the old text leaves every file, as a delete's does (see
         :meth:`delete`).
@@ -398,7 +394,7 @@ class Memory:
         The message keeps its role, name and metadata.
 
         Returns:
-            ``{"session_id", "messages", "units", "edges", "seconds"}``.
+            :class:`~memgas.core.results.Edited`: the session's message count, the units and edges made again.
 
         Raises:
             InvalidInputError: a bad id or index, or content that is not a non-blank string (``None`` is not a
@@ -410,9 +406,9 @@ class Memory:
                                     "use delete_message")
         return self._edit(session_id, index, user_id, content)
 
-    def delete_message(self, session_id: str, index: int, *, user_id: str) -> dict[str, Any]:
+    def delete_message(self, session_id: str, index: int, *, user_id: str) -> Edited:
         """Delete message ``index`` (0-based) of a session, as :meth:`update_message` changes one; deleting the
-        last message left deletes the session (``"deleted_session": True``).
+        last message left deletes the session (``deleted_session`` is then true).
 
         Raises:
             InvalidInputError: a bad id or index.
@@ -420,7 +416,7 @@ class Memory:
         """
         return self._edit(session_id, index, user_id, None)
 
-    def _edit(self, session_id: str, index: int, user_id: str, content: str | None) -> dict[str, Any]:
+    def _edit(self, session_id: str, index: int, user_id: str, content: str | None) -> Edited:
         check_id("user_id", user_id)
         check_id("session_id", session_id)
         if isinstance(index, bool) or not isinstance(index, int):
@@ -442,7 +438,7 @@ class Memory:
             if not messages:
                 self.store.delete_session(user_id, session_id)
                 self._forget_derived(user_id, session_id)
-                return {"session_id": session_id, "messages": 0, "deleted_session": True}
+                return Edited(session_id, 0, deleted_session=True)
             # The old text may sit in cached rows of this session: forget them all; the units made again
             # below fill the caches anew (the unchanged texts are embedded once more: edits are rare).
             self._forget_derived(user_id, session_id)
@@ -451,11 +447,10 @@ class Memory:
                                             keep_messages=index)
             self._llm_usage["add"].add(usage)
         seconds = time.perf_counter() - t0
-        return {"session_id": session_id, "messages": len(messages), "units": stats.n_units,
-                "edges": stats.n_edges, "seconds": round(seconds, 4)}
+        return Edited(session_id, len(messages), stats.n_units, stats.n_edges, round(seconds, 4))
 
     def delete(self, session_id: str | None = None, *, user_id: str,
-               filters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+               filters: Mapping[str, Any] | None = None) -> Deleted:
         """Delete one session (with its units and edges), the sessions that pass ``filters`` (the language of
         :mod:`memgas.core.filters`; all in one transaction), or all of a user's memory when neither is given.
 
@@ -485,9 +480,9 @@ class Memory:
                 self._forget_derived(user_id, session_id)
                 raise
             self._forget_derived(user_id, session_id)
-        return {"user_id": user_id, "deleted_sessions": deleted}
+        return Deleted(user_id, deleted)
 
-    def _delete_matching(self, user_id: str, session_id: str | None, filters: Mapping[str, Any]) -> dict[str, Any]:
+    def _delete_matching(self, user_id: str, session_id: str | None, filters: Mapping[str, Any]) -> Deleted:
         """``delete(user_id=..., filters=...)``: the matching sessions, read and deleted in one write transaction."""
         if session_id is not None:
             raise InvalidInputError("give a session_id or filters, not both")
@@ -503,7 +498,7 @@ class Memory:
                     self.store.delete_session(user_id, sid)
             for sid in ids:
                 self._forget_derived(user_id, sid)
-        return {"user_id": user_id, "deleted_sessions": len(ids)}
+        return Deleted(user_id, len(ids))
 
     def _forget_derived(self, user_id: str, session_id: str | None) -> None:
         """Drop the cache rows only ``user_id``'s deleted session(s) produced (see :meth:`delete`)."""
@@ -707,54 +702,7 @@ class Memory:
             self._llm_usage["answer"].add(result.usage)
         return result
 
-    def facts(
-        self,
-        *,
-        user_id: str,
-        entity: str | None = None,
-        as_of: str | datetime | None = None,
-        include_invalid: bool = False,
-    ) -> list[Any]:
-        """The user's facts from a temporal knowledge-graph method (``method="zep"``).
-
-        By default only facts valid now (or at ``as_of``); ``include_invalid`` adds the invalidated
-        history, which is never deleted.
-
-        Raises:
-            InvalidInputError: the memory's method keeps no facts.
-            NotFoundError: the user has no memory.
-        """
-        self._require_user(user_id)
-        return self._fact_method().facts(self.store, user_id, entity=entity, as_of=parse_timestamp(as_of),
-                                         include_invalid=include_invalid)
-
-    def history(self, fact_id: int, *, user_id: str) -> list[Any]:
-        """How one fact changed, oldest version first (``method="zep"``)."""
-        self._require_user(user_id)
-        return self._fact_method().history(self.store, user_id, fact_id)
-
-    def communities(self, *, user_id: str) -> list[Any]:
-        """The user's entity communities with their summaries (``method="zep"``), as of the last batch refresh."""
-        self._require_user(user_id)
-        return self._fact_method().communities(self.store, user_id)
-
-    def retry_pending(self, *, user_id: str) -> int:
-        """Retry the user's knowledge-graph extractions that failed at ``add`` (``method="zep"``); return how
-        many messages are still pending. ``stats(user_id)["method"]`` shows the pending counts.
-
-        Raises:
-            InvalidInputError: the memory's method keeps no facts, or no LLM is configured.
-            NotFoundError: the user has no memory.
-        """
-        self._require_user(user_id)
-        return self._fact_method().retry_pending(self.store, user_id)
-
-    def _fact_method(self) -> Any:
-        if not hasattr(self.method, "facts"):
-            raise InvalidInputError(f"method {self.method.name!r} keeps no facts; use Memory(method='zep', llm=...)")
-        return self.method
-
-    def get(self, session_id: str, *, user_id: str) -> dict[str, Any]:
+    def get(self, session_id: str, *, user_id: str) -> Session:
         """One stored session: its id, timestamp, metadata, scope ids and messages.
 
         Raises:
@@ -763,16 +711,7 @@ class Memory:
         """
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        s = self.store.get_session(user_id, session_id)
-        return {
-            "session_id": s.session_id,
-            "user_id": s.user_id,
-            "timestamp": s.timestamp.isoformat() if s.timestamp else None,
-            "metadata": dict(s.metadata),
-            "agent_id": s.agent_id,
-            "run_id": s.run_id,
-            "messages": [m.to_dict() for m in s.messages],
-        }
+        return self.store.get_session(user_id, session_id)
 
     def units(self, session_id: str, *, user_id: str) -> dict[str, Any]:
         """What memgas made of one session, for inspection: its units by granularity (``id``, ``granularity``,
@@ -805,31 +744,35 @@ class Memory:
         check_count("limit", limit, 2000)
         return graph_view(self.store, user_id, limit=limit)
 
-    def list(self, *, user_id: str | None = None, filters: Mapping[str, Any] | None = None,
-             limit: int | None = None, cursor: str | None = None, order: str = "oldest") -> list[dict[str, Any]]:
-        """The user's session headers (``[]`` for a user with no memory yet), or all user ids with their session
-        counts when ``user_id`` is None.
+    def list(self, *, user_id: str, filters: Mapping[str, Any] | None = None,
+             limit: int | None = None, cursor: str | None = None, order: str = "oldest") -> SessionPage:
+        """A page of the user's session headers (empty for a user with no memory yet).
 
-        A header is ``{"session_id", "timestamp", "messages", "turns", "created_at", "agent_id", "run_id",
-        "metadata", "preview", "cursor"}``: ``preview`` is the start of its first user message, ``cursor`` the
-        place after it. Pages: ``limit`` headers at most, those after ``cursor`` (a listed header's, from a call
-        with the same ``order``); a page shorter than ``limit`` is the last. ``order`` is ``"oldest"`` (by
-        timestamp, undated sessions last, then by when they were stored) or ``"newest"`` (the reverse, undated
-        still last); see :mod:`memgas.sessions.listing`. ``filters`` as in :meth:`search`.
+        A :class:`~memgas.core.results.SessionHeader` gives a session's counts, scope, metadata, ``preview`` (the
+        start of its first user message) and ``cursor`` (the place after it). Pages: ``limit`` headers at most,
+        those after ``cursor`` (a listed header's, from a call with the same ``order``); the page's ``next_cursor``
+        is ``None`` on the last. ``order`` is ``"oldest"`` (by timestamp, undated sessions last, then by when they
+        were stored) or ``"newest"`` (the reverse, undated still last); see :mod:`memgas.sessions.listing`.
+        ``filters`` as in :meth:`search`.
 
         Raises:
-            InvalidInputError: a bad user id, filter, limit (1 to 10,000), cursor or order; filters, a limit,
-                a cursor or an order without ``user_id``.
+            InvalidInputError: a bad user id, filter, limit (1 to 10,000), cursor or order.
         """
-        if user_id is None:
-            if filters is not None or limit is not None or cursor is not None or order != "oldest":
-                raise InvalidInputError("filters, limit, cursor and order page one user's sessions: give user_id")
-            return [{"user_id": u, "sessions": len(self.store.list_sessions(u))} for u in self.store.list_users()]
         check_id("user_id", user_id)
+        if limit is not None:
+            check_count("limit", limit, 10_000)
         flt = None if filters is None else compile_filter(filters)
-        page = ordered_page(self._catalog.matching(self.store, user_id, flt), order=order, limit=limit, cursor=cursor)
+        rows = self._catalog.matching(self.store, user_id, flt)
+        page = ordered_page(rows, order=order, limit=None if limit is None else limit + 1, cursor=cursor)
+        more = limit is not None and len(page) > limit
+        page = page[:limit] if more else page
         full = self.store.session_infos(user_id, [h.session_id for h, _ in page], previews=True)  # the page's
-        return [header_dict(full.get(h.session_id, h), c) for h, c in page]
+        headers = [session_header(full.get(h.session_id, h), c) for h, c in page]
+        return SessionPage(headers, next_cursor=headers[-1].cursor if more else None)
+
+    def users(self) -> list[UserSessions]:
+        """The users with memory in this store, and how many sessions each has."""
+        return [UserSessions(u, len(self.store.list_sessions(u))) for u in self.store.list_users()]
 
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
         """Store counts (sessions, turns, units per granularity, edges), this process's timings and LLM use.
@@ -843,8 +786,8 @@ class Memory:
         out = dict(self.store.stats(user_id))
         out["method"] = self.method.config()
         out["index_cache"] = self.index_cache()
-        if hasattr(self.method, "pending"):  # zep: extractions waiting for a retry (see Zep.retry_pending)
-            out["method"].update(self.method.pending(self.store, user_id))
+        if self.kg is not None:  # extractions waiting for a retry (see KnowledgeGraph.retry_pending)
+            out["method"].update(self.kg.pending(user_id))
         out["calls"] = {name: {"count": int(n), "seconds": round(t, 4)} for name, (n, t) in self._timings.items()}
         out["llm"] = None if self.llm is None else {"model": self.llm.id, **{
             name: {"count": int(self._timings[name][0]), "total": u.to_dict(),
@@ -902,13 +845,69 @@ class Memory:
             self._method_recorded = True
 
     def _require_user(self, user_id: str) -> None:
-        check_id("user_id", user_id)
-        if not self.store.has_user(user_id):
-            raise NotFoundError(f"unknown user {user_id!r}: no memory stored for this user")
+        _require_user(self.store, user_id)
 
 
 #: The keys of a session object of :meth:`Memory.add_many`.
 _SESSION_KEYS = frozenset({"messages", "session_id", "timestamp", "metadata", "agent_id", "run_id"})
+
+
+class KnowledgeGraph:
+    """The calls of a memory whose method keeps a temporal knowledge graph (``Memory(method="zep", llm=...).kg``):
+    :class:`memgas.api.KnowledgeGraphAPI`. Facts are extracted by the LLM at ``add``; an invalidated fact stays, with
+    the time it stopped holding."""
+
+    def __init__(self, method: Any, store: Store) -> None:
+        self._method = method
+        self._store = store
+
+    def facts(self, *, user_id: str, entity: str | None = None, as_of: str | datetime | None = None,
+              include_invalid: bool = False) -> list[Any]:
+        """The user's facts valid now (or at ``as_of``); ``include_invalid`` adds the invalidated history, which is
+        never deleted.
+
+        Raises:
+            InvalidInputError: a bad user id or ``as_of``.
+            NotFoundError: the user has no memory.
+        """
+        _require_user(self._store, user_id)
+        return self._method.facts(self._store, user_id, entity=entity, as_of=parse_timestamp(as_of),
+                                  include_invalid=include_invalid)
+
+    def history(self, fact_id: int, *, user_id: str) -> list[Any]:
+        """How one fact changed, oldest version first.
+
+        Raises:
+            NotFoundError: the user has no memory, or no such fact.
+        """
+        _require_user(self._store, user_id)
+        return self._method.history(self._store, user_id, fact_id)
+
+    def communities(self, *, user_id: str) -> list[Any]:
+        """The user's entity communities with their summaries, as of the last batch refresh."""
+        _require_user(self._store, user_id)
+        return self._method.communities(self._store, user_id)
+
+    def retry_pending(self, *, user_id: str) -> int:
+        """Retry the user's extractions that failed at ``add``; return how many messages are still pending
+        (``stats(user_id)["method"]`` shows the pending counts).
+
+        Raises:
+            InvalidInputError: no LLM is configured.
+            NotFoundError: the user has no memory.
+        """
+        _require_user(self._store, user_id)
+        return int(self._method.retry_pending(self._store, user_id))
+
+    def pending(self, user_id: str | None) -> dict[str, int]:
+        """The extractions waiting for a retry, counted (all users' when ``user_id`` is ``None``)."""
+        return dict(self._method.pending(self._store, user_id))
+
+
+def _require_user(store: Store, user_id: str) -> None:
+    check_id("user_id", user_id)
+    if not store.has_user(user_id):
+        raise NotFoundError(f"unknown user {user_id!r}: no memory stored for this user")
 
 
 def _now() -> datetime:

@@ -79,7 +79,7 @@ def test_a_fact_deep_inside_a_long_pasted_reply_is_stored_whole_and_shown_by_its
                 timestamp="2024-05-01")
         for i, (said, answer) in enumerate(CHATTER):
             mem.add(chat(said, answer), user_id="u", session_id=f"c{i}", timestamp=f"2024-05-{12 + i}")
-        assert len(mem.get("ops", user_id="u")["messages"][1]["content"]) == len(reply)
+        assert len(mem.get("ops", user_id="u").messages[1].content) == len(reply)
         text = mem.context("What is the backup server IP address?", user_id="u", max_tokens=200)
         assert "The backup server's IP address is 10.4.7.21" in text and context_tokens(text) <= 200
         assert "· ops · assistant: … " in text  # the part, not the reply's start

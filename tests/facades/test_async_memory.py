@@ -29,17 +29,17 @@ def test_concurrent_tasks_add_and_search_as_memory_does(tmp_path: Path, embedder
             users = [f"u{i}" for i in range(8)]
             added = await asyncio.gather(*(mem.add([{"role": "user", "content": f"I keep {i} goldfish named Bo{i}."}],
                                                    user_id=u, session_id="s") for i, u in enumerate(users)))
-            assert [a["session_id"] for a in added] == ["s"] * 8
+            assert [a.session_id for a in added] == ["s"] * 8
             found = await asyncio.gather(*(mem.search(f"how many goldfish named Bo{i}?", user_id=u, k=1)
                                            for i, u in enumerate(users)))
             assert [f[0].session_id for f in found] == ["s"] * 8
             await mem.append("And a cat.", user_id="u0", session_id="s")
-            assert (await mem.get("s", user_id="u0"))["messages"][-1]["content"] == "And a cat."
+            assert (await mem.get("s", user_id="u0")).messages[-1].content == "And a cat."
             assert await mem.list(user_id="nobody") == []
             with pytest.raises(NotFoundError):
                 await mem.get("nope", user_id="u0")
         with Memory(tmp_path / "a.db", embedder=embedder) as sync:  # what the tasks wrote, as Memory sees it
-            assert len(sync.list()) == 8
+            assert len(sync.users()) == 8
 
     asyncio.run(scenario())
 

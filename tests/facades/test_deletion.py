@@ -139,7 +139,7 @@ def test_delete_session_forgets_it_in_every_file(tmp_path: Path, stub: OpenAIStu
     assert any(f.startswith("store") for f in before) and any(f.startswith("cache/llm") for f in before)
     assert any(f.startswith("cache/emb") and "key of" in f for f in before)  # else the scan proves nothing
 
-    assert mem.delete("secret", user_id="u") == {"user_id": "u", "deleted_sessions": 1}
+    assert mem.delete("secret", user_id="u").to_dict() == {"user_id": "u", "deleted_sessions": 1}
 
     assert leaks(tmp_path, needles) == []  # with the Memory still open
     assert emb.cache.get_many(emb.id, sorted(gone)) == {}
@@ -165,11 +165,11 @@ def test_delete_user_forgets_every_session(tmp_path: Path, stub: OpenAIStub, emb
         needles = needles_of(gone_texts - stays_texts, emb)
         assert any(f.startswith("cache/emb") for f in leaks(tmp_path, needles))
 
-        assert mem.delete(user_id="gone") == {"user_id": "gone", "deleted_sessions": 2}
+        assert mem.delete(user_id="gone").to_dict() == {"user_id": "gone", "deleted_sessions": 2}
 
         assert leaks(tmp_path, needles) == []
         assert sorted(emb.cache.get_many(emb.id, sorted(stays_texts))) == list(range(len(stays_texts)))
-        assert mem.list() == [{"user_id": "stays", "sessions": 1}]
+        assert [u.to_dict() for u in mem.users()] == [{"user_id": "stays", "sessions": 1}]
         with pytest.raises(NotFoundError):
             mem.delete(user_id="gone")
     assert leaks(tmp_path, needles) == []
@@ -236,14 +236,14 @@ def test_delete_forgets_zep_community_summaries_made_from_the_session(tmp_path: 
         for sid, text in [("a", "I started a job at Acme as a nurse."),
                           ("secret", f"My sister Anna lives in {SECRET}."), ("b", "Anna works at Siemens now.")]:
             mem.add([{"role": "user", "content": text}], user_id="u", session_id=sid)
-            texts.update(c.summary for c in mem.communities(user_id="u"))
+            texts.update(c.summary for c in mem.kg.communities(user_id="u"))
         # summarised while "b" was added, from the facts of "secret" too
         assert SECRET in summaries()[-1] and "Siemens" in summaries()[-1]
         mem.delete("a", user_id="u")
         calls = len(stub.requests)
         mem.search("family", user_id="u")  # rebuilds the graph without "a": new communities, summarised now
         assert any(SECRET in p for p in summaries(calls))
-        texts.update(c.summary for c in mem.communities(user_id="u"))
+        texts.update(c.summary for c in mem.kg.communities(user_id="u"))
         needles = {"secret": SECRET.encode("utf-8")}
         needles.update({f"key of {t!r}": hashlib.sha256(t.encode("utf-8")).digest() for t in texts if SECRET in t})
         found = leaks(tmp_path, needles)
@@ -253,7 +253,7 @@ def test_delete_forgets_zep_community_summaries_made_from_the_session(tmp_path: 
 
         assert leaks(tmp_path, needles) == []
         calls = len(stub.requests)
-        assert [f.object for f in mem.facts(user_id="u")] == ["Siemens"]  # "b"'s facts, from the cache
+        assert [f.object for f in mem.kg.facts(user_id="u")] == ["Siemens"]  # "b"'s facts, from the cache
         assert len(stub.requests) == calls
     assert leaks(tmp_path, needles) == []
 

@@ -91,8 +91,8 @@ def test_appends_at_random_split_points_equal_one_whole_add(target: str, tmp_pat
         start, created = 0, []
         for cut in cuts:
             result = live.append(target_messages[start:cut], user_id="u", session_id="t", timestamp="2024-02-01")
-            created.append(result["created"])
-            assert result["messages"] == cut
+            created.append(result.created)
+            assert result.messages == cut
             live.search(rnd.choice(QUERIES), user_id="u")  # the index is updated between appends, as an agent's is
             start = cut
         assert created == [True] + [False] * (len(cuts) - 1)
@@ -119,7 +119,7 @@ def test_an_append_that_continues_the_last_turn_replaces_it(embedder: Embedder) 
         live.append(messages[-1:], user_id="u", session_id="t")
         whole.add(messages, user_id="u", session_id="t", timestamp="2024-02-01")
         assert session_state(live, "u", "t")[0] == session_state(whole, "u", "t")[0]
-        assert live.get("t", user_id="u")["messages"][-2]["role"] == "assistant"  # one turn: user + two replies
+        assert live.get("t", user_id="u").messages[-2].role == "assistant"  # one turn: user + two replies
         assert rankings(live, "u") == rankings(fresh(live, embedder), "u")
         assert_same_rankings(rankings(live, "u"), rankings(whole, "u"))
 
@@ -132,14 +132,14 @@ def test_edit_and_delete_a_message_reach_units_and_index(embedder: Embedder) -> 
         mem.add(base, user_id="u", session_id="t", timestamp="2024-02-01")
         mem.search("anything", user_id="u")
         out = mem.update_message("t", 2, "I moved to Reykjavik last spring.", user_id="u")
-        assert out["messages"] == len(base) and out["units"] > 0
+        assert out.messages == len(base) and out.units > 0
         assert [h.session_id for h in mem.search("Reykjavik", user_id="u", k=1)] == ["t"]
         mem.delete_message("t", 5, user_id="u")
         edited = [dict(m) for m in base]
         edited[2]["content"] = "I moved to Reykjavik last spring."
         del edited[5]
         whole.add(edited, user_id="u", session_id="t", timestamp="2024-02-01")
-        assert mem.get("t", user_id="u")["messages"] == whole.get("t", user_id="u")["messages"]
+        assert mem.get("t", user_id="u").messages == whole.get("t", user_id="u").messages
         assert session_state(mem, "u", "t")[0] == session_state(whole, "u", "t")[0]
         assert rankings(mem, "u") == rankings(fresh(mem, embedder), "u")
         assert_same_rankings(rankings(mem, "u"), rankings(whole, "u"))
@@ -150,16 +150,16 @@ def test_edit_and_delete_a_message_reach_units_and_index(embedder: Embedder) -> 
         for bad in (None, 5, ["x"]):  # never a delete in disguise, never a crash
             with pytest.raises(InvalidInputError, match="content must be a string"):
                 mem.update_message("t", 0, bad, user_id="u")  # type: ignore[arg-type]
-        assert len(mem.get("t", user_id="u")["messages"]) == len(base) - 1
+        assert len(mem.get("t", user_id="u").messages) == len(base) - 1
         with pytest.raises(NotFoundError):
             mem.delete_message("nope", 0, user_id="u")
         mem.add([{"role": "user", "content": "from the CRM", "name": "Ana", "metadata": {"source": "crm", "id": 7}}],
                 user_id="u", session_id="crm")
         mem.update_message("crm", 0, "from the CRM, corrected", user_id="u")
-        assert mem.get("crm", user_id="u")["messages"] == [{"role": "user", "content": "from the CRM, corrected",
+        assert mem.get("crm", user_id="u").to_dict()["messages"] == [{"role": "user", "content": "from the CRM, corrected",
                                                              "name": "Ana", "metadata": {"source": "crm", "id": 7}}]
         mem.add([{"role": "user", "content": "only one"}], user_id="u", session_id="single")
-        assert mem.delete_message("single", 0, user_id="u")["deleted_session"] is True
+        assert mem.delete_message("single", 0, user_id="u").deleted_session is True
         with pytest.raises(NotFoundError):
             mem.get("single", user_id="u")
 
@@ -210,20 +210,20 @@ def test_the_formats_agents_send_are_stored_as_documented(embedder: Embedder) ->
         mem.add(openai, user_id="u", session_id="oa")
         mem.add(anthropic, user_id="u", session_id="an")
         mem.add("I adopted a greyhound called Pixel.", user_id="u", session_id="plain")
-        assert mem.get("oa", user_id="u")["messages"] == [
+        assert mem.get("oa", user_id="u").to_dict()["messages"] == [
             {"role": "system", "content": "Be brief."},
             {"role": "user", "content": "What's the weather in Lisbon?\n[image]", "name": "ana"},
             {"role": "assistant", "content": '[tool call] weather({"city": "Lisbon"})'},
             {"role": "tool", "content": "22C and sunny"},
             {"role": "assistant", "content": "It is 22C and sunny."},
         ]
-        assert mem.get("an", user_id="u")["messages"] == [
+        assert mem.get("an", user_id="u").to_dict()["messages"] == [
             {"role": "user", "content": "Book a table at Zuma."},
             {"role": "assistant", "content": '[tool call] book({"venue": "Zuma"})'},
             {"role": "tool", "content": "booked 8pm"},
             {"role": "user", "content": "Thanks!"},
         ]
-        assert mem.get("plain", user_id="u")["messages"] == [{"role": "user", "content": "I adopted a greyhound called Pixel."}]
+        assert mem.get("plain", user_id="u").to_dict()["messages"] == [{"role": "user", "content": "I adopted a greyhound called Pixel."}]
         session = mem.store.get_session("u", "oa")
         assert session.turns[1].user_text == "What's the weather in Lisbon?\n[image]"  # tool output is no user word
         assert "secret scratch" not in str(mem.get("an", user_id="u"))
@@ -237,13 +237,13 @@ def test_a_session_without_a_timestamp_gets_the_time_of_the_add(embedder: Embedd
         mem.append("I bought a kiln", user_id="u", session_id="live")
         after = datetime.now(timezone.utc)
         for sid in ("s", "live"):
-            stamp = datetime.fromisoformat(mem.get(sid, user_id="u")["timestamp"])
+            stamp = mem.get(sid, user_id="u").timestamp
             assert before - timedelta(seconds=1) <= stamp <= after + timedelta(seconds=1)
         hit = mem.search("pottery", user_id="u", k=1)[0]
         assert hit.timestamp is not None and hit.timestamp >= before - timedelta(seconds=1)
         assert mem.add_many([{"messages": ["x"] and [{"role": "user", "content": "undated on purpose"}],
-                              "timestamp": None, "session_id": "d"}], user_id="u")[0]["session_id"] == "d"
-        assert mem.get("d", user_id="u")["timestamp"] is None
+                              "timestamp": None, "session_id": "d"}], user_id="u")[0].session_id == "d"
+        assert mem.get("d", user_id="u").timestamp is None
 
 
 def test_context_is_dated_cited_within_budget_and_leaves_out_the_current_conversation(embedder: Embedder) -> None:
@@ -265,7 +265,7 @@ def test_context_is_dated_cited_within_budget_and_leaves_out_the_current_convers
         assert len(hits) == 3 and "move" not in [h.session_id for h in hits]
         out = mem.append([{"role": "user", "content": "Remind me where I moved?"}], user_id="u", session_id="now",
                          return_context=True)
-        assert "user: I moved to Lisbon in March." in out["context"] and "· now ·" not in out["context"]
+        assert "user: I moved to Lisbon in March." in out.context and "· now ·" not in out.context
         with pytest.raises(InvalidInputError, match="max_tokens"):
             mem.context("x", user_id="u", max_tokens=0)
         with pytest.raises(InvalidInputError, match="list of session ids"):

@@ -63,10 +63,11 @@ def test_reopen_searches_without_recomputing(demo_db: str) -> None:
 def test_get_list_stats(demo_db: str) -> None:
     with Memory(demo_db) as mem:
         s = mem.get("2024-03-07-meal-prep", user_id="maya")
-        assert s["messages"][0]["role"] == "user" and "cilantro" in json.dumps(s).lower()
+        assert s.messages[0].role == "user" and "cilantro" in json.dumps(s.to_dict()).lower()
         sessions = mem.list(user_id="maya")
-        assert [x["session_id"] for x in sessions] == [x["session_id"] for x in DEMO["sessions"]]
-        assert mem.list() == [{"user_id": "maya", "sessions": len(DEMO["sessions"])}]
+        assert [x.session_id for x in sessions] == [x["session_id"] for x in DEMO["sessions"]]
+        assert sessions.next_cursor is None
+        assert [u.to_dict() for u in mem.users()] == [{"user_id": "maya", "sessions": len(DEMO["sessions"])}]
         st = mem.stats("maya")
         assert st["sessions"] == len(DEMO["sessions"]) and st["edges"] > 0
         with pytest.raises(NotFoundError):
@@ -78,11 +79,11 @@ def test_delete_session_and_user(tmp_path) -> None:
         _fill(mem, n=4)
         units = sum(mem.stats("maya")["units"].values())
         mem.delete("2024-03-07-meal-prep", user_id="maya")
-        assert "2024-03-07-meal-prep" not in [x["session_id"] for x in mem.list(user_id="maya")]
+        assert "2024-03-07-meal-prep" not in [x.session_id for x in mem.list(user_id="maya")]
         assert sum(mem.stats("maya")["units"].values()) < units
         hits = mem.search("foods I avoid, cilantro", user_id="maya", k=5)
         assert all(h.session_id != "2024-03-07-meal-prep" for h in hits)
-        assert mem.delete(user_id="maya")["deleted_sessions"] == 3
+        assert mem.delete(user_id="maya").deleted_sessions == 3
         assert mem.search("anything", user_id="maya") == [] and mem.list(user_id="maya") == []  # empty, not an error
         with pytest.raises(NotFoundError):
             mem.delete("2024-03-02-running", user_id="maya")
@@ -186,7 +187,7 @@ def test_aware_timestamps_and_time_expressions(tmp_path) -> None:
                               query_time=when if when else datetime(2023, 5, 23, 8, tzinfo=timezone.utc))
             # same text, so only the time prior tells them apart: the aware session is in the window
             assert [h.session_id for h in hits] == ["weekend", "march"] and hits[0].score > hits[1].score
-        assert mem.get("weekend", user_id="u")["timestamp"] == "2023-05-20T10:00:00+00:00"  # zone kept for display
+        assert mem.get("weekend", user_id="u").timestamp.isoformat() == "2023-05-20T10:00:00+00:00"  # zone kept for display
 
 
 @pytest.mark.parametrize("kwargs,needle", [
@@ -211,15 +212,15 @@ def test_add_refuses_bad_input_and_writes_nothing(tmp_path, kwargs, needle) -> N
             mem.add(args.pop("messages"), **args)
         assert "\n" not in str(e.value)
         assert mem.stats() == {**before, "calls": mem.stats()["calls"]}
-        assert mem.list() == [{"user_id": "u", "sessions": 1}]
+        assert [u.to_dict() for u in mem.users()] == [{"user_id": "u", "sessions": 1}]
 
 
 def test_session_id_none_makes_one_and_metadata_round_trips(tmp_path) -> None:
     with Memory(str(tmp_path / "n.db")) as mem:
         meta = {"source": "chat", "tags": ("a", "b"), "n": {"deep": [1, 2.5, None, True]}}
-        sid = mem.add([{"role": "user", "content": "hello"}], user_id="u", metadata=meta)["session_id"]
+        sid = mem.add([{"role": "user", "content": "hello"}], user_id="u", metadata=meta).session_id
         assert len(sid) == 32
-        assert mem.get(sid, user_id="u")["metadata"] == {"source": "chat", "tags": ["a", "b"],
+        assert mem.get(sid, user_id="u").metadata == {"source": "chat", "tags": ["a", "b"],
                                                          "n": {"deep": [1, 2.5, None, True]}}
 
 
@@ -239,7 +240,7 @@ def test_reads_refuse_malformed_ids_and_bad_queries(tmp_path) -> None:
             with pytest.raises(InvalidInputError, match=needle):
                 mem.search(**{"query": "last month", "user_id": "u", **kwargs})
         assert mem.search("q" * 10_000, user_id="u", k=1000)[0].session_id == "s"
-        assert mem.list(user_id="u")[0]["session_id"] == "s"
+        assert mem.list(user_id="u")[0].session_id == "s"
 
 
 def test_stats_count_calls_and_their_time_including_a_batch(embedder) -> None:  # type: ignore[no-untyped-def]

@@ -131,43 +131,43 @@ def test_pages_walk_every_matching_session_once_in_order_while_sessions_come_and
     with Memory(None, embedder=embedder, method="bm25") as mem:
         fill(mem)
         page = mem.list(user_id="u", limit=5, order="newest")
-        assert [s["session_id"] for s in page] == ["s11", "s10", "s9", "s8", "s7"]
-        assert page[0]["preview"] == TOPICS[11][0] and page[0]["agent_id"] == "coder" and page[0]["run_id"] == "r2"
+        assert [s.session_id for s in page] == ["s11", "s10", "s9", "s8", "s7"]
+        assert page[0].preview == TOPICS[11][0] and page[0].agent_id == "coder" and page[0].run_id == "r2"
         mem.delete("s7", user_id="u")  # the cursor's own session goes: the next page starts after its place
         mem.add("I bought a new cello bow.", user_id="u", session_id="late", timestamp=START - timedelta(days=1))
-        rest = mem.list(user_id="u", limit=100, order="newest", cursor=page[-1]["cursor"])
-        assert [s["session_id"] for s in rest] == ["s6", "s5", "s4", "s3", "s2", "s1", "s0", "late"]
+        rest = mem.list(user_id="u", limit=100, order="newest", cursor=page[-1].cursor)
+        assert [s.session_id for s in rest] == ["s6", "s5", "s4", "s3", "s2", "s1", "s0", "late"]
         oldest = mem.list(user_id="u", filters={"agent_id": "planner"}, limit=2)
-        nxt = mem.list(user_id="u", filters={"agent_id": "planner"}, limit=2, cursor=oldest[-1]["cursor"])
-        assert [s["session_id"] for s in oldest + nxt] == ["s0", "s2", "s4", "s6"]
-        assert [s["session_id"] for s in mem.list(user_id="u")][:2] == ["late", "s0"]
+        nxt = mem.list(user_id="u", filters={"agent_id": "planner"}, limit=2, cursor=oldest[-1].cursor)
+        assert [s.session_id for s in oldest + nxt] == ["s0", "s2", "s4", "s6"]
+        assert [s.session_id for s in mem.list(user_id="u")][:2] == ["late", "s0"]
         mem.add("undated", user_id="u", session_id="undated")
         mem.add_many([{"session_id": "nodate", "timestamp": None, "messages": "no date at all"}], user_id="u")
-        assert [s["session_id"] for s in mem.list(user_id="u", order="newest")][-2:] == ["late", "nodate"]
+        assert [s.session_id for s in mem.list(user_id="u", order="newest")][-2:] == ["late", "nodate"]
         with pytest.raises(InvalidInputError, match="order 'newest', not 'oldest'"):
-            mem.list(user_id="u", cursor=page[0]["cursor"])
-        for bad in ("x", "eyJ4IjogMX0", page[0]["cursor"][:-3] + "AAA"):
+            mem.list(user_id="u", cursor=page[0].cursor)
+        for bad in ("x", "eyJ4IjogMX0", page[0].cursor[:-3] + "AAA"):
             with pytest.raises(InvalidInputError, match="cursor"):
                 mem.list(user_id="u", cursor=bad, order="newest")
         for kwargs in ({"limit": 0}, {"limit": True}, {"order": "random"}):
             with pytest.raises(InvalidInputError):
                 mem.list(user_id="u", **kwargs)
-        with pytest.raises(InvalidInputError, match="give user_id"):
-            mem.list(limit=3)
+        with pytest.raises(TypeError, match="user_id"):
+            mem.list(limit=3)  # type: ignore[call-arg]
         assert mem.list(user_id="nobody", limit=3) == []
 
 
 def test_scope_ids_on_add_add_many_and_append(embedder: Embedder) -> None:
     with Memory(None, embedder=embedder, method="bm25") as mem:
         mem.add_many([{"messages": "one", "session_id": "a", "agent_id": "x", "run_id": "r"}], user_id="u")
-        assert mem.get("a", user_id="u")["agent_id"] == "x" and mem.get("a", user_id="u")["run_id"] == "r"
+        assert mem.get("a", user_id="u").agent_id == "x" and mem.get("a", user_id="u").run_id == "r"
         mem.append("live", user_id="u", session_id="live", agent_id="x")
         mem.append("more", user_id="u", session_id="live")  # left out: the stored scope stays
         mem.append("again", user_id="u", session_id="live", agent_id="x")
-        assert mem.get("live", user_id="u")["agent_id"] == "x" and len(mem.get("live", user_id="u")["messages"]) == 3
+        assert mem.get("live", user_id="u").agent_id == "x" and len(mem.get("live", user_id="u").messages) == 3
         with pytest.raises(InvalidInputError, match="has agent_id 'x', not 'y'"):
             mem.append("moved", user_id="u", session_id="live", agent_id="y")
-        assert len(mem.get("live", user_id="u")["messages"]) == 3  # the refusal wrote nothing
+        assert len(mem.get("live", user_id="u").messages) == 3  # the refusal wrote nothing
         with pytest.raises(InvalidInputError, match="invalid agent_id"):
             mem.add("bad", user_id="u", agent_id="no spaces")
         with pytest.raises(InvalidInputError, match="session 0: unknown keys"):
@@ -179,8 +179,8 @@ def test_a_messages_metadata_round_trips(embedder: Embedder) -> None:
         item = {"type": "function_call", "call_id": "c1", "arguments": '{"city": "Lisbon"}'}
         mem.add([{"role": "user", "content": "weather?", "metadata": {"raw": item}},
                  {"role": "assistant", "content": "sunny"}], user_id="u", session_id="s")
-        messages = mem.get("s", user_id="u")["messages"]
-        assert messages[0]["metadata"] == {"raw": item} and "metadata" not in messages[1]
+        messages = mem.get("s", user_id="u").messages
+        assert messages[0].metadata == {"raw": item} and messages[1].metadata is None
         with pytest.raises(InvalidInputError, match="message 0: metadata must be a JSON object"):
             mem.add([{"role": "user", "content": "x", "metadata": ["not", "an", "object"]}], user_id="u")
 
@@ -188,12 +188,12 @@ def test_a_messages_metadata_round_trips(embedder: Embedder) -> None:
 def test_delete_by_filter_removes_exactly_the_matching_sessions(embedder: Embedder) -> None:
     with Memory(None, embedder=embedder) as mem:
         fill(mem)
-        assert mem.delete(user_id="u", filters={"run_id": "r0", "project": "apollo"}) == {
+        assert mem.delete(user_id="u", filters={"run_id": "r0", "project": "apollo"}).to_dict() == {
             "user_id": "u", "deleted_sessions": 2}  # s0 and s3
-        left = {s["session_id"] for s in mem.list(user_id="u")}
+        left = {s.session_id for s in mem.list(user_id="u")}
         assert left == {f"s{i}" for i in range(12)} - {"s0", "s3"}
         assert all(h.session_id not in ("s0", "s3") for h in mem.search("greyhound Pixel", user_id="u", k=12))
-        assert mem.delete(user_id="u", filters={"project": "none"})["deleted_sessions"] == 0
+        assert mem.delete(user_id="u", filters={"project": "none"}).deleted_sessions == 0
         with pytest.raises(InvalidInputError, match="empty filter"):
             mem.delete(user_id="u", filters={})
         with pytest.raises(InvalidInputError, match="not both"):
@@ -210,7 +210,7 @@ def test_a_filter_never_reaches_another_user(embedder: Embedder) -> None:
         for spec in ({"session_id": "s1"}, {"user_id": "alice"}, {"$not": {"i": 0}}, {"metadata.user_id": "alice"}):
             assert all(h.session_id == "s0" for h in mem.search("greyhound", user_id="bob", k=10, filters=spec))
             assert {s["session_id"] for s in mem.list(user_id="bob", filters=spec)} <= {"s0"}
-        assert mem.delete(user_id="bob", filters={"$not": {"i": 99}})["deleted_sessions"] == 1
+        assert mem.delete(user_id="bob", filters={"$not": {"i": 99}}).deleted_sessions == 1
         assert len(mem.list(user_id="alice")) == 12
 
 
@@ -224,12 +224,12 @@ def test_scopes_and_filters_on_both_stores(backend: str, embedder: Embedder, req
         assert len(hits) == 2 and all(h.metadata["tags"]["n"] in (0, 1) for h in hits)
         assert hits[0].agent_id in ("planner", "coder") and hits[0].created_at is not None
         page = mem.list(user_id="u", filters={"agent_id": "coder"}, limit=4, order="newest")
-        assert [s["session_id"] for s in page] == ["s11", "s9", "s7", "s5"] and page[0]["preview"] == TOPICS[11][0]
+        assert [s.session_id for s in page] == ["s11", "s9", "s7", "s5"] and page[0].preview == TOPICS[11][0]
         mem.add([{"role": "assistant", "content": "hello first"}, {"role": "user", "content": "the user line"}],
                 user_id="u", session_id="mixed", metadata={"i": 99}, agent_id="a", run_id="b")
         row = mem.list(user_id="u", filters={"i": 99})[0]
-        assert row["preview"] == "the user line" and row["agent_id"] == "a" and row["run_id"] == "b"
-        assert mem.delete(user_id="u", filters={"agent_id": "a"})["deleted_sessions"] == 1
+        assert row.preview == "the user line" and row.agent_id == "a" and row.run_id == "b"
+        assert mem.delete(user_id="u", filters={"agent_id": "a"}).deleted_sessions == 1
 
 
 def test_a_store_of_schema_3_is_migrated_and_its_sessions_have_no_scope(tmp_path: Any, embedder: Embedder) -> None:
@@ -267,7 +267,7 @@ def test_the_header_catalogue_follows_every_write_of_this_and_other_processes(tm
         spec = {"project": "gemini"}
 
         def listed() -> list[tuple[str, Any, Any]]:
-            return [(s["session_id"], s["metadata"], s["agent_id"]) for s in mem.list(user_id="u", filters=spec)]
+            return [(s.session_id, s.metadata, s.agent_id) for s in mem.list(user_id="u", filters=spec)]
 
         assert len(listed()) == 6
         before = mem._catalog._cache.builds
@@ -282,5 +282,5 @@ def test_the_header_catalogue_follows_every_write_of_this_and_other_processes(tm
         other.delete("s8", user_id="u")
         assert [sid for sid, _, _ in listed()] == [sid for sid, _, _ in got if sid != "s8"]
         with Memory(db, embedder=embedder, method="bm25") as fresh:
-            assert sorted(map(str, listed())) == sorted(map(str, [(s["session_id"], s["metadata"], s["agent_id"])
+            assert sorted(map(str, listed())) == sorted(map(str, [(s.session_id, s.metadata, s.agent_id)
                                                                   for s in fresh.list(user_id="u", filters=spec)]))

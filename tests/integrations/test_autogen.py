@@ -29,7 +29,7 @@ def test_add_query_update_context_and_clear(embedder: Embedder) -> None:
             found = await memory.query("what is my locker code?")
             assert "4512" in found.results[0].content and 0 < found.results[0].metadata["relevance"] <= 1
             stored = mem.get(found.results[0].metadata["session_id"], user_id="ana")
-            assert stored["metadata"]["autogen"]["metadata"] == {"source": "gym"}
+            assert stored.metadata["autogen"]["metadata"] == {"source": "gym"}
             context = BufferedChatCompletionContext(buffer_size=10)
             await context.add_message(UserMessage(content="What is my locker code?", source="user"))
             result = await memory.update_context(context)

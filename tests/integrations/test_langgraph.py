@@ -55,7 +55,7 @@ def test_put_get_search_delete_and_namespaces(tmp_path: Path, embedder: Embedder
         store.put(("ana", "memories"), "gym", {"text": "My locker code is now 7781."})
         again = store.get(("ana", "memories"), "gym")
         assert again.value["text"].endswith("7781.") and again.created_at == first.created_at  # replaced
-        assert "4512" not in str(mem.get(mem.list(user_id="ana")[0]["session_id"], user_id="ana"))
+        assert "4512" not in str(mem.get(mem.list(user_id="ana")[0].session_id, user_id="ana"))
         store.delete(("ana", "memories"), "gym")
         assert store.get(("ana", "memories"), "gym") is None
         assert [h.key for h in store.search(("ana",), query="locker code")] != ["gym"]

@@ -25,7 +25,7 @@ def test_put_appends_to_the_session_and_get_recalls_the_other_sessions(embedder:
         block = MemgasMemoryBlock(memory=AsyncMemory(mem), user_id="ana", session_id="today", max_tokens=80)
         asyncio.run(block.aput([ChatMessage(role="user", content="Remind me of my dog's name later."),
                                 ChatMessage(role="assistant", content="Sure.")]))
-        assert [m["content"] for m in mem.get("today", user_id="ana")["messages"]] == [
+        assert [m.content for m in mem.get("today", user_id="ana").messages] == [
             "Remind me of my dog's name later.", "Sure."]
         recalled = asyncio.run(block.aget([ChatMessage(role="user", content="What is my dog called?")]))
         assert "· pets · user: I adopted a greyhound called Pixel." in recalled and "· today ·" not in recalled

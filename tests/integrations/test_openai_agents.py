@@ -38,9 +38,9 @@ def test_the_session_protocol_round_trips_every_kind_of_item(embedder: Embedder)
             await session.add_items(ITEMS[3:])
             assert await session.get_items() == ITEMS
             assert await session.get_items(limit=2) == ITEMS[-2:]
-            stored = mem.get("chat-1", user_id="ana")["messages"]
-            assert [m["role"] for m in stored] == ["user", "assistant", "assistant", "tool", "assistant", "system"]
-            assert stored[2]["content"] == '[tool call] weather({"city": "Lisbon"})' and stored[3]["content"] == "sunny, 24 C"
+            stored = mem.get("chat-1", user_id="ana").messages
+            assert [m.role for m in stored] == ["user", "assistant", "assistant", "tool", "assistant", "system"]
+            assert stored[2].content == '[tool call] weather({"city": "Lisbon"})' and stored[3].content == "sunny, 24 C"
             hits = mem.search("weather in Lisbon", user_id="ana", k=1)  # the conversation is memory too
             assert hits[0].session_id == "chat-1"
             assert await session.pop_item() == ITEMS[-1] and await session.get_items() == ITEMS[:-1]

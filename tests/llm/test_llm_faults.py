@@ -97,8 +97,8 @@ def test_add_falls_back_to_extractive_units_on_every_malformed_kind(embedder, st
         for n, (step, _) in enumerate(MALFORMED.values()):
             stub.script = [step]
             mem.add(messages, user_id="u", session_id=f"s{n}")
-        assert [s["session_id"] for s in mem.list(user_id="u")] == [f"s{n}" for n in range(len(MALFORMED))]
-        assert mem.get("s0", user_id="u")["messages"] == messages
+        assert [s.session_id for s in mem.list(user_id="u")] == [f"s{n}" for n in range(len(MALFORMED))]
+        assert mem.get("s0", user_id="u").to_dict()["messages"] == messages
         assert mem.stats()["llm"]["units"] == {"written": 0, "fallbacks": len(MALFORMED)}
         assert mem.search("What is my dog called?", user_id="u", k=1)[0].turns[0].text.count("Biscuit")
 
@@ -248,13 +248,13 @@ def test_memory_stats_report_zep_pending(embedder, stub, tmp_path) -> None:
     with Memory(tmp_path / "m.db", method="zep", embedder=embedder, llm_units=False,
                 llm=f"openai:tiny@{stub.base_url}?timeout=1&retries=0") as mem:
         stub.script = [{"payload": {"usage": "none"}}]
-        assert mem.add([{"role": "user", "content": "I live in Paris."}], user_id="u", session_id="s1")["units"] > 0
+        assert mem.add([{"role": "user", "content": "I live in Paris."}], user_id="u", session_id="s1").units > 0
         assert mem.stats("u")["method"]["pending_sessions"] == 1
         with pytest.raises(DuplicateSessionError):
             mem.add([{"role": "user", "content": "I live in Paris."}], user_id="u", session_id="s1")
-        assert mem.retry_pending(user_id="u") == 0  # the LLM answers again
+        assert mem.kg.retry_pending(user_id="u") == 0  # the LLM answers again
         assert mem.stats("u")["method"]["pending_sessions"] == 0
-        assert [f.object for f in mem.facts(user_id="u")] == ["Paris"]
+        assert [f.object for f in mem.kg.facts(user_id="u")] == ["Paris"]
 
 
 # ----------------------------------------------------------------------------- the response cache forgets

@@ -143,18 +143,17 @@ def test_the_memory_facade_serves_facts_and_history(stub, tmp_path) -> None:
         for sid, ts, text in SESSIONS:
             mem.add([{"role": "user", "content": text}, {"role": "assistant", "content": "Thanks for telling me."}],
                     user_id="u", session_id=sid, timestamp=ts)
-        now = {(f.relation, f.object) for f in mem.facts(user_id="u", entity="user")}
+        now = {(f.relation, f.object) for f in mem.kg.facts(user_id="u", entity="user")}
         assert ("lives in", "London") in now and ("lives in", "Paris") not in now
-        before = {f.object for f in mem.facts(user_id="u", entity="user", as_of="2024-02-01T00:00:00")}
+        before = {f.object for f in mem.kg.facts(user_id="u", entity="user", as_of="2024-02-01T00:00:00")}
         assert "Paris" in before
-        paris = next(f for f in mem.facts(user_id="u", include_invalid=True) if f.object == "Paris")
-        assert [f.object for f in mem.history(paris.id, user_id="u")] == ["Paris", "London"]
+        paris = next(f for f in mem.kg.facts(user_id="u", include_invalid=True) if f.object == "Paris")
+        assert [f.object for f in mem.kg.history(paris.id, user_id="u")] == ["Paris", "London"]
         assert mem.search("Where do I live now?", user_id="u", k=1)[0].session_id == "s2"
-        assert mem.communities(user_id="u") == []  # 4 facts: no batch of 50 yet
+        assert mem.kg.communities(user_id="u") == []  # 4 facts: no batch of 50 yet
     with Memory() as plain:
         plain.add([{"role": "user", "content": "hello"}], user_id="u", session_id="x")
-        with pytest.raises(InvalidInputError, match="keeps no facts"):
-            plain.facts(user_id="u")
+        assert plain.kg is None  # a method without a knowledge graph has none of its calls
 
 
 def test_communities_are_summarised_once_per_batch_and_join_retrieval(embedder, stub, tmp_path) -> None:
@@ -205,7 +204,7 @@ def test_a_new_process_rebuilds_the_graph_from_the_store_without_calling_again(s
         for sid, ts, text in SESSIONS:
             mem.add([{"role": "user", "content": text}, {"role": "assistant", "content": "Thanks for telling me."}],
                     user_id="u", session_id=sid, timestamp=ts)
-        before = sorted((f.relation, f.object, f.invalid_at) for f in mem.facts(user_id="u", include_invalid=True))
+        before = sorted((f.relation, f.object, f.invalid_at) for f in mem.kg.facts(user_id="u", include_invalid=True))
     calls = len(stub.requests)
     with Memory(str(tmp_path / "z.db"), method="zep", llm=spec, llm_units=False) as again:  # e.g. after a restart
         after = sorted((f.relation, f.object, f.invalid_at) for f in again.facts(user_id="u", include_invalid=True))

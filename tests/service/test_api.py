@@ -46,6 +46,9 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
     ("DELETE", "/v1/sessions/s1/messages/0", {"params": {"user_id": "alice"}}),
     ("POST", "/v1/answer", {"json": {"user_id": "alice", "question": "what is my cat called?"}}),
     ("GET", "/v1/facts", {"params": {"user_id": "alice"}}),
+    ("GET", "/v1/facts/1/history", {"params": {"user_id": "alice"}}),
+    ("GET", "/v1/communities", {"params": {"user_id": "alice"}}),
+    ("POST", "/v1/facts/retry", {"json": {"user_id": "alice"}}),
     ("GET", "/metrics", {}),
     ("GET", "/v1/templates", {"params": {"agent_id": "solver"}}),
     ("GET", "/v1/templates/1", {"params": {"agent_id": "solver"}}),
@@ -62,11 +65,12 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
     ("DELETE", "/v1/principles/1", {"params": {"agent_id": "solver"}}),
 ]
 #: Routes that answer a tenant without the data 404 (experience scopes start empty, a new user's memory is empty,
-#: an append makes its session), skipped by the isolation test's 404 loop.
+#: an append makes its session; this server's method keeps no knowledge graph, so its routes answer 400 to anyone),
+#: skipped by the isolation test's 404 loop.
 NO_404 = {"/v1/users", "/metrics", "/v1/sessions", "/v1/sessions/query", "/v1/sessions/batch", "/v1/answer", "/v1/templates",
           "/v1/search", "/v1/context", "/v1/profile", "/v1/sessions/s1/messages",
           "/v1/templates/match", "/v1/templates/solve", "/v1/templates/learn", "/v1/principles",
-          "/v1/principles/recall"}
+          "/v1/principles/recall", "/v1/facts", "/v1/facts/1/history", "/v1/communities", "/v1/facts/retry"}
 #: Operations anyone may call (besides the schema and its docs pages): liveness and readiness.
 PUBLIC = {("GET", "/healthz"), ("GET", "/readyz")}
 
@@ -103,7 +107,7 @@ def test_the_matrix_covers_every_route_the_app_serves() -> None:
         app = create_app(mem, mcp=False)
         served = {(m.upper(), path) for path, ops in app.openapi()["paths"].items() for m in ops}
     named = {(m, p.replace("/s1", "/{session_id}").replace("/alice", "/{user_id}").replace("/1", "/{item_id}")
-             .replace("/0", "/{index}"))
+             .replace("/0", "/{index}").replace("/facts/{item_id}/", "/facts/{fact_id}/"))
              for m, p, _ in ROUTES}
     assert served - PUBLIC == named
 

@@ -35,6 +35,8 @@ from memgas.core.errors import (
     RateLimitedError,
     UnavailableError,
 )
+from memgas.core.results import Added, Deleted, Edited, SessionPage, UserSessions
+from memgas.core.types import Message, Session
 from support.live_server import LiveServer, free_port, make_key, start_server
 from support.openai_stub import OpenAIStub
 
@@ -94,15 +96,15 @@ def test_every_method_round_trips_with_memorys_types(server: LiveServer, kind: s
         added = await done(mem.add([{"role": "user", "content": "I hiked Mount Hood with Ann.", "name": "Bo"},
                                     {"role": "assistant", "content": "Great climb!"}],
                                    user_id=user, session_id="hike", timestamp=when, metadata={"tags": ["trip"]}))
-        assert set(added) == {"session_id", "units", "edges", "seconds"} and added["session_id"] == "hike"
+        assert isinstance(added, Added) and added.session_id == "hike" and added.units > 0 and not added.skipped
         batch = await done(mem.add_many(iter([{"messages": talk("My dog Rex likes the beach."), "session_id": "dog",
                                                "timestamp": datetime(2024, 6, 1)},
                                               {"messages": talk("I bake sourdough bread on Sundays.")}]),
                                         user_id=user))
-        assert [r["session_id"] for r in batch][0] == "dog" and len(batch) == 2 and "skipped" not in batch[0]
+        assert [r.session_id for r in batch][0] == "dog" and len(batch) == 2 and not batch[0].skipped
         again = await done(mem.add_many([{"messages": talk("I hiked again."), "session_id": "hike"}], user_id=user,
                                         skip_existing=True))
-        assert again == [{"session_id": "hike", "skipped": True}]
+        assert again == [Added("hike", skipped=True)]
 
         hits = await done(mem.search("which mountain did I hike?", user_id=user, k=2, query_time=when))
         raw = httpx.post(f"{server.url}/v1/search", headers={"Authorization": f"Bearer {server.keys['admin']}"},
@@ -113,40 +115,40 @@ def test_every_method_round_trips_with_memorys_types(server: LiveServer, kind: s
         assert hits[0].timestamp == when and isinstance(hits[0].timestamp, datetime)
         assert await done(mem.search("which mountain did I hike?", user_id=user, min_score=1.0)) == []
 
-        assert await done(mem.get("hike", user_id=user)) == {
-            "session_id": "hike", "user_id": user, "timestamp": when.isoformat(), "metadata": {"tags": ["trip"]},
-            "agent_id": None, "run_id": None, "messages": [{"role": "user", "content": "I hiked Mount Hood with Ann.", "name": "Bo"},
-                         {"role": "assistant", "content": "Great climb!"}]}
+        assert await done(mem.get("hike", user_id=user)) == Session(
+            user, "hike", (Message("user", "I hiked Mount Hood with Ann.", "Bo"), Message("assistant", "Great climb!")),
+            when, {"tags": ["trip"]})
         sessions = await done(mem.list(user_id=user))
-        assert [s["session_id"] for s in sessions][:2] == ["hike", "dog"] and len(sessions) == 3
-        head = {k: v for k, v in sessions[0].items() if k not in ("created_at", "cursor")}
+        assert [s.session_id for s in sessions][:2] == ["hike", "dog"] and len(sessions) == 3
+        assert isinstance(sessions, SessionPage) and sessions.next_cursor is None
+        head = {k: v for k, v in sessions[0].to_dict().items() if k not in ("created_at", "cursor")}
         assert head == {"session_id": "hike", "timestamp": when.isoformat(), "messages": 2, "turns": 1,
                         "agent_id": None, "run_id": None, "metadata": {"tags": ["trip"]},
                         "preview": "I hiked Mount Hood with Ann."}
-        assert isinstance(sessions[0]["cursor"], str) and datetime.fromisoformat(sessions[0]["created_at"])
-        assert {"user_id": user, "sessions": 3} in await done(mem.list())
+        assert isinstance(sessions[0].cursor, str) and isinstance(sessions[0].created_at, datetime)
+        assert UserSessions(user, 3) in await done(mem.users())
         assert (await done(mem.stats(user)))["sessions"] == 3
         assert "calls" in await done(mem.stats())  # store-wide, with the server's timings (admin key)
 
-        assert await done(mem.delete("dog", user_id=user)) == {"user_id": user, "deleted_sessions": 1}
+        assert await done(mem.delete("dog", user_id=user)) == Deleted(user, 1)
         with pytest.raises(NotFoundError, match="dog"):
             await done(mem.get("dog", user_id=user))
-        assert await done(mem.delete(user_id=user)) == {"user_id": user, "deleted_sessions": 2}
+        assert await done(mem.delete(user_id=user)) == Deleted(user, 2)
         assert await done(mem.list(user_id=user)) == [] and await done(mem.search("hike", user_id=user)) == []
 
         # A live conversation: append every turn, edit or delete one message, the context for the next turn.
         first = await done(mem.append(talk("I moved to Lisbon in March."), user_id=user, session_id="live/chat",
                                       timestamp=when))
-        assert first["created"] is True and first["messages"] == 2 and "context" not in first
+        assert first.created is True and first.messages == 2 and first.context is None
         more = await done(mem.append("My new flat is near the river.", user_id=user, session_id="live/chat",
                                      return_context=True))
-        assert (more["created"], more["messages"], more["context"]) == (False, 3, "")  # no other session yet
+        assert (more.created, more.messages, more.context) == (False, 3, "")  # no other session yet
         await done(mem.add(talk("I work at Acme as a nurse."), user_id=user, session_id="work"))
         edited = await done(mem.update_message("live/chat", 2, "My new flat is near the castle.", user_id=user))
-        assert (edited["session_id"], edited["messages"]) == ("live/chat", 3) and edited["units"] > 0
+        assert (edited.session_id, edited.messages) == ("live/chat", 3) and edited.units > 0
         changed = await done(mem.delete_message("live/chat", 1, user_id=user))
-        assert changed["messages"] == 2 and set(changed) == {"session_id", "messages", "units", "edges", "seconds"}
-        assert [m["content"] for m in (await done(mem.get("live/chat", user_id=user)))["messages"]] == [
+        assert changed.messages == 2 and isinstance(changed, Edited) and not changed.deleted_session
+        assert [m.content for m in (await done(mem.get("live/chat", user_id=user))).messages] == [
             "I moved to Lisbon in March.", "My new flat is near the castle."]
         context = await done(mem.context("where do I live?", user_id=user, max_tokens=100, min_score=0.0))
         assert " · live/chat · user: My new flat is near the castle." in context
@@ -170,8 +172,8 @@ def test_every_method_round_trips_with_memorys_types(server: LiveServer, kind: s
         with pytest.raises(NotFoundError):
             await done(mem.delete_message("nope", 0, user_id=user))
         last = await done(mem.delete_message("work", 0, user_id=user))
-        assert last["messages"] == 1
-        assert await done(mem.delete(user_id=user)) == {"user_id": user, "deleted_sessions": 2}
+        assert last.messages == 1
+        assert await done(mem.delete(user_id=user)) == Deleted(user, 2)
 
     run(scenario, kind, server.url, server.keys["admin"])
 
@@ -185,17 +187,17 @@ def test_ids_with_slashes_dots_and_signs_reach_their_own_session(server: LiveSer
             user = f"{uid}" if kind == "sync" else f"{uid}-async"
             for sid in ids:
                 await done(mem.add(talk(f"session {sid} of {user}"), user_id=user, session_id=sid))
-            assert [s["session_id"] for s in await done(mem.list(user_id=user))] == ids
+            assert [s.session_id for s in await done(mem.list(user_id=user))] == ids
             for sid in ids:
                 got = await done(mem.get(sid, user_id=user))
-                assert (got["session_id"], got["user_id"]) == (sid, user)
-                assert got["messages"][0]["content"] == f"session {sid} of {user}"
-            assert await done(mem.delete("..", user_id=user)) == {"user_id": user, "deleted_sessions": 1}
-            assert [s["session_id"] for s in await done(mem.list(user_id=user))] == [i for i in ids if i != ".."]
+                assert (got.session_id, got.user_id) == (sid, user)
+                assert got.messages[0].content == f"session {sid} of {user}"
+            assert (await done(mem.delete("..", user_id=user))).to_dict() == {"user_id": user, "deleted_sessions": 1}
+            assert [s.session_id for s in await done(mem.list(user_id=user))] == [i for i in ids if i != ".."]
             appended = await done(mem.append("one more", user_id=user, session_id=ids[0]))
-            assert appended["session_id"] == ids[0] and appended["messages"] == 3  # the route finds a/b/messages
-            assert (await done(mem.delete_message(ids[0], 2, user_id=user)))["messages"] == 2
-            assert await done(mem.delete(user_id=user)) == {"user_id": user, "deleted_sessions": len(ids) - 1}
+            assert appended.session_id == ids[0] and appended.messages == 3  # the route finds a/b/messages
+            assert (await done(mem.delete_message(ids[0], 2, user_id=user))).messages == 2
+            assert await done(mem.delete(user_id=user)) == Deleted(user, len(ids) - 1)
             assert await done(mem.list(user_id=user)) == []
 
     run(scenario, kind, server.url, server.keys["admin"])
@@ -213,7 +215,7 @@ def test_a_batch_with_one_bad_session_adds_nothing(server: LiveServer) -> None:
         with pytest.raises(DuplicateSessionError, match="home"):
             mem.add_many([{"messages": talk("ok"), "session_id": "new3"}, {"messages": talk("again"),
                                                                            "session_id": "home"}], user_id="batcher")
-        assert [s["session_id"] for s in mem.list(user_id="batcher")] == ["home"]
+        assert [s.session_id for s in mem.list(user_id="batcher")] == ["home"]
 
 
 def test_errors_map_to_memgas_exceptions_with_the_servers_message(server: LiveServer) -> None:
@@ -236,10 +238,10 @@ def test_errors_map_to_memgas_exceptions_with_the_servers_message(server: LiveSe
         with pytest.raises(UnavailableError, match="no LLM"):
             mem.answer("what do I play?", user_id="alice")
         with pytest.raises(InvalidInputError, match="keeps no facts"):
-            mem.facts(user_id="alice")
+            mem.kg.facts(user_id="alice")
     for key in (None, "mgs_0123456789abcdef_" + "A" * 43, "not-a-key"):
         with Client(server.url, key) as anonymous, pytest.raises(AuthError, match="API key"):
-            anonymous.list()
+            anonymous.users()
     with Client(server.url, server.keys["alice"]) as tenant:
         assert tenant.search("chess", user_id="alice") == []  # the tenant's own alice is not the admin's alice
         with pytest.raises(ForbiddenError, match="may not access user 'bob'"):
@@ -251,7 +253,7 @@ def test_errors_map_to_memgas_exceptions_with_the_servers_message(server: LiveSe
 def test_async_errors_are_the_same_exceptions(server: LiveServer) -> None:
     async def scenario(mem: Mem) -> None:
         with pytest.raises(AuthError):
-            await done(mem.list())
+            await done(mem.users())
 
     run(scenario, "async", server.url, "mgs_0123456789abcdef_" + "A" * 43)
 
@@ -261,7 +263,7 @@ def test_a_server_that_cannot_be_reached_is_unavailable_naming_its_url(kind: str
     url = f"http://127.0.0.1:{free_port()}"
 
     async def scenario(mem: Mem) -> None:
-        for call in (lambda: mem.list(), lambda: mem.add(talk("x"), user_id="u")):
+        for call in (lambda: mem.users(), lambda: mem.add(talk("x"), user_id="u")):
             with pytest.raises(UnavailableError, match=re.escape(f"cannot reach the memgas server at {url}: ")) as e:
                 await done(call())
             assert "\n" not in str(e.value)
@@ -274,7 +276,7 @@ def test_a_closed_client_refuses_calls(server: LiveServer) -> None:
     mem.close()
     mem.close()
     with pytest.raises(MemgasError, match="closed"):
-        mem.list()
+        mem.users()
 
 
 def test_bad_client_arguments_are_refused() -> None:
@@ -292,7 +294,7 @@ def test_rate_limited_calls_raise_with_retry_after(tmp_path_factory: pytest.Temp
     try:
         with Client(live.url, key) as mem, pytest.raises(RateLimitedError, match="rate limit") as e:
             for _ in range(50):
-                mem.list()
+                mem.users()
         assert 1.0 <= e.value.retry_after <= 2.0
     finally:
         live.stop()
@@ -361,12 +363,12 @@ def test_retries_back_off_and_honour_retry_after_up_to_a_cap(monkeypatch: pytest
     monkeypatch.setattr("memgas.client.time.sleep", waits.append)
     with Scripted(503, error("unavailable", "busy")) as srv, Client(srv.url, retries=3) as mem:
         with pytest.raises(UnavailableError):
-            mem.list()
+            mem.users()
     assert waits == [0.25, 0.5, 1.0]
     waits.clear()
     with Scripted(503, error("unavailable", "busy"), {"Retry-After": "120"}) as srv, Client(srv.url) as mem:
         with pytest.raises(UnavailableError):
-            mem.list()
+            mem.users()
     assert waits == [MAX_RETRY_WAIT] * DEFAULT_RETRIES
     waits.clear()
     with Client(f"http://127.0.0.1:{free_port()}") as mem, pytest.raises(UnavailableError):
@@ -381,17 +383,17 @@ def test_error_codes_and_foreign_answers_are_decoded() -> None:
             mem.answer("q", user_id="u")
     with Scripted(429, error("rate_limited", "slow down"), {"Retry-After": "7"}) as srv, Client(srv.url) as mem:
         with pytest.raises(RateLimitedError, match="slow down") as e:
-            mem.list()
+            mem.users()
         assert e.value.retry_after == 7.0
     with Scripted(413, error("payload_too_large", "body over 8 MiB")) as srv, Client(srv.url) as mem:
         with pytest.raises(InvalidInputError, match="8 MiB"):
             mem.add(talk("x"), user_id="u")
     with Scripted(502, b"<html>Bad Gateway</html>") as srv, Client(srv.url, retries=0) as mem:
         with pytest.raises(UnavailableError, match="HTTP 502: .*Bad Gateway"):
-            mem.list()
+            mem.users()
     with Scripted(200, b"not json") as srv, Client(srv.url) as mem:
         with pytest.raises(MemgasError, match="not JSON"):
-            mem.list()
+            mem.users()
 
 
 # -- answer and facts on a server with an LLM ---------------------------------------------------------------
@@ -424,11 +426,14 @@ def test_answer_and_facts_from_a_server_with_an_llm(llm_server: tuple[LiveServer
         assert isinstance(answer, Answer) and answer.answer == "Lisbon" and answer.sources == ["move"]
         assert answer.memories[0].timestamp == datetime(2024, 3, 1, 10, 0)
         assert isinstance(answer.usage.calls, int) and answer.usage.calls + answer.usage.cached >= 1
-        facts = await done(mem.facts(user_id=user))
+        facts = await done(mem.kg.facts(user_id=user))
         assert [(f.subject, f.relation, f.object, f.episodes) for f in facts] == [("user", "lives in", "Lisbon",
                                                                                   ["move#0"])]
         assert isinstance(facts[0].created_at, datetime) and facts[0].invalid_at is None
-        assert await done(mem.facts(user_id=user, entity="nobody")) == []
+        assert await done(mem.kg.facts(user_id=user, entity="nobody")) == []
+        assert [f.object for f in await done(mem.kg.history(facts[0].id, user_id=user))] == ["Lisbon"]
+        assert await done(mem.kg.communities(user_id=user)) == []  # one fact: no batch summarised yet
+        assert await done(mem.kg.retry_pending(user_id=user)) == 0
 
     run(scenario, kind, live.url, key)
 
@@ -445,23 +450,16 @@ def llm_server(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]) ->
         live.stop()
 
 
-def test_the_package_exports_both_clients_with_memorys_signatures() -> None:
-    assert memgas.Client is Client and memgas.AsyncClient is AsyncClient
-    for name in ("add", "add_many", "search", "context", "profile", "get", "list", "delete", "stats", "answer", "facts",
-                 "units", "graph"):
-        ours = list(inspect.signature(getattr(Client, name)).parameters.values())[1:]  # after self
-        theirs = list(inspect.signature(getattr(memgas.Memory, name)).parameters.values())[1:]
-        assert [(p.name, p.kind, p.default) for p in ours] == [(p.name, p.kind, p.default) for p in theirs]
-        assert inspect.signature(getattr(AsyncClient, name)) == inspect.signature(getattr(Client, name))
-        assert inspect.iscoroutinefunction(getattr(AsyncClient, name))
+def test_the_package_exports_both_clients() -> None:
+    assert memgas.Client is Client and memgas.AsyncClient is AsyncClient  # their calls: tests/system/test_api.py
 
 
 def test_the_key_may_come_from_the_environment(server: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMGAS_API_KEY", server.keys["admin"])
     with Client(server.url) as mem:
-        assert isinstance(mem.list(), list)
+        assert isinstance(mem.users(), list)
     with Client(server.url, "not-a-key") as mem, pytest.raises(AuthError):  # a key passed in wins
-        mem.list()
+        mem.users()
     monkeypatch.setenv("MEMGAS_API_KEY", "")
     with Client(server.url) as mem, pytest.raises(AuthError):  # empty: no key
-        mem.list()
+        mem.users()

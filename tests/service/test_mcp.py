@@ -96,7 +96,7 @@ async def roundtrip(client: Client, user: str) -> None:
                                                              "max_tokens": 200}))
     assert " · trip · " in context and "Lisbon" in context and len(context) <= 4 * 200 + 50
     assert " · trip · " not in text_of(await client.call_tool("get_context", {
-        "user_id": user, "query": "which city do I live in?", "exclude_session": "trip"}))
+        "user_id": user, "query": "which city do I live in?", "exclude_sessions": ["trip"]}))
     assert text_of(await client.call_tool("get_context", {"user_id": "newcomer", "query": "x"})) == "(no memories yet)"
     assert text_of(await client.call_tool("get_profile", {"user_id": user})) == "(no standing instructions or preferences)"
     ok(await client.call_tool("add_memory", {"user_id": user, "messages": "Always use metric units, please.",

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from memgas.client import AsyncClient, Client
+from memgas.core.results import Deleted
 from memgas.core.errors import InvalidInputError, NotFoundError
 from support.live_server import LiveServer, make_key, start_server
 
@@ -96,21 +97,21 @@ def test_both_clients_carry_scopes_filters_and_pages(server: LiveServer) -> None
         assert {h.session_id for h in hits} == {"a", "b"} and hits[0].agent_id == "car"
         assert "level" in client.context("car", user_id="fay", filters={"run_id": "r"})
         page = client.list(user_id="fay", limit=2)
-        more = client.list(user_id="fay", limit=2, cursor=page[-1]["cursor"])
-        assert [s["session_id"] for s in page + more] == ["a", "b", "c"] and page[0]["agent_id"] == "car"
-        assert client.get("a", user_id="fay")["run_id"] == "r"
-        with pytest.raises(InvalidInputError, match="give user_id"):
-            client.list(limit=2)
+        more = client.list(user_id="fay", limit=2, cursor=page[-1].cursor)
+        assert [s.session_id for s in page + more] == ["a", "b", "c"] and page[0].agent_id == "car"
+        assert client.get("a", user_id="fay").run_id == "r"
+        assert page.next_cursor == page[-1].cursor and more.next_cursor is None
+        with pytest.raises(TypeError, match="user_id"):
+            client.list(limit=2)  # type: ignore[call-arg]
         with pytest.raises(NotFoundError):
             client.delete(user_id="nobody", filters={"list": "x"})
 
     async def scenario() -> None:
         async with AsyncClient(server.url, api_key=server.keys["admin"]) as client:
             listed = await client.list(user_id="fay", filters={"list": "shopping"})
-            assert [s["session_id"] for s in listed] == ["c"]
-            assert await client.delete(user_id="fay", filters={"agent_id": "car"}) == {
-                "user_id": "fay", "deleted_sessions": 2}
-            assert [s["session_id"] for s in await client.list(user_id="fay")] == ["c"]
+            assert [s.session_id for s in listed] == ["c"]
+            assert await client.delete(user_id="fay", filters={"agent_id": "car"}) == Deleted("fay", 2)
+            assert [s.session_id for s in await client.list(user_id="fay")] == ["c"]
 
     asyncio.run(scenario())
 

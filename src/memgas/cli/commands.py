@@ -126,7 +126,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         for s in data["sessions"]:
             r = mem.add(s["messages"], user_id=user, session_id=s["session_id"], timestamp=s["timestamp"])
-            print(f"  added {r['session_id']:<28} {r['units']:>3} units {r['edges']:>4} edges  {r['seconds']:.2f}s")
+            print(f"  added {r.session_id:<28} {r.units:>3} units {r.edges:>4} edges  {r.seconds:.2f}s")
         print(f"ingested in {time.perf_counter() - t0:.2f}s\n")
         found = 0
         for q in data["queries"]:
@@ -228,7 +228,7 @@ def cmd_add(args: argparse.Namespace) -> int:
                 if size < len(sessions):
                     made.keep()  # a committed batch is never undone
                 for r in results:
-                    print_json(r, indent=None)
+                    print_json(r.to_dict(), indent=None)
                 sys.stdout.flush()
                 progress.update(len(results))
     finally:
@@ -292,10 +292,15 @@ def cmd_answer(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     """List users, or one user's sessions (a page with --limit/--cursor, narrowed by --filters)."""
     with _memory(args) as mem:
-        if args.user is not None:
-            _require_user(mem, args.user)
-        print_json(mem.list(user_id=args.user, filters=_filters(args), limit=args.limit, cursor=args.cursor,
-                            order=args.order))
+        if args.user is None:
+            if args.filters is not None or args.limit is not None or args.cursor is not None:
+                raise InvalidInputError("--filters, --limit and --cursor page one user's sessions: give --user")
+            print_json([u.to_dict() for u in mem.users()])
+            return 0
+        _require_user(mem, args.user)
+        page = mem.list(user_id=args.user, filters=_filters(args), limit=args.limit, cursor=args.cursor,
+                        order=args.order)
+        print_json([h.to_dict() for h in page])
     return 0
 
 
@@ -303,7 +308,7 @@ def cmd_get(args: argparse.Namespace) -> int:
     """Print one stored session as JSON."""
     with _memory(args) as mem:
         _require_user(mem, args.user)
-        print_json(mem.get(args.session_id, user_id=args.user))
+        print_json(mem.get(args.session_id, user_id=args.user).to_dict())
     return 0
 
 
@@ -314,15 +319,18 @@ def cmd_delete(args: argparse.Namespace) -> int:
                                 "memory (one of them)")
     with _memory(args) as mem:
         _require_user(mem, args.user)
-        print_json(mem.delete(None if args.all else args.session_id, user_id=args.user, filters=_filters(args)),
-                   indent=None)
+        print_json(mem.delete(None if args.all else args.session_id, user_id=args.user,
+                              filters=_filters(args)).to_dict(), indent=None)
     return 0
 
 
 def cmd_facts(args: argparse.Namespace) -> int:
     """Print the user's facts from the temporal knowledge graph (valid now, at --as-of, or all with --all)."""
     with _memory(args) as mem:
-        facts = mem.facts(user_id=args.user, entity=args.entity, as_of=args.as_of, include_invalid=args.all)
+        if mem.kg is None:
+            raise InvalidInputError(f"the store's method {mem.method.name!r} keeps no facts: "
+                                    "use --method zep with an --llm")
+        facts = mem.kg.facts(user_id=args.user, entity=args.entity, as_of=args.as_of, include_invalid=args.all)
         if args.json:
             print_json([f.to_dict() for f in facts])
         for f in [] if args.json else facts:

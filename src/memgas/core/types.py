@@ -37,6 +37,11 @@ class Message:
         return {"role": self.role, "content": self.content, **({"name": self.name} if self.name else {}),
                 **({"metadata": dict(self.metadata)} if self.metadata else {})}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Message:
+        """The message of a :meth:`to_dict` view."""
+        return cls(str(data["role"]), str(data["content"]), data.get("name"), data.get("metadata"))
+
 
 def speaker_line(role: str, name: str | None, content: str) -> str:
     """A message as one ``speaker: content`` line of a turn's text (the speaker is the name, else the role).
@@ -92,6 +97,21 @@ class Session:
     def text(self) -> str:
         """The whole session as text."""
         return "\n".join(t.text for t in self.turns)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The session as the API returns it (``get``): ids, ISO timestamp, metadata, scope and messages."""
+        return {"session_id": self.session_id, "user_id": self.user_id,
+                "timestamp": self.timestamp.isoformat() if self.timestamp else None, "metadata": dict(self.metadata),
+                "agent_id": self.agent_id, "run_id": self.run_id, "messages": [m.to_dict() for m in self.messages]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Session:
+        """The session of a :meth:`to_dict` view (as the REST API returns it)."""
+        stamp = data.get("timestamp")
+        return cls(str(data["user_id"]), str(data["session_id"]),
+                   tuple(Message.from_dict(m) for m in data["messages"]),
+                   datetime.fromisoformat(stamp) if stamp else None, dict(data.get("metadata") or {}),
+                   data.get("agent_id"), data.get("run_id"))
 
 
 @dataclass(slots=True)

@@ -21,7 +21,7 @@ from autogen_core.models import SystemMessage, UserMessage
 
 from memgas.core.errors import NotFoundError
 from memgas.core.types import Hit
-from memgas.integrations.calls import acall
+from memgas.integrations.calls import AnyMemory, acall
 
 __all__ = ["MemgasMemory"]
 
@@ -46,20 +46,20 @@ class MemgasMemory(Memory):
 
     component_type = "memory"
 
-    def __init__(self, memory: Any, *, user_id: str, k: int = 3, max_tokens: int = 500) -> None:
+    def __init__(self, memory: AnyMemory, *, user_id: str, k: int = 3, max_tokens: int = 500) -> None:
         self.memory, self.user_id, self.k, self.max_tokens = memory, user_id, k, max_tokens
 
     async def add(self, content: MemoryContent, cancellation_token: CancellationToken | None = None) -> None:
         """Store one memory as its own session."""
         text = content.content if isinstance(content.content, str) else json.dumps(content.content, default=str)
         meta = {"autogen": {"mime_type": str(content.mime_type), "metadata": content.metadata or {}}}
-        await acall(self.memory, "add", [{"role": "user", "content": text}], user_id=self.user_id, metadata=meta)
+        await acall(self.memory.add, [{"role": "user", "content": text}], user_id=self.user_id, metadata=meta)
 
     async def query(self, query: str | MemoryContent, cancellation_token: CancellationToken | None = None,
                     **kwargs: Any) -> MemoryQueryResult:
         """The sessions most relevant to ``query`` (``k=`` overrides the memory's)."""
         text = query if isinstance(query, str) else str(query.content)
-        hits = await acall(self.memory, "search", text, user_id=self.user_id, k=kwargs.get("k", self.k))
+        hits = await acall(self.memory.search, text, user_id=self.user_id, k=kwargs.get("k", self.k))
         return MemoryQueryResult(results=[_content(h) for h in hits])
 
     async def update_context(self, model_context: ChatCompletionContext) -> UpdateContextResult:
@@ -70,7 +70,7 @@ class MemgasMemory(Memory):
             return UpdateContextResult(memories=MemoryQueryResult(results=[]))
         found = await self.query(asked[-1][:10_000])
         if found.results:
-            text = await acall(self.memory, "context", asked[-1][:10_000], user_id=self.user_id, k=self.k,
+            text = await acall(self.memory.context, asked[-1][:10_000], user_id=self.user_id, k=self.k,
                                max_tokens=self.max_tokens)
             await model_context.add_message(SystemMessage(content=text))
         return UpdateContextResult(memories=found)
@@ -78,7 +78,7 @@ class MemgasMemory(Memory):
     async def clear(self) -> None:
         """Delete all of the user's memory."""
         try:
-            await acall(self.memory, "delete", user_id=self.user_id)
+            await acall(self.memory.delete, user_id=self.user_id)
         except NotFoundError:
             pass
 

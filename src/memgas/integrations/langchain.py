@@ -34,7 +34,7 @@ from pydantic import ConfigDict, Field
 
 from memgas.core.errors import NotFoundError
 from memgas.core.types import Hit
-from memgas.integrations.calls import acall, call
+from memgas.integrations.calls import AnyMemory, acall, call
 
 __all__ = ["MemgasRetriever", "MemgasChatMessageHistory", "to_memgas", "from_memgas"]
 
@@ -70,11 +70,11 @@ class MemgasRetriever(BaseRetriever):
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 **kwargs: Any) -> list[Document]:
-        return [_document(h) for h in call(self.memory, "search", query, **self._options(kwargs))]
+        return [_document(h) for h in call(self.memory.search, query, **self._options(kwargs))]
 
     async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
                                        **kwargs: Any) -> list[Document]:
-        return [_document(h) for h in await acall(self.memory, "search", query, **self._options(kwargs))]
+        return [_document(h) for h in await acall(self.memory.search, query, **self._options(kwargs))]
 
 
 def to_memgas(message: BaseMessage) -> dict[str, Any]:
@@ -113,45 +113,45 @@ class MemgasChatMessageHistory(BaseChatMessageHistory):
         session_id: the conversation.
     """
 
-    def __init__(self, memory: Any, *, user_id: str, session_id: str) -> None:
+    def __init__(self, memory: AnyMemory, *, user_id: str, session_id: str) -> None:
         self.memory, self.user_id, self.session_id = memory, user_id, session_id
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """The session's messages, oldest first (none before the first ``add_messages``)."""
         try:
-            stored = call(self.memory, "get", self.session_id, user_id=self.user_id)
+            stored = call(self.memory.get, self.session_id, user_id=self.user_id)
         except NotFoundError:
             return []
-        return [from_memgas(m) for m in stored["messages"]]
+        return [from_memgas(m.to_dict()) for m in stored.messages]
 
     async def aget_messages(self) -> list[BaseMessage]:
         try:
-            stored = await acall(self.memory, "get", self.session_id, user_id=self.user_id)
+            stored = await acall(self.memory.get, self.session_id, user_id=self.user_id)
         except NotFoundError:
             return []
-        return [from_memgas(m) for m in stored["messages"]]
+        return [from_memgas(m.to_dict()) for m in stored.messages]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append the messages to the session (made on the first call)."""
         if messages:
-            call(self.memory, "append", [to_memgas(m) for m in messages], user_id=self.user_id,
+            call(self.memory.append, [to_memgas(m) for m in messages], user_id=self.user_id,
                  session_id=self.session_id)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         if messages:
-            await acall(self.memory, "append", [to_memgas(m) for m in messages], user_id=self.user_id,
+            await acall(self.memory.append, [to_memgas(m) for m in messages], user_id=self.user_id,
                         session_id=self.session_id)
 
     def clear(self) -> None:
         """Delete the session (and everything memgas derived from it)."""
         try:
-            call(self.memory, "delete", self.session_id, user_id=self.user_id)
+            call(self.memory.delete, self.session_id, user_id=self.user_id)
         except NotFoundError:
             pass
 
     async def aclear(self) -> None:
         try:
-            await acall(self.memory, "delete", self.session_id, user_id=self.user_id)
+            await acall(self.memory.delete, self.session_id, user_id=self.user_id)
         except NotFoundError:
             pass

@@ -33,7 +33,8 @@ from typing import Any, Iterable
 from langgraph.store.base import BaseStore, GetOp, Item, ListNamespacesOp, Op, PutOp, Result, SearchItem, SearchOp
 
 from memgas.core.errors import InvalidInputError, NotFoundError
-from memgas.integrations.calls import call
+from memgas.core.types import Session
+from memgas.integrations.calls import AnyMemory, call
 
 __all__ = ["MemgasStore", "item_text"]
 
@@ -75,32 +76,29 @@ class MemgasStore(BaseStore):
         memory: a ``Memory``, ``AsyncMemory``, ``Client`` or ``AsyncClient``.
     """
 
-    def __init__(self, memory: Any) -> None:
+    def __init__(self, memory: AnyMemory) -> None:
         self.memory = memory
 
     # -- the one operation LangGraph calls ----------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the operations in order (puts commit one by one)."""
-        return [self._run(op, self._call) for op in ops]
-
-    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return call(self.memory, method, *args, **kwargs)
+        return [self._run(op) for op in ops]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """:meth:`batch` in a worker thread, off the event loop (an ``AsyncMemory`` is driven from there; with
         an ``AsyncClient``, whose connections belong to its own event loop, prefer a ``Client`` here)."""
         return await asyncio.to_thread(self.batch, list(ops))
 
-    def _run(self, op: Op, do: Any) -> Result:
+    def _run(self, op: Op) -> Result:
         if isinstance(op, GetOp):
-            return self._get(op.namespace, op.key, do)
+            return self._get(op.namespace, op.key)
         if isinstance(op, PutOp):
-            self._put(op.namespace, op.key, op.value, do)
+            self._put(op.namespace, op.key, op.value)
             return None
         if isinstance(op, SearchOp):
-            return self._search(op, do)
+            return self._search(op)
         if isinstance(op, ListNamespacesOp):
-            return self._namespaces(op, do)
+            return self._namespaces(op)
         raise InvalidInputError(f"unknown store operation {type(op).__name__}")
 
     @staticmethod
@@ -109,9 +107,9 @@ class MemgasStore(BaseStore):
             raise InvalidInputError("a memgas item's namespace starts with the user id")
         return namespace[0], tuple(namespace[1:])
 
-    def _stored(self, user: str, sid: str, do: Any) -> dict[str, Any] | None:
+    def _stored(self, user: str, sid: str) -> Session | None:
         try:
-            return do("get", sid, user_id=user)
+            return call(self.memory.get, sid, user_id=user)
         except NotFoundError:
             return None
 
@@ -123,32 +121,33 @@ class MemgasStore(BaseStore):
                   "updated_at": datetime.fromisoformat(lg["updated_at"])}
         return SearchItem(**fields, score=score) if search else Item(**fields)
 
-    def _get(self, namespace: tuple[str, ...], key: str, do: Any) -> Item | None:
+    def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
         user, rest = self._split(namespace)
-        stored = self._stored(user, _session_id(rest, key), do)
-        return None if stored is None or MARK not in stored["metadata"] else self._item(user, stored["metadata"])
+        stored = self._stored(user, _session_id(rest, key))
+        return None if stored is None or MARK not in stored.metadata else self._item(user, stored.metadata)
 
-    def _put(self, namespace: tuple[str, ...], key: str, value: dict[str, Any] | None, do: Any) -> None:
+    def _put(self, namespace: tuple[str, ...], key: str, value: dict[str, Any] | None) -> None:
         user, rest = self._split(namespace)
         sid = _session_id(rest, key)
-        stored = self._stored(user, sid, do)
+        stored = self._stored(user, sid)
         if stored is not None:
-            do("delete", sid, user_id=user)
+            call(self.memory.delete, sid, user_id=user)
         if value is None:
             return
         now = datetime.now(timezone.utc).isoformat()
-        created = stored["metadata"][MARK]["created_at"] if stored is not None and MARK in stored["metadata"] else now
+        created = stored.metadata[MARK]["created_at"] if stored is not None and MARK in stored.metadata else now
         meta = {MARK: {"namespace": list(rest), "key": key, "value": value, "created_at": created, "updated_at": now}}
-        do("add", [{"role": "user", "content": item_text(value)}], user_id=user, session_id=sid, metadata=meta)
+        call(self.memory.add, [{"role": "user", "content": item_text(value)}], user_id=user, session_id=sid,
+             metadata=meta)
 
-    def _items(self, user: str, do: Any) -> list[dict[str, Any]]:
+    def _items(self, user: str) -> list[Session]:
         """Every item of ``user`` as its stored session (newest first)."""
-        rows = do("list", user_id=user)
-        sessions = [self._stored(user, r["session_id"], do) for r in rows if r["session_id"].startswith("lg/")]
-        items = [s for s in sessions if s is not None and MARK in s["metadata"]]
-        return sorted(items, key=lambda s: s["metadata"][MARK]["updated_at"], reverse=True)
+        rows = call(self.memory.list, user_id=user)
+        sessions = [self._stored(user, r.session_id) for r in rows if r.session_id.startswith("lg/")]
+        items = [s for s in sessions if s is not None and MARK in s.metadata]
+        return sorted(items, key=lambda s: s.metadata[MARK]["updated_at"], reverse=True)
 
-    def _search(self, op: SearchOp, do: Any) -> list[SearchItem]:
+    def _search(self, op: SearchOp) -> list[SearchItem]:
         user, prefix = self._split(op.namespace_prefix)
 
         def wanted(meta: dict[str, Any]) -> bool:
@@ -168,16 +167,16 @@ class MemgasStore(BaseStore):
                 else:
                     rest[k] = v
             want = SEARCH_CAP if rest else min(op.offset + op.limit, SEARCH_CAP)
-            hits = do("search", op.query, user_id=user, k=want, filters=filters)
+            hits = call(self.memory.search, op.query, user_id=user, k=want, filters=filters)
             found = [self._item(user, h.metadata, search=True, score=float(h.relevance)) for h in hits
                      if wanted(h.metadata)]
             return found[op.offset: op.offset + op.limit]
-        items = [s for s in self._items(user, do) if wanted(s["metadata"])]
-        return [self._item(user, s["metadata"], search=True) for s in items][op.offset: op.offset + op.limit]
+        items = [s for s in self._items(user) if wanted(s.metadata)]
+        return [self._item(user, s.metadata, search=True) for s in items][op.offset: op.offset + op.limit]
 
-    def _namespaces(self, op: ListNamespacesOp, do: Any) -> list[tuple[str, ...]]:
-        users = [u["user_id"] for u in do("list")]
-        spaces = sorted({(u, *s["metadata"][MARK]["namespace"]) for u in users for s in self._items(u, do)})
+    def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        users = [u.user_id for u in call(self.memory.users)]
+        spaces = sorted({(u, *s.metadata[MARK]["namespace"]) for u in users for s in self._items(u)})
         for cond in op.match_conditions or ():
             path = tuple(cond.path)
 

@@ -64,11 +64,11 @@ class MemgasMemoryBlock(BaseMemoryBlock[str]):
         asked = [_text(m) for m in messages or () if str(getattr(m.role, "value", m.role)) == "user" and _text(m)]
         if not asked:
             return ""
-        return await acall(self.memory, "context", asked[-1][:10_000], user_id=self.user_id, k=self.k,
+        return await acall(self.memory.context, asked[-1][:10_000], user_id=self.user_id, k=self.k,
                            max_tokens=self.max_tokens, exclude_sessions=[self.session_id])
 
     async def _aput(self, messages: List[ChatMessage]) -> None:
         stored = [{"role": _ROLES.get(str(getattr(m.role, "value", m.role)), "user"), "content": _text(m)}
                   for m in messages if _text(m).strip()]
         if stored:
-            await acall(self.memory, "append", stored, user_id=self.user_id, session_id=self.session_id)
+            await acall(self.memory.append, stored, user_id=self.user_id, session_id=self.session_id)

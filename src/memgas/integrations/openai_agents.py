@@ -20,7 +20,7 @@ from typing import Any
 from agents import FunctionTool, function_tool
 
 from memgas.core.errors import NotFoundError
-from memgas.integrations.calls import acall
+from memgas.integrations.calls import AnyMemory, acall
 
 __all__ = ["MemgasSession", "memgas_tools", "item_message"]
 
@@ -78,15 +78,15 @@ class MemgasSession:
 
     session_settings = None  # the SDK's default settings
 
-    def __init__(self, session_id: str, memory: Any, *, user_id: str) -> None:
+    def __init__(self, session_id: str, memory: AnyMemory, *, user_id: str) -> None:
         self.session_id, self.memory, self.user_id = session_id, memory, user_id
 
     async def _messages(self) -> list[dict[str, Any]]:
         try:
-            session = await acall(self.memory, "get", self.session_id, user_id=self.user_id)
+            session = await acall(self.memory.get, self.session_id, user_id=self.user_id)
         except NotFoundError:
             return []
-        return list(session["messages"])
+        return [m.to_dict() for m in session.messages]
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The session's items, oldest first; with ``limit``, the latest ``limit`` of them."""
@@ -98,7 +98,7 @@ class MemgasSession:
     async def add_items(self, items: list[Any]) -> None:
         """Append items to the session (made on first use), each as one memgas message."""
         if items:
-            await acall(self.memory, "append", [item_message(dict(i)) for i in items], user_id=self.user_id,
+            await acall(self.memory.append, [item_message(dict(i)) for i in items], user_id=self.user_id,
                         session_id=self.session_id)
 
     async def pop_item(self) -> Any | None:
@@ -106,18 +106,18 @@ class MemgasSession:
         messages = await self._messages()
         if not messages:
             return None
-        await acall(self.memory, "delete_message", self.session_id, len(messages) - 1, user_id=self.user_id)
+        await acall(self.memory.delete_message, self.session_id, len(messages) - 1, user_id=self.user_id)
         return _item(messages[-1])
 
     async def clear_session(self) -> None:
         """Delete the session and everything memgas made of it."""
         try:
-            await acall(self.memory, "delete", self.session_id, user_id=self.user_id)
+            await acall(self.memory.delete, self.session_id, user_id=self.user_id)
         except NotFoundError:
             pass
 
 
-def memgas_tools(memory: Any, *, user_id: str, k: int = 5, max_tokens: int = 800) -> list[FunctionTool]:
+def memgas_tools(memory: AnyMemory, *, user_id: str, k: int = 5, max_tokens: int = 800) -> list[FunctionTool]:
     """Function tools for an Agents SDK agent: ``search_memory`` (what from earlier conversations matters for a
     query, as dated, cited text: :meth:`Memory.context <memgas.memory.Memory.context>`) and ``add_memory`` (store a
     fact as its own session). ``memory`` as for :class:`MemgasSession`."""
@@ -128,7 +128,7 @@ def memgas_tools(memory: Any, *, user_id: str, k: int = 5, max_tokens: int = 800
         Args:
             query: what to look for, e.g. the user's question.
         """
-        text = await acall(memory, "context", query[:10_000], user_id=user_id, k=k, max_tokens=max_tokens)
+        text = await acall(memory.context, query[:10_000], user_id=user_id, k=k, max_tokens=max_tokens)
         return text or "(no memories found)"
 
     async def add_memory(text: str) -> str:
@@ -137,7 +137,7 @@ def memgas_tools(memory: Any, *, user_id: str, k: int = 5, max_tokens: int = 800
         Args:
             text: the fact, in a sentence.
         """
-        added = await acall(memory, "add", [{"role": "user", "content": text}], user_id=user_id)
-        return f"stored as session {added['session_id']}"
+        added = await acall(memory.add, [{"role": "user", "content": text}], user_id=user_id)
+        return f"stored as session {added.session_id}"
 
     return [function_tool(search_memory), function_tool(add_memory)]

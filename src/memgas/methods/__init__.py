@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from memgas.methods.amem import AMem
     from memgas.methods.baselines import BM25Method, DenseMethod
     from memgas.methods.comedy import Comedy
+    from memgas.methods.decompose import DecomposeStage
     from memgas.methods.episodic import Episodic
     from memgas.methods.fullhistory import FullHistory
     from memgas.methods.hipporag import HippoRAG
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from memgas.methods.mpnet import MPNetMethod
     from memgas.methods.raptor import Raptor
     from memgas.methods.recursum import RecurSum
+    from memgas.methods.rerank import RerankStage
     from memgas.methods.secom import SeCom
     from memgas.methods.sgmem import SGMem
     from memgas.methods.zep import Zep
@@ -61,6 +63,8 @@ class MethodSpec:
             (:func:`get_method` hands it a :class:`~memgas.methods.trees.LLMGroupSummarizer`).
         fallback: the method whose hits the facade adds when this one is degraded
             (:meth:`~memgas.methods.base.MemoryMethod.degraded`: an LLM that could not be reached).
+        keeps_facts: it keeps a temporal knowledge graph: it has ``facts``, ``history``, ``communities``,
+            ``pending`` and ``retry_pending`` (the facade's ``kg``).
     """
 
     cls: str
@@ -69,6 +73,7 @@ class MethodSpec:
     qa_only: bool = False
     describes_groups: bool = False
     fallback: str | None = None
+    keeps_facts: bool = False
 
 
 #: Every method by name. The ``memgas-no-*`` ablations switch one part of MemGAS off.
@@ -90,7 +95,7 @@ METHODS: dict[str, MethodSpec] = {
     "raptor": MethodSpec("Raptor", {}, describes_groups=True),
     "episodic": MethodSpec("Episodic", {}),
     "secom": MethodSpec("SeCom", {}),
-    "zep": MethodSpec("Zep", {}, needs_llm=True, fallback="memgas"),
+    "zep": MethodSpec("Zep", {}, needs_llm=True, fallback="memgas", keeps_facts=True),
     "mpc": MethodSpec("MPC", {}, needs_llm=True),
     "amem": MethodSpec("AMem", {}, needs_llm=True),
     "amem-extractive": MethodSpec("AMem", {"use_llm": False}),
@@ -115,7 +120,8 @@ LLM_DESCRIBED: frozenset[str] = frozenset(name for name, spec in METHODS.items()
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
-def get_method(name: str, embedder: Embedder, *, llm: LLM | None = None, **kwargs: Any) -> MemoryMethod:
+def get_method(name: str, embedder: Embedder, *, llm: LLM | None = None, reranker: RerankStage | None = None,
+               decomposer: DecomposeStage | None = None, **kwargs: Any) -> MemoryMethod:
     """Instantiate the method called ``name`` (importing its module on first use).
 
     Args:
@@ -123,6 +129,8 @@ def get_method(name: str, embedder: Embedder, *, llm: LLM | None = None, **kwarg
         embedder: the embedder the method embeds units and queries with.
         llm: the language model, if any: handed to a method that needs one (``llm=``) and, as a group
             summarizer, to a method whose tree nodes it describes (:class:`MethodSpec`); others ignore it.
+        reranker, decomposer: the optional search stages (:mod:`memgas.methods.rerank`,
+            :mod:`memgas.methods.decompose`), which every method takes.
         **kwargs: the method's parameters; those the name fixes (an ablation's switch, a baseline's side or
             granularity) override them.
 
@@ -151,6 +159,7 @@ def get_method(name: str, embedder: Embedder, *, llm: LLM | None = None, **kwarg
         kwargs.setdefault("group_summarizer", LLMGroupSummarizer(llm))
     method: MemoryMethod = cls(embedder, **{**kwargs, **spec.fixed})
     method.name = name
+    method.reranker, method.decomposer = reranker, decomposer
     return method
 
 

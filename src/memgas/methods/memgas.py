@@ -33,13 +33,13 @@ import scipy.sparse as sp
 
 from memgas.core.packing import pack, unpack
 from memgas.core.types import GRANULARITIES, Edge, Session, Unit
-from memgas.kernels.quantize import from_half, to_half
 from memgas.kernels.gmm import accept_masks
 from memgas.kernels.lexical import LexicalIndex
 from memgas.kernels.ppr import personalized_pagerank
+from memgas.kernels.quantize import from_half, to_half
 from memgas.kernels.router import granularity_weights
-from memgas.kernels.tense import asks_about_now
 from memgas.kernels.temporal import parse_time_window
+from memgas.kernels.tense import asks_about_now
 from memgas.kernels.turnscore import own_turn_scores
 from memgas.methods.base import ConfiguredMethod, IngestStats
 from memgas.methods.index import (

@@ -42,7 +42,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -113,11 +113,16 @@ class CommunitySummary:
     members: tuple[str, ...]
     summary: str
     by_llm: bool
-    vector: np.ndarray = field(repr=False, compare=False)
+    vector: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable view (no vector)."""
         return {"members": list(self.members), "summary": self.summary, "by_llm": self.by_llm}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CommunitySummary:
+        """The community of a :meth:`to_dict` view (as the REST API returns it; no vector)."""
+        return cls(tuple(map(str, data["members"])), str(data["summary"]), bool(data["by_llm"]))
 
 
 @dataclass(slots=True)

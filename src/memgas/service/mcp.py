@@ -96,7 +96,8 @@ Messages = Annotated[list[MessageIn] | Annotated[str, Field(min_length=1, max_le
     "the messages in order: [{role: user|assistant|system|tool, content, name?}, ...] (OpenAI and Anthropic "
     "message formats are read too), or a plain string as one user message"))]
 MaxTokens = Annotated[int, Field(ge=1, le=100_000, description="the text's budget, 4 characters a token")]
-ExcludeSession = Annotated[SessionId | None, Field(description="a session to leave out: the current conversation")]
+ExcludeSessions = Annotated[list[SessionId], Field(max_length=100, description="sessions to leave out: the current "
+                                                                                "conversation")]
 Metadata = Annotated[dict[str, Any] | None, Field(description=(
     "a JSON object kept with the session (at most 64 KiB, 32 levels)"))]
 OptionalSession = Annotated[SessionId | None, Field(description=(
@@ -175,21 +176,22 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
         """
         plain = messages_payload(messages)
         sid = session_id if session_id is not None else uuid.uuid4().hex
-        result = await call(lambda mem: mem.append(user_id, sid, plain, timestamp=timestamp, metadata=metadata))
-        if result["created"] and metrics is not None:
+        result = await call(lambda mem: mem.append(plain, user_id=user_id, session_id=sid, timestamp=timestamp,
+                                                 metadata=metadata))
+        if result.created and metrics is not None:
             metrics.inc("adds")
-        return reply("add_memory", AppendResult(**result), format)
+        return reply("add_memory", AppendResult(**result.to_dict()), format)
 
     async def get_context(user_id: UserId, query: Query, k: K = 5, max_tokens: MaxTokens = 1000,
-                          exclude_session: ExcludeSession = None) -> str:
+                          exclude_sessions: ExcludeSessions | None = None) -> str:
         """What from earlier conversations matters for `query`, as compact prompt-ready text.
 
         The user's standing instructions and preferences that apply come first, then one dated line per
         relevant message of earlier conversations (the part that matters of a long one), within `max_tokens`
-        (4 characters a token). Pass the current conversation as `exclude_session` so it is not repeated.
+        (4 characters a token). Pass the current conversation in `exclude_sessions` so it is not repeated.
         """
-        excluded = [exclude_session] if exclude_session else []
-        text = await call(lambda mem: mem.context(user_id, query, k=k, max_tokens=max_tokens,
+        excluded = exclude_sessions or []
+        text = await call(lambda mem: mem.context(query, user_id=user_id, k=k, max_tokens=max_tokens,
                                                   exclude_sessions=excluded), "searches")
         return text or "(no memories yet)"
 
@@ -199,7 +201,8 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
 
         Follow them when answering; get_context already puts the relevant ones first.
         """
-        return reply("get_profile", ProfileOut(statements=await call(lambda mem: mem.profile(user_id))), format)
+        return reply("get_profile", ProfileOut(statements=[
+            s.to_dict() for s in await call(lambda mem: mem.profile(user_id=user_id))]), format)
 
     async def search_memory(user_id: UserId, query: Query, k: K = 5, query_time: QueryTime = None,
                             min_score: MinScore = 0.0, filters: McpFilters = None,
@@ -211,23 +214,23 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
         matching turns as text and a relevance score; no hits for a user with nothing stored yet.
         `filters` narrows the search to sessions of one agent, run or project (their metadata).
         """
-        hits = await call(lambda mem: mem.search(user_id, query, k=k, query_time=query_time, min_score=min_score,
+        hits = await call(lambda mem: mem.search(query, user_id=user_id, k=k, query_time=query_time, min_score=min_score,
                                                  filters=filters), "searches")
-        return reply("search_memory", SearchResponse(hits=hits), format)
+        return reply("search_memory", SearchResponse(hits=[h.to_dict() for h in hits]), format)
 
     async def get_session(user_id: UserId, session_id: SessionId, format: Format = "text") -> SessionOut:
         """The full stored conversation of one session (its messages, timestamp and metadata).
 
         Use it when a search hit's turns are not enough context.
         """
-        return reply("get_session", SessionOut(**await call(lambda mem: mem.get(user_id, session_id))), format)
+        return reply("get_session", SessionOut(**(await call(lambda mem: mem.get(session_id, user_id=user_id))).to_dict()), format)
 
     async def list_sessions(user_id: UserId, filters: McpFilters = None, limit: PageLimit = None,
                             cursor: PageCursor = None, format: Format = "text") -> SessionList:
         """The user's stored sessions, oldest first: ids, timestamps, sizes, scope and each one's first user line
         (not their content). Pages with `limit`; pass the result's `next_cursor` as `cursor` for the next."""
-        page = await call(lambda mem: mem.sessions(user_id, filters=filters, limit=limit, cursor=cursor))
-        return reply("list_sessions", SessionList(**page), format)
+        page = await call(lambda mem: mem.list(user_id=user_id, filters=filters, limit=limit, cursor=cursor))
+        return reply("list_sessions", SessionList(**page.to_dict()), format)
 
     async def delete_memory(user_id: UserId, session_id: OptionalSession = None,
                             all_sessions: AllSessions = False, format: Format = "text") -> DeleteResult:
@@ -237,7 +240,7 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
         `session_id` and pass `all_sessions: true`. Deletion cannot be undone.
         """
         if (session_id is not None) != all_sessions:
-            return reply("delete_memory", DeleteResult(**await call(lambda mem: mem.delete(user_id, session_id))),
+            return reply("delete_memory", DeleteResult(**(await call(lambda mem: mem.delete(session_id, user_id=user_id))).to_dict()),
                          format)
         if session_id is None:
             raise ToolError("pass session_id to delete one session, or all_sessions=true to delete all the memory "
@@ -294,8 +297,8 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
             Use it when you want a short answer rather than the raw search hits; `sources` lists the
             session ids the answer rests on.
             """
-            return reply("answer", AnswerOut(**await call(lambda mem: mem.answer(
-                user_id, question, question_date=question_date, k=k), "answers")), format)
+            return reply("answer", AnswerOut(**(await call(lambda mem: mem.answer(
+                question, user_id=user_id, question_date=question_date, k=k), "answers")).to_dict()), format)
 
         add(answer, read_only)
     return server

@@ -375,6 +375,32 @@ class FactList(BaseModel):
     facts: list[FactOut]
 
 
+class CommunityOut(BaseModel):
+    """A community of entities with its summary; ``by_llm`` false for the extractive fallback."""
+
+    members: list[str]
+    summary: str
+    by_llm: bool
+
+
+class CommunityList(BaseModel):
+    """The user's entity communities."""
+
+    communities: list[CommunityOut]
+
+
+class RetryRequest(_Request):
+    """``POST /v1/facts/retry``: retry a user's failed fact extractions."""
+
+    user_id: UserId
+
+
+class RetryOut(BaseModel):
+    """Messages whose extraction is still pending after the retry."""
+
+    pending: int
+
+
 class _ExperienceScope(_Request):
     """Whose experience: exactly one of ``agent_id`` and ``user_id`` (400 otherwise)."""
 

@@ -13,15 +13,16 @@ import binascii
 import json
 from bisect import bisect_right
 from datetime import datetime, timedelta
-from typing import Any, Literal, Sequence
+from typing import Literal, Sequence
 
 from memgas.core.errors import InvalidInputError
 from memgas.core.filters import Filter
+from memgas.core.results import SessionHeader
 from memgas.core.validate import check_count, check_id, naive_utc
 from memgas.methods.index import IndexCache
 from memgas.store import SessionInfo, Store
 
-__all__ = ["SessionCatalog", "ORDERS", "Order", "ordered_page", "header_dict"]
+__all__ = ["SessionCatalog", "ORDERS", "Order", "ordered_page", "session_header"]
 
 Order = Literal["oldest", "newest"]
 #: Listing orders: ``oldest`` first (by when the session happened, undated sessions last, then when it was
@@ -120,13 +121,7 @@ def ordered_page(headers: Sequence[SessionInfo], *, order: str = "oldest", limit
     return [(h, _encode(order, k)) for k, h in chosen]
 
 
-def header_dict(info: SessionInfo, cursor: str | None = None) -> dict[str, Any]:
+def session_header(info: SessionInfo, cursor: str | None = None) -> SessionHeader:
     """A session header as :meth:`Memory.list <memgas.memory.Memory.list>` returns it."""
-    out: dict[str, Any] = {
-        "session_id": info.session_id, "timestamp": info.timestamp.isoformat() if info.timestamp else None,
-        "messages": info.n_messages, "turns": info.n_turns, "created_at": info.created_at.isoformat(),
-        "agent_id": info.agent_id, "run_id": info.run_id, "metadata": dict(info.metadata), "preview": info.preview,
-    }
-    if cursor is not None:
-        out["cursor"] = cursor
-    return out
+    return SessionHeader(info.session_id, info.timestamp, info.n_messages, info.n_turns, info.created_at,
+                         info.agent_id, info.run_id, dict(info.metadata), info.preview, cursor)

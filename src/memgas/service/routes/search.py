@@ -3,22 +3,27 @@ knowledge graph."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Query, Request
+from typing import Annotated
 
-from memgas.core.errors import UnavailableError
+from fastapi import APIRouter, Depends, Path, Query, Request
+
+from memgas.core.errors import InvalidInputError, UnavailableError
 from memgas.service.deps import UserQuery, scoped
 from memgas.service.routes.sessions import query_filters
 from memgas.service.schemas import (
     AnswerOut,
     AnswerRequest,
+    CommunityList,
     ContextOut,
     ContextRequest,
     FactList,
     ProfileOut,
+    RetryOut,
+    RetryRequest,
     SearchRequest,
     SearchResponse,
 )
-from memgas.service.scoped import ScopedMemory
+from memgas.service.scoped import ScopedKnowledgeGraph, ScopedMemory
 
 router = APIRouter(tags=["search"])
 
@@ -27,16 +32,16 @@ router = APIRouter(tags=["search"])
 def search(body: SearchRequest, request: Request, mem: ScopedMemory = Depends(scoped)) -> SearchResponse:
     """The ``k`` sessions most relevant to the query, best first, with their best turns; with ``filters``, of the
     sessions that pass them (ranked inside that set: ``k`` hits whenever ``k`` pass)."""
-    hits = mem.search(body.user_id, body.query, k=body.k, query_time=body.query_time, min_score=body.min_score,
+    hits = mem.search(body.query, user_id=body.user_id, k=body.k, query_time=body.query_time, min_score=body.min_score,
                       exclude_sessions=body.exclude_sessions, filters=body.filters)
     request.app.state.memgas.metrics.inc("searches")
-    return SearchResponse(hits=hits)
+    return SearchResponse(hits=[h.to_dict() for h in hits])
 
 
 @router.post("/v1/context", response_model=ContextOut)
 def context(body: ContextRequest, request: Request, mem: ScopedMemory = Depends(scoped)) -> ContextOut:
     """Prompt-ready text of what matters for the query: dated, session-cited excerpts within ``max_tokens``."""
-    text = mem.context(body.user_id, body.query, k=body.k, max_tokens=body.max_tokens,
+    text = mem.context(body.query, user_id=body.user_id, k=body.k, max_tokens=body.max_tokens,
                        exclude_sessions=body.exclude_sessions, query_time=body.query_time, min_score=body.min_score,
                        filters=body.filters)
     request.app.state.memgas.metrics.inc("searches")
@@ -48,10 +53,10 @@ def answer(body: AnswerRequest, request: Request, mem: ScopedMemory = Depends(sc
     """Answer a question from the user's memories, citing sessions (503 without an LLM)."""
     if mem.memory.llm is None:
         raise UnavailableError("this server has no LLM: start it with --llm to answer questions")
-    result = mem.answer(body.user_id, body.question, question_date=body.question_date, k=body.k,
+    result = mem.answer(body.question, user_id=body.user_id, question_date=body.question_date, k=body.k,
                         use_filter=body.use_filter)
     request.app.state.memgas.metrics.inc("answers")
-    return AnswerOut(**result)
+    return AnswerOut(**result.to_dict())
 
 
 @router.get("/v1/profile", response_model=ProfileOut)
@@ -62,8 +67,15 @@ def profile(user_id: UserQuery,
     """The user's standing instructions and preferences ("always…", "never…", "I prefer…"), oldest first, each with
     its session, message and time: what every context is headed by, of the sessions that pass ``filters`` less
     ``exclude_sessions``. Read from the stored messages: deleting or editing a message changes it at once."""
-    return ProfileOut(statements=mem.profile(user_id, exclude_sessions=exclude_sessions,
-                                             filters=query_filters(filters)))
+    return ProfileOut(statements=[s.to_dict() for s in mem.profile(user_id=user_id, exclude_sessions=exclude_sessions,
+                                                                   filters=query_filters(filters))])
+
+
+def _kg(mem: ScopedMemory) -> ScopedKnowledgeGraph:
+    if mem.kg is None:
+        raise InvalidInputError(f"method {mem.memory.method.name!r} keeps no facts: start the server with "
+                                "--method zep and an --llm")
+    return mem.kg
 
 
 @router.get("/v1/facts", response_model=FactList)
@@ -71,4 +83,24 @@ def facts(user_id: UserQuery, entity: str | None = Query(default=None, min_lengt
           as_of: str | None = Query(default=None, max_length=64), include_invalid: bool = False,
           mem: ScopedMemory = Depends(scoped)) -> FactList:
     """The user's facts (a server with ``--method zep``); by default only those valid now or at ``as_of``."""
-    return FactList(facts=mem.facts(user_id, entity=entity, as_of=as_of, include_invalid=include_invalid))
+    found = _kg(mem).facts(user_id=user_id, entity=entity, as_of=as_of, include_invalid=include_invalid)
+    return FactList(facts=[f.to_dict() for f in found])
+
+
+@router.get("/v1/facts/{fact_id}/history", response_model=FactList)
+def fact_history(fact_id: Annotated[int, Path(ge=0, description="the fact's id")], user_id: UserQuery,
+                 mem: ScopedMemory = Depends(scoped)) -> FactList:
+    """How one fact changed, oldest version first (a server with ``--method zep``)."""
+    return FactList(facts=[f.to_dict() for f in _kg(mem).history(fact_id, user_id=user_id)])
+
+
+@router.get("/v1/communities", response_model=CommunityList)
+def communities(user_id: UserQuery, mem: ScopedMemory = Depends(scoped)) -> CommunityList:
+    """The user's entity communities with their summaries (a server with ``--method zep``)."""
+    return CommunityList(communities=[c.to_dict() for c in _kg(mem).communities(user_id=user_id)])
+
+
+@router.post("/v1/facts/retry", response_model=RetryOut)
+def retry_pending(body: RetryRequest, mem: ScopedMemory = Depends(scoped)) -> RetryOut:
+    """Retry the user's fact extractions that failed at add; how many messages are still pending."""
+    return RetryOut(pending=_kg(mem).retry_pending(user_id=body.user_id))

@@ -16,13 +16,13 @@ router = APIRouter(tags=["users"])
 @router.get("/v1/users", response_model=UserList)
 def list_users(mem: ScopedMemory = Depends(scoped)) -> UserList:
     """The users this key may see (a tenant key: its own), with their session counts."""
-    return UserList(users=mem.users())
+    return UserList(users=[u.to_dict() for u in mem.users()])
 
 
 @router.delete("/v1/users/{user_id:path}", response_model=DeleteResult)
 def delete_user(user_id: UserPath, mem: ScopedMemory = Depends(scoped)) -> DeleteResult:
     """Delete all of a user's memory, and the cache rows only it produced."""
-    return DeleteResult(**mem.delete(user_id))
+    return DeleteResult(**mem.delete(user_id=user_id).to_dict())
 
 
 @router.get("/v1/stats", response_model=dict[str, Any])
