@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import inspect
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 
 from memgas.answer import Answer
 from memgas.context.profile import StandingStatement
 from memgas.core.results import Added, Appended, Deleted, Edited, SessionPage, UserSessions
 from memgas.core.types import Hit, Session
+
+if TYPE_CHECKING:
+    from memgas.kernels.temporal_graph import Fact
+    from memgas.methods.zep import CommunitySummary
 
 __all__ = ["MemoryAPI", "KnowledgeGraphAPI", "calls", "Timestamp"]
 
@@ -100,13 +104,13 @@ class KnowledgeGraphAPI(Protocol):
     """A temporal knowledge graph's facts (``method="zep"``): present only where the method keeps one."""
 
     def facts(self, *, user_id: str, entity: str | None = None, as_of: Timestamp = None,
-              include_invalid: bool = False) -> list[Any]:
+              include_invalid: bool = False) -> list[Fact]:
         """The user's facts valid now (or at ``as_of``); ``include_invalid`` adds the invalidated history."""
 
-    def history(self, fact_id: int, *, user_id: str) -> list[Any]:
+    def history(self, fact_id: int, *, user_id: str) -> list[Fact]:
         """How one fact changed, oldest version first."""
 
-    def communities(self, *, user_id: str) -> list[Any]:
+    def communities(self, *, user_id: str) -> list[CommunitySummary]:
         """The user's entity communities with their summaries."""
 
     def retry_pending(self, *, user_id: str) -> int:
@@ -122,12 +126,3 @@ def calls(api: type) -> list[tuple[str, inspect.Signature]]:
             sig = inspect.signature(member)
             out.append((name, sig.replace(parameters=list(sig.parameters.values())[1:])))
     return out
-
-
-def signature_of(call: Callable[..., Any]) -> inspect.Signature:
-    """``call``'s signature without ``self`` (a bound method's or a function's)."""
-    sig = inspect.signature(call)
-    params = list(sig.parameters.values())
-    if params and params[0].name == "self":
-        params = params[1:]
-    return sig.replace(parameters=params)

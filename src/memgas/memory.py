@@ -49,8 +49,10 @@ from memgas.store import Store, open_store
 if TYPE_CHECKING:
     from memgas.answer import Answer
     from memgas.context import StandingStatement
+    from memgas.kernels.temporal_graph import Fact
+    from memgas.methods.zep import CommunitySummary
 
-__all__ = ["Memory", "DEFAULT_INDEX_CACHE_MB"]
+__all__ = ["Memory", "KnowledgeGraph", "DEFAULT_INDEX_CACHE_MB"]
 
 #: What the search indexes of one Memory may hold by default (MiB); ``stats()["index_cache"]`` shows what they hold.
 DEFAULT_INDEX_CACHE_MB = 1024
@@ -862,7 +864,7 @@ class KnowledgeGraph:
         self._store = store
 
     def facts(self, *, user_id: str, entity: str | None = None, as_of: str | datetime | None = None,
-              include_invalid: bool = False) -> list[Any]:
+              include_invalid: bool = False) -> list[Fact]:
         """The user's facts valid now (or at ``as_of``); ``include_invalid`` adds the invalidated history, which is
         never deleted.
 
@@ -874,7 +876,7 @@ class KnowledgeGraph:
         return self._method.facts(self._store, user_id, entity=entity, as_of=parse_timestamp(as_of),
                                   include_invalid=include_invalid)
 
-    def history(self, fact_id: int, *, user_id: str) -> list[Any]:
+    def history(self, fact_id: int, *, user_id: str) -> list[Fact]:
         """How one fact changed, oldest version first.
 
         Raises:
@@ -883,7 +885,7 @@ class KnowledgeGraph:
         _require_user(self._store, user_id)
         return self._method.history(self._store, user_id, fact_id)
 
-    def communities(self, *, user_id: str) -> list[Any]:
+    def communities(self, *, user_id: str) -> list[CommunitySummary]:
         """The user's entity communities with their summaries, as of the last batch refresh."""
         _require_user(self._store, user_id)
         return self._method.communities(self._store, user_id)

@@ -13,7 +13,6 @@ from memgas.cli.commands import main
 from support.datasets import lme_records, locomo_sample
 
 
-
 def lme_file(folder: Path) -> Path:
     """The shipped LongMemEval-format sample (tests/support/datasets.py) as a file in ``folder``."""
     data = folder / "lme.json"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from memgas.service.openapi import schema_text
+from memgas.service.typescript import api_declaration
 
 CLIENT = Path(__file__).resolve().parents[2] / "clients" / "typescript"
 NPM = shutil.which("npm")
@@ -20,6 +21,32 @@ NPM = shutil.which("npm")
 def test_the_checked_in_schema_is_the_servers() -> None:
     assert (CLIENT / "openapi.json").read_text(encoding="utf-8") == schema_text(), (
         "clients/typescript is out of date with the server: run `npm run generate` there")
+
+
+def test_the_checked_in_api_is_the_declarations() -> None:
+    assert (CLIENT / "src" / "api.ts").read_text(encoding="utf-8") == api_declaration(), (
+        "clients/typescript/src/api.ts is out of date with memgas.api: run `npm run generate` there")
+
+
+def test_the_compiler_refuses_a_client_that_lacks_a_declared_call(tmp_path: Path) -> None:
+    """The client implements the generated ``MemoryApi`` and takes each call's options as declared there: drop a
+    call, or read an option by another name, and tsc fails."""
+    _npm("--version")  # skips, saying why, without npm or the client's packages
+    source = (CLIENT / "src" / "index.ts").read_text(encoding="utf-8")
+    for old, new, error in (
+            ("  async users(): Promise<UserRow[]> {", "  async everyone(): Promise<UserRow[]> {",
+             "incorrectly implements interface 'MemoryApi'"),
+            ("min_score: options.minScore ?? 0,", "min_score: options.minimumScore ?? 0,",
+             "Property 'minimumScore' does not exist")):
+        shutil.copytree(CLIENT / "src", tmp_path / "src", dirs_exist_ok=True)
+        shutil.copy(CLIENT / "tsconfig.json", tmp_path / "tsconfig.json")
+        (tmp_path / "node_modules").unlink(missing_ok=True)
+        (tmp_path / "node_modules").symlink_to(CLIENT / "node_modules")
+        assert old in source
+        (tmp_path / "src" / "index.ts").write_text(source.replace(old, new), encoding="utf-8")
+        done = subprocess.run([str(CLIENT / "node_modules" / ".bin" / "tsc"), "-p", str(tmp_path), "--noEmit"],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode != 0 and error in done.stdout, done.stdout
 
 
 def _npm(*args: str) -> subprocess.CompletedProcess[str]:

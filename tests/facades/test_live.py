@@ -19,9 +19,9 @@ import pytest
 
 from memgas import Memory
 from memgas.context.assemble import MEMORY_HEADERS
-from memgas.kernels.text import context_tokens
 from memgas.core.errors import InvalidInputError, NotFoundError
 from memgas.embed.base import Embedder
+from memgas.kernels.text import context_tokens
 
 TOPICS = ["hiking the Timberline Trail", "my cat Miso", "baking sourdough", "cello lessons", "a trip to Lisbon",
           "the tomato garden", "tax forms", "a new job at Acme"]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 from datetime import datetime, timezone
 from importlib import resources
+from typing import Any
 
 import numpy as np
 import pytest

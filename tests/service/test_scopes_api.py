@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from memgas.client import AsyncClient, Client
+from memgas.core.errors import NotFoundError
 from memgas.core.results import Deleted
-from memgas.core.errors import InvalidInputError, NotFoundError
 from support.live_server import LiveServer, make_key, start_server
 
 

@@ -234,7 +234,7 @@ def test_memory_threads_and_processes(tmp_path: Path) -> None:
     reports = _in_processes(tmp_path, _memory_worker, argsets, local)
     reports.append({"adds": [[u, "base"] for u in USERS], "deletes": [], "searches": 0, "errors": []})
     with Memory(db, embedder=HashEmbedder()) as memory:
-        figures = _check_end_state(lambda u: [s["session_id"] for s in memory.list(user_id=u)], reports)
+        figures = _check_end_state(lambda u: [s.session_id for s in memory.list(user_id=u)], reports)
     print(f"\nMemory level, 2 processes x (1 writer + 2 searcher threads): {figures}, "
           f"{time.perf_counter() - t0:.1f} s")
     assert figures["searches"] >= 1400

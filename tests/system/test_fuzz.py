@@ -257,10 +257,10 @@ def test_fuzz_add(store: tuple[Memory, Path]) -> None:
             sid, uid = kwargs["session_id"], kwargs["user_id"]
             with check.call([uid] + ([] if sid is None else [sid]), writes=True):
                 r = mem.add(kwargs.pop("messages"), **kwargs)
-                added.append((uid, r["session_id"]))
-                stored = mem.get(r["session_id"], user_id=uid)
+                added.append((uid, r.session_id))
+                stored = mem.get(r.session_id, user_id=uid).to_dict()
                 assert json.loads(json.dumps(stored, allow_nan=False, ensure_ascii=False)) == stored
-        assert mem.get("s0", user_id=USER)["metadata"] == {"k": [1, 2]}  # a duplicate id never replaced it
+        assert mem.get("s0", user_id=USER).metadata == {"k": [1, 2]}  # a duplicate id never replaced it
         for uid in {u for u, _ in added if u != USER}:
             mem.delete(user_id=uid)
         for sid in [s for u, s in added if u == USER]:

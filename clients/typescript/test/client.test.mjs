@@ -79,12 +79,12 @@ test("add, append, search, context, get, list, delete round-trip with typed resu
   const session = await mem.get("hike", { userId: "ana" });
   assert.equal(session.messages.length, 3);
   assert.deepEqual(session.metadata, { trip: true });
-  const first = await mem.list({ userId: "ana", limit: 2, order: "newest" });
-  const rest = await mem.list({ userId: "ana", limit: 2, order: "newest", cursor: first.at(-1).cursor });
+  const first = (await mem.list({ userId: "ana", limit: 2, order: "newest" })).sessions;
+  const rest = (await mem.list({ userId: "ana", limit: 2, order: "newest", cursor: first.at(-1).cursor })).sessions;
   assert.equal(first.length + rest.length, 3);
-  const page = await mem.page({ userId: "ana", limit: 2 });
+  const page = await mem.list({ userId: "ana", limit: 2 });
   assert.ok(page.next_cursor);
-  const users = await mem.list();
+  const users = await mem.users();
   assert.ok(users.some((u) => u.user_id === "ana" && u.sessions === 3));
   const changed = await mem.updateMessage("hike", 2, "Ann wants to go again next spring.", { userId: "ana" });
   assert.equal(changed.messages, 3);
@@ -120,7 +120,7 @@ test("a tenant key sees only its tenant, and experience routes answer", async ()
   await admin.add("The vault code is 7788.", { userId: "carl", sessionId: "secret" });
   assert.deepEqual(await acme.search("vault code", { userId: "carl" }), []);
   await acme.add("I like tea.", { userId: "carl", sessionId: "mine" });
-  assert.deepEqual((await acme.list({ userId: "carl" })).map((s) => s.session_id), ["mine"]);
+  assert.deepEqual((await acme.list({ userId: "carl" })).sessions.map((s) => s.session_id), ["mine"]);
   const added = await acme.addPrinciple({ situation: "When the user is in a hurry", action: "answer in one line",
                                           avoid: "long preambles", reason: "they asked for speed" }, { agentId: "helper" });
   assert.equal(added.added, true);

@@ -9,7 +9,7 @@ memgas's exceptions.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from memgas.answer import Answer
 from memgas.api import Timestamp
@@ -18,6 +18,10 @@ from memgas.core.results import Added, Appended, Deleted, Edited, SessionPage, U
 from memgas.core.types import Hit, Session
 from memgas.memory import KnowledgeGraph, Memory
 from memgas.service.keys import Principal
+
+if TYPE_CHECKING:
+    from memgas.kernels.temporal_graph import Fact
+    from memgas.methods.zep import CommunitySummary
 
 __all__ = ["ScopedMemory", "ScopedKnowledgeGraph"]
 
@@ -141,16 +145,16 @@ class ScopedKnowledgeGraph:
         self._principal = principal
 
     def facts(self, *, user_id: str, entity: str | None = None, as_of: Timestamp = None,
-              include_invalid: bool = False) -> list[Any]:
+              include_invalid: bool = False) -> list[Fact]:
         """The user's facts (:meth:`KnowledgeGraph.facts`)."""
         return self._kg.facts(user_id=self._principal.stored_user(user_id), entity=entity, as_of=as_of,
                               include_invalid=include_invalid)
 
-    def history(self, fact_id: int, *, user_id: str) -> list[Any]:
+    def history(self, fact_id: int, *, user_id: str) -> list[Fact]:
         """How one fact changed (:meth:`KnowledgeGraph.history`)."""
         return self._kg.history(fact_id, user_id=self._principal.stored_user(user_id))
 
-    def communities(self, *, user_id: str) -> list[Any]:
+    def communities(self, *, user_id: str) -> list[CommunitySummary]:
         """The user's entity communities (:meth:`KnowledgeGraph.communities`)."""
         return self._kg.communities(user_id=self._principal.stored_user(user_id))
 
