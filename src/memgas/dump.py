@@ -40,7 +40,7 @@ from memgas.core.errors import DuplicateSessionError, InvalidInputError, NotFoun
 from memgas.core.types import GRANULARITIES, Edge, Session, Unit
 from memgas.core.validate import make_session
 from memgas.kernels.quantize import code_size, decode_rows, encode_rows
-from memgas.store import Store, UnitTable
+from memgas.store import Store, StoreBinding, UnitTable, part
 
 if TYPE_CHECKING:
     from memgas.memory import Memory
@@ -95,7 +95,7 @@ def export_dump(store: Store, out: TextIO, *, user_ids: Sequence[str] | None = N
         with store.reading():
             table = store.load_units(user)
             if header is None:  # the interface has no dim of its own: a unit table's width is the dim
-                embedder_id = store.embedder_id
+                embedder_id = part(store, StoreBinding).embedder_id
                 header = _header(embedder_id, None if embedder_id is None else int(table.vectors.shape[1]))
                 out.write(_line(header))
             for obj in _user_lines(store, user, table):
@@ -105,7 +105,7 @@ def export_dump(store: Store, out: TextIO, *, user_ids: Sequence[str] | None = N
                 counts["edges"] += len(obj["edges"])
         counts["users"] += 1
     if header is None:  # no user: the header still names the store's embedder
-        out.write(_line(_header(store.embedder_id, None)))
+        out.write(_line(_header(part(store, StoreBinding).embedder_id, None)))
     out.write(_line({"type": "end", "users": counts["users"], "sessions": counts["sessions"]}))
     return counts
 
@@ -354,7 +354,7 @@ def import_dump(path: str | Path, memory: Memory, *, skip_existing: bool = False
     plan = dump.sessions_by_user()
     total = sum(len(ids) for ids in plan.values())
     store = memory.store
-    target = store.embedder_id or memory.embedder.id
+    target = part(store, StoreBinding).embedder_id or memory.embedder.id
     lossless = dump.embedder_id is None or dump.embedder_id == target
     if not skip_existing:
         for user, ids in plan.items():

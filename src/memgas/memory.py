@@ -44,7 +44,7 @@ from memgas.llm.factory import get_llm
 from memgas.llm.wrapper import LLM
 from memgas.methods import METHODS, MemoryMethod, get_method
 from memgas.sessions.listing import SessionCatalog, ordered_page, session_header
-from memgas.store import Store, open_store
+from memgas.store import Store, StoreBinding, open_store, part
 
 if TYPE_CHECKING:
     from memgas.answer import Answer
@@ -129,7 +129,7 @@ class Memory:
         if self.index_cache_bytes is not None:
             self.method.limit_caches(self.index_cache_bytes)
         self._lock = threading.Lock()
-        self._method_recorded = self.store.method is not None
+        self._method_recorded = self._binding.method is not None
         self._fallback_method: MemoryMethod | None = None
         self._catalog = SessionCatalog()  # the session headers that filters read, per user
         from memgas.context import Profiles
@@ -164,7 +164,8 @@ class Memory:
         self._embedding_cache = opened.enter_context(closing(EmbeddingCache(embedding_cache)))
         # Query vectors are not cached: a query may hold what its user later deletes (see delete()).
         self.embedder = get_embedder(embedder, cache=self._embedding_cache, cache_queries=False)
-        bound = self.store.embedder_id
+        self._binding = part(self.store, StoreBinding)  # the embedder and method the store was made with
+        bound = self._binding.embedder_id
         if bound is not None and bound != self.embedder.id:
             raise EmbedderMismatchError(
                 f"this store holds vectors of embedder {bound!r}, not {self.embedder.id!r}; "
@@ -178,7 +179,7 @@ class Memory:
             method_options.setdefault("summarizer", self._unit_writer)
             method_options.setdefault("keyworder", self._unit_writer)
         if method is None:  # the method the store was made with (what the command line opens a store with)
-            method = self.store.method or "memgas"
+            method = self._binding.method or "memgas"
         self.method: MemoryMethod = get_method(method, self.embedder, llm=self.llm, reranker=reranker,
                                                decomposer=decomposer, **method_options)
         spec = METHODS.get(method)
@@ -843,7 +844,7 @@ class Memory:
     def _record_method(self) -> None:
         """Record this memory's method in its store after the first write (what ``memgas`` opens it with)."""
         if not self._method_recorded:
-            self.store.record_method(self.method.name)
+            self._binding.record_method(self.method.name)
             self._method_recorded = True
 
     def _require_user(self, user_id: str) -> None:

@@ -937,7 +937,6 @@ def test_postgres_many_processes_lose_nothing_and_associate_as_a_sequential_inge
     edges equal a sequential SQLite ingest of the same sessions in the order the user's lock let them in."""
     import json
     import multiprocessing
-    import time
 
     from memgas import Memory
     from support.hash_embedder import HashEmbedder
@@ -1054,29 +1053,6 @@ def test_the_store_records_the_first_method_that_wrote_it(store: Store) -> None:
     assert store.method == "zep"
     with pytest.raises(InvalidInputError):
         store.record_method("not a method name")
-
-
-def test_postgres_rate_limit_buckets_are_shared_by_every_store_object(pg_url: str) -> None:
-    """Two store objects (as two worker processes hold) take from one bucket, on the database's clock."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from memgas.store.postgres import PostgresStore
-
-    with PostgresStore(pg_url) as a, PostgresStore(pg_url) as b:
-        assert a.shares_limits and not SQLiteStore(":memory:").shares_limits
-        assert [a.take_token("k", 1.0, 3.0) for _ in range(2)] == [0.0, 0.0]
-        assert b.take_token("k", 1.0, 3.0) == 0.0  # the third of the burst, taken by the other object
-        wait = a.take_token("k", 1.0, 3.0)
-        assert 0.5 < wait <= 1.0 and b.take_token("other", 1.0, 3.0) == 0.0  # buckets are per name
-        time.sleep(1.1)
-        assert b.take_token("k", 1.0, 3.0) == 0.0  # refilled at 1 a second
-        start = time.monotonic()
-        with ThreadPoolExecutor(8) as pool:  # concurrent takes from both objects: no token is handed out twice
-            got = list(pool.map(lambda i: (a if i % 2 else b).take_token("burst", 10.0, 20.0), range(200)))
-        allowed = sum(g == 0.0 for g in got)
-        assert 20 <= allowed <= 20 + 10 * (time.monotonic() - start) + 1
-    with pytest.raises(NotImplementedError):
-        SQLiteStore(":memory:").take_token("k", 1.0, 1.0)
 
 
 def test_schema_6_reencodes_float32_vectors_as_float16(target: str, rng: np.random.Generator) -> None:

@@ -18,7 +18,7 @@ import httpx
 
 from memgas.service.keys import create_key
 from memgas.service.spawn import spawn_server, stop_server
-from memgas.store import open_store
+from memgas.store import KeyStore, open_store, part
 
 __all__ = ["run_ratelimit", "ratelimit_markdown"]
 
@@ -52,7 +52,7 @@ def run_ratelimit(target: str, workers: Sequence[int], *, rate: float = 5.0, sec
                   log: Path) -> dict[str, Any]:
     """Measure each worker count (see the module docstring)."""
     with open_store(target) as store:
-        key = create_key(store, "admin")[0]
+        key = create_key(part(store, KeyStore), "admin")[0]
     rows = []
     for n in workers:
         proc, url, argv = spawn_server(target, "--rate-limit", f"{rate:g}", "--workers", str(n), "--no-mcp", log=log)

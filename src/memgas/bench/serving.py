@@ -34,6 +34,7 @@ from memgas.bench.datasets import load_longmemeval
 from memgas.core.errors import InvalidInputError
 from memgas.core.types import Session
 from memgas.service.spawn import spawn_server, stop_server
+from memgas.store import KeyStore, part
 
 __all__ = ["DEFAULT_CLIENTS", "DEFAULT_SESSIONS", "DEFAULT_REQUESTS", "adds_per_client", "run_http", "http_markdown"]
 
@@ -213,7 +214,7 @@ def run_http(target: str, data: Path, clients: Sequence[int], *, sessions: int =
     with Memory(target) as memory:
         memory.add_many([{"messages": _messages(s), "session_id": s.session_id, "timestamp": _timestamp(s)}
                          for s in corpus], user_id=searched)
-        key = create_key(memory.store, "admin", name="memgas bench http")[0]
+        key = create_key(part(memory.store, KeyStore), "admin", name="memgas bench http")[0]
         with _server(target, log) as (url, argv):
             sides: dict[str, Callable[[], ContextManager[_Caller]]] = {
                 "http": lambda: _http_caller(url, key), "in_process": lambda: nullcontext(_InProcess(memory))}

@@ -37,7 +37,7 @@ from memgas.bench.live import rss_mb
 from memgas.methods import get_method
 from memgas.service.keys import create_key
 from memgas.service.spawn import spawn_server, stop_server
-from memgas.store import open_store
+from memgas.store import KeyStore, open_store, part
 
 __all__ = ["run_users", "users_markdown"]
 
@@ -94,7 +94,7 @@ def run_users(target: str, data: Path, embedder: Any, *, users: int = 12, sessio
                          "loads": method._indexes.loads,
                          "rss_mb_per_user": (rss_mb() - rss_before) / max(1, held["users"])})
             del method
-        key = create_key(store, "admin", name="bench users")[0] if http_workers else ""
+        key = create_key(part(store, KeyStore), "admin", name="bench users")[0] if http_workers else ""
     http_rows = [_over_http(target, key, workers, users, questions, rounds, probes)
                  for workers in http_workers]
     return {"users": users, "sessions": sessions, "store_bytes_per_session": size / (users * sessions),

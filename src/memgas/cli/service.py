@@ -97,7 +97,7 @@ def _key_view(record: Any) -> dict[str, Any]:
 def cmd_keys(args: argparse.Namespace) -> int:
     """Create, list or revoke API keys in the store (only a hash of each key is kept)."""
     from memgas.service.keys import create_key, revoke_key
-    from memgas.store import open_store
+    from memgas.store import KeyStore, open_store, part
 
     if args.keys_command != "create" or not args.create:  # 'create --create' may make a new store
         require_store(args.db)
@@ -106,13 +106,13 @@ def cmd_keys(args: argparse.Namespace) -> int:
             users = None if args.users is None else [u.strip() for u in args.users.split(",") if u.strip()]
             if args.users is not None and not users:
                 raise InvalidInputError("--users needs at least one user id")
-            key, record = create_key(store, args.scope, users=users, name=args.name)
+            key, record = create_key(part(store, KeyStore), args.scope, users=users, name=args.name)
             print(json.dumps({"key": key, **_key_view(record),
                               "note": "the key is shown only now; the store keeps a hash of it"}, indent=2))
         elif args.keys_command == "list":
-            print(json.dumps([_key_view(record) for record in store.list_api_keys()], indent=2))
+            print(json.dumps([_key_view(record) for record in part(store, KeyStore).list_api_keys()], indent=2))
         else:
-            print(json.dumps(_key_view(revoke_key(store, args.key_id)), indent=2))
+            print(json.dumps(_key_view(revoke_key(part(store, KeyStore), args.key_id)), indent=2))
     return 0
 
 

@@ -1,7 +1,7 @@
 """An experience bank: one scope's items of one store, matched by the embedding of their key text.
 
 Both experience designs keep their items here (:mod:`.bot`'s templates, :mod:`.principles`' principles):
-the store holds them (:meth:`memgas.store.Store.add_experience`), the bank embeds keys, finds the nearest
+the store holds them (:meth:`memgas.store.ExperienceStore.add_experience`), the bank embeds keys, finds the nearest
 items by cosine similarity, and tells near-duplicates apart from new items.
 """
 
@@ -13,7 +13,7 @@ import numpy as np
 
 from memgas.core.errors import InvalidInputError
 from memgas.embed.base import Embedder
-from memgas.store import ExperienceRecord, Store, scope_of
+from memgas.store import ExperienceRecord, ExperienceStore, Store, part, scope_of
 
 __all__ = ["ExperienceBank", "scope_of"]
 
@@ -22,7 +22,7 @@ class ExperienceBank:
     """The items of ``scope`` in ``store``, with ``embedder`` for their keys (it binds the store's embedder)."""
 
     def __init__(self, store: Store, embedder: Embedder, scope: str) -> None:
-        self.store = store
+        self.store: ExperienceStore = part(store, ExperienceStore)
         self.embedder = embedder
         self.scope = scope
         store.bind_embedder(embedder.id, embedder.dim)
@@ -56,7 +56,7 @@ class ExperienceBank:
         return [(items[i], float(sims[i])) for i in order]
 
     def update(self, item_id: int, **fields: Any) -> ExperienceRecord:
-        """Change fields of one item (``kind``, ``key``, ``payload``, ``vector``; see :meth:`Store.update_experience`)."""
+        """Change fields of one item (``kind``, ``key``, ``payload``, ``vector``; see :meth:`ExperienceStore.update_experience`)."""
         return self.store.update_experience(self.scope, item_id, **fields)
 
     def delete(self, ids: Sequence[int] | None = None, *, kind: str | None = None) -> int:

@@ -17,7 +17,7 @@ import numpy as np
 from memgas.core.errors import InvalidInputError
 from memgas.core.types import GRANULARITIES, Session
 from memgas.kernels.quantize import to_half
-from memgas.store import Store, StoredTexts, UnitTable
+from memgas.store import SnapshotStore, Store, StoredTexts, UnitTable
 
 __all__ = [
     "IndexCache", "nbytes", "UserIndex", "RowBuffer", "build_user_index", "extend_user_index", "compacted_index", "update_user_index",
@@ -290,7 +290,8 @@ class IndexCache(Generic[T]):
     ``max_bytes``, at most that many bytes of indexes (:func:`nbytes`, measured as each is stored; the index just
     stored always stays), least recently used first out.
 
-    With ``snapshots``, an index is also kept in the store (:meth:`Store.save_snapshot`), so that a user not held
+    With ``snapshots``, an index is also kept in the store (:meth:`SnapshotStore.save_snapshot`, where the store has
+    them), so that a user not held
     here (evicted, or never loaded by this process) costs a read instead of a build: a snapshot of the current state
     is used as it is, an older one is brought up to date by ``update`` (what was added since), and only when there
     is none, it is unreadable or ``update`` cannot (deletes drop snapshots; a rewrite that replaced a turn) is the
@@ -370,7 +371,8 @@ class IndexCache(Generic[T]):
         """The index as of ``version`` from the user's snapshot, updated if it is older; ``None`` when there is no
         snapshot to use (inside the caller's ``store.reading()``)."""
         codec = self._snapshots
-        found = None if codec is None else store.load_snapshot(user_id, codec.kind)
+        found = None if codec is None or not isinstance(store, SnapshotStore) else store.load_snapshot(
+            user_id, codec.kind)
         if found is None or found[0] > version:
             return None
         try:
@@ -418,7 +420,8 @@ class IndexCache(Generic[T]):
                     return
                 store, user_id, key, index = self._pending.pop(next(iter(self._pending)))
             try:
-                kept = store.save_snapshot(user_id, codec.kind, key, codec.encode(index))
+                kept = isinstance(store, SnapshotStore) and store.save_snapshot(user_id, codec.kind, key,
+                                                                                 codec.encode(index))
             except Exception:  # noqa: BLE001 - a snapshot only saves time: a store that cannot take one (closed,
                 kept = False   # read-only, busy past its timeout) loses nothing, and the next build tries again
             if kept:

@@ -15,6 +15,7 @@ from memgas.service.metrics import Metrics
 from memgas.service.ratelimit import RateLimiter, SharedRateLimiter
 from memgas.service.schemas import ID_PATTERN
 from memgas.service.scoped import ScopedMemory
+from memgas.store import KeyStore, part
 
 __all__ = [
     "principal", "scoped", "UserQuery", "UserPath", "SessionPath", "bearer_scheme", "api_key_header",
@@ -49,7 +50,7 @@ def principal(request: Request, bearer: HTTPAuthorizationCredentials | None = De
             raise RateLimitedError("too many requests with a missing or invalid API key from this address",
                                    retry_after=wait)
         try:
-            who = verify_key(state.memory.store, bearer.credentials if bearer is not None else header)
+            who = verify_key(part(state.memory.store, KeyStore), bearer.credentials if bearer is not None else header)
         except AuthError:
             state.failed_auth.acquire(address)
             raise

@@ -26,7 +26,7 @@ from typing import Sequence
 
 from memgas.core.errors import AuthError, ForbiddenError, InvalidInputError, NotFoundError
 from memgas.core.validate import check_id
-from memgas.store import ApiKeyRecord, Store
+from memgas.store import ApiKeyRecord, KeyStore
 
 __all__ = [
     "Principal", "ANONYMOUS", "AuthError", "ForbiddenError", "create_key", "verify_key", "revoke_key",
@@ -114,7 +114,7 @@ def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode("ascii")).hexdigest()
 
 
-def create_key(store: Store, scope: str, *, users: Sequence[str] | None = None, name: str = "") -> tuple[str, ApiKeyRecord]:
+def create_key(store: KeyStore, scope: str, *, users: Sequence[str] | None = None, name: str = "") -> tuple[str, ApiKeyRecord]:
     """Create a key with ``scope`` (``admin`` or ``tenant:NAME``), optionally limited to ``users``.
 
     Returns:
@@ -140,7 +140,7 @@ def create_key(store: Store, scope: str, *, users: Sequence[str] | None = None, 
     return f"mgs_{key_id}_{secret}", record
 
 
-def verify_key(store: Store, key: str | None) -> Principal:
+def verify_key(store: KeyStore, key: str | None) -> Principal:
     """The principal of a presented key.
 
     Raises:
@@ -160,7 +160,7 @@ def verify_key(store: Store, key: str | None) -> Principal:
                      users=None if record.users is None else frozenset(record.users))
 
 
-def revoke_key(store: Store, key_id: str) -> ApiKeyRecord:
+def revoke_key(store: KeyStore, key_id: str) -> ApiKeyRecord:
     """Revoke a key by id (idempotent).
 
     Raises:

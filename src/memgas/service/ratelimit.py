@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Any
+
+from memgas.store.limits import RateLimitStore
 
 __all__ = ["RateLimiter", "SharedRateLimiter", "rate_limiter", "bucket_size", "MAX_KEYS"]
 
@@ -66,16 +67,17 @@ class RateLimiter:
 
 
 class SharedRateLimiter:
-    """:class:`RateLimiter`'s ``acquire`` with its buckets in the store (:meth:`Store.take_token`): one bucket per
+    """:class:`RateLimiter`'s ``acquire`` with its buckets in the store (:meth:`RateLimitStore.take_token`): one bucket per
     key for every process on the store, on the database's clock. Each call is one statement on the database.
 
     Args:
-        store: a store whose ``shares_limits`` is true.
+        store: a store that keeps shared buckets (PostgreSQL).
         rate, burst: as for :class:`RateLimiter`.
         prefix: what the buckets of this limiter are named with (limiters with other rates keep apart).
     """
 
-    def __init__(self, store: Any, rate: float, burst: float | None = None, *, prefix: str = "key:") -> None:
+    def __init__(self, store: RateLimitStore, rate: float, burst: float | None = None, *,
+                 prefix: str = "key:") -> None:
         self.rate, self.burst = bucket_size(rate, burst)
         self._store, self._prefix = store, prefix
 
@@ -84,7 +86,7 @@ class SharedRateLimiter:
         return self._store.take_token(self._prefix + key, self.rate, self.burst)
 
 
-def rate_limiter(store: Any, rate: float) -> RateLimiter | SharedRateLimiter:
+def rate_limiter(store: object, rate: float) -> RateLimiter | SharedRateLimiter:
     """The per-key limiter of ``--rate-limit``: shared through the store where it can (PostgreSQL), else this
     process's own (SQLite is served by one worker)."""
-    return SharedRateLimiter(store, rate) if getattr(store, "shares_limits", False) else RateLimiter(rate)
+    return SharedRateLimiter(store, rate) if isinstance(store, RateLimitStore) else RateLimiter(rate)

@@ -4,26 +4,38 @@ extra) its PostgreSQL one, imported only when a ``postgresql://`` URL is opened.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 from memgas.core.errors import InvalidInputError
-from memgas.store.base import (
-    ApiKeyRecord,
-    EdgeTable,
-    ExperienceRecord,
-    SessionInfo,
-    Store,
-    StoredTexts,
-    UnitTable,
-    scope_of,
-    texts_of,
-)
+from memgas.store.base import EdgeTable, SessionInfo, Store, StoredTexts, UnitTable, texts_of
+from memgas.store.binding import StoreBinding
+from memgas.store.experience import ExperienceRecord, ExperienceStore, scope_of
+from memgas.store.keys import ApiKeyRecord, KeyStore
+from memgas.store.limits import RateLimitStore
+from memgas.store.snapshots import SnapshotStore
 from memgas.store.sqlite import SQLiteStore
 
 __all__ = [
-    "Store", "UnitTable", "EdgeTable", "SessionInfo", "ApiKeyRecord", "ExperienceRecord", "scope_of",
+    "Store", "UnitTable", "EdgeTable", "SessionInfo", "StoreBinding", "SnapshotStore", "KeyStore", "ApiKeyRecord",
+    "ExperienceStore", "ExperienceRecord", "scope_of", "RateLimitStore",
     "StoredTexts", "texts_of",
-    "SQLiteStore", "open_store", "migrate",
+    "SQLiteStore", "open_store", "migrate", "part",
 ]
+
+
+P = TypeVar("P")
+
+
+def part(store: Store, interface: type[P]) -> P:
+    """``store`` as the interface of one of its other concerns (:class:`KeyStore`, :class:`ExperienceStore`, ...),
+    for the layer that needs it.
+
+    Raises:
+        InvalidInputError: the store does not keep that concern.
+    """
+    if not isinstance(store, interface):
+        raise InvalidInputError(f"{type(store).__name__} has no {interface.__name__} part")
+    return store
 
 
 def open_store(target: str | Path | Store | None = None) -> Store:

@@ -19,8 +19,7 @@ import numpy as np
 from memgas.core.errors import InvalidInputError
 from memgas.core.types import GRANULARITIES, Edge, Session, Unit
 
-__all__ = ["Store", "UnitTable", "EdgeTable", "SessionInfo", "ApiKeyRecord", "ExperienceRecord", "scope_of",
-           "PREVIEW_CHARS", "StoredTexts", "texts_of"]
+__all__ = ["Store", "UnitTable", "EdgeTable", "SessionInfo", "PREVIEW_CHARS", "StoredTexts", "texts_of"]
 
 #: Characters of a session's first user message that its header keeps as a preview.
 PREVIEW_CHARS = 200
@@ -43,55 +42,6 @@ class SessionInfo:
     run_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     preview: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ApiKeyRecord:
-    """A service API key as stored: never the key itself, only the SHA-256 of its secret part.
-
-    ``scope`` is ``"admin"`` (every user) or ``"tenant"`` (the users of ``tenant``, all of them or only
-    ``users``); ``revoked_at`` is set once the key is revoked (the row stays, so logs keep their meaning).
-    """
-
-    key_id: str
-    secret_hash: str
-    scope: str
-    tenant: str | None
-    users: tuple[str, ...] | None
-    name: str
-    created_at: datetime
-    revoked_at: datetime | None = None
-
-
-def scope_of(agent_id: str | None = None, user_id: str | None = None) -> str:
-    """The store scope of an agent's experience (``agent:ID``) or one user's (``user:ID``); exactly one is given.
-
-    Raises:
-        InvalidInputError: neither or both given.
-    """
-    if (agent_id is None) == (user_id is None):
-        raise InvalidInputError("experience belongs to an agent or to a user: give exactly one of agent_id, user_id")
-    return f"agent:{agent_id}" if agent_id is not None else f"user:{user_id}"
-
-
-@dataclass(frozen=True, slots=True)
-class ExperienceRecord:
-    """One item of experience memory (a Buffer-of-Thoughts template, a PRINCIPLES principle, ...).
-
-    ``scope`` says whose experience it is (``agent:NAME`` or ``user:ID``); ``kind`` what it is (a method's
-    own name, e.g. ``template`` or ``pending``); ``key`` the text that is embedded and matched (a template's
-    problem description, a principle's situation), ``vector`` its embedding (``None`` for items not to
-    be matched yet); ``payload`` the rest, a JSON object.
-    """
-
-    id: int
-    scope: str
-    kind: str
-    key: str
-    payload: dict[str, Any]
-    vector: np.ndarray | None
-    created_at: datetime
-    updated_at: datetime
 
 
 class StoredTexts(Sequence[str]):
@@ -240,7 +190,7 @@ class Store(ABC):
     ``-(i + 1)`` that refer to the ``i``-th unit of the same call (whose ids do not exist yet).
     """
 
-    # -- embedder binding -------------------------------------------------------------------
+    # -- writes ------------------------------------------------------------------------------
     @abstractmethod
     def bind_embedder(self, embedder_id: str, dim: int) -> None:
         """Record the embedder of this store on first use; afterwards refuse any other.
@@ -249,21 +199,6 @@ class Store(ABC):
             EmbedderMismatchError: the store already holds vectors of another embedder or dimension.
         """
 
-    @property
-    @abstractmethod
-    def embedder_id(self) -> str | None:
-        """The embedder this store's vectors come from, or ``None`` while it is empty."""
-
-    @abstractmethod
-    def record_method(self, name: str) -> None:
-        """Record the memory method that first wrote this store; a later call changes nothing."""
-
-    @property
-    @abstractmethod
-    def method(self) -> str | None:
-        """The memory method that first wrote this store, or ``None`` (what the CLI opens it with by default)."""
-
-    # -- writes ------------------------------------------------------------------------------
     @abstractmethod
     def add_session(self, session: Session, units: Sequence[Unit], edges: Sequence[Edge]) -> list[int]:
         """Write a session, its units (with vectors) and edges in one transaction; return the new unit ids.
@@ -326,18 +261,6 @@ class Store(ABC):
         """The user's session headers, oldest first (by timestamp, then insertion); ``preview`` is filled only
         with ``previews``."""
 
-    #: Whether :meth:`take_token` shares rate-limit buckets with every process on the store (PostgreSQL).
-    shares_limits: bool = False
-
-    def take_token(self, bucket: str, rate: float, burst: float) -> float:
-        """Take a token from a rate-limit bucket shared by every process on the store: 0.0 when taken, else the
-        seconds until one is due. Only stores with :attr:`shares_limits` have such buckets.
-
-        Raises:
-            NotImplementedError: this store keeps none (a service then limits in its own process).
-        """
-        raise NotImplementedError(f"{type(self).__name__} keeps no shared rate-limit buckets")
-
     @abstractmethod
     def session_links(self, user_id: str, session_id: str | None = None) -> list[tuple[str, str, int, float, float]]:
         """The association between the user's sessions (of ``session_id`` only, when given): ``(session a,
@@ -395,76 +318,6 @@ class Store(ABC):
         edges = self.load_edges(user_id)
         keep = edges.dst > after_id
         return EdgeTable(edges.src[keep], edges.dst[keep], edges.weight[keep])
-
-    # -- index snapshots (derived data a method may keep to load an index without rebuilding it) ----
-    def save_snapshot(self, user_id: str, kind: str, key: tuple[int, int], data: bytes) -> bool:
-        """Keep ``data``, an index of the user's state at ``key`` (``(version(user_id), generation)`` as read), as
-        the user's snapshot of ``kind``; return whether it was kept (only while ``key`` is still the user's state).
-        Deletes drop a user's snapshots. A store without snapshots keeps nothing (this default)."""
-        return False
-
-    def load_snapshot(self, user_id: str, kind: str) -> tuple[int, bytes] | None:
-        """The user's snapshot of ``kind`` as ``(version it is of, data)``, or ``None`` (this default: none)."""
-        return None
-
-    # -- service API keys (store-wide, not scoped by user) ----------------------------------------
-    @abstractmethod
-    def add_api_key(self, record: ApiKeyRecord) -> None:
-        """Store a new API key record.
-
-        Raises:
-            InvalidInputError: a key with this id exists already (nothing is written).
-        """
-
-    @abstractmethod
-    def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
-        """The record of one key id (revoked or not), or ``None``."""
-
-    @abstractmethod
-    def list_api_keys(self) -> list[ApiKeyRecord]:
-        """Every key record, oldest first."""
-
-    @abstractmethod
-    def revoke_api_key(self, key_id: str) -> ApiKeyRecord:
-        """Mark a key revoked (idempotent: a revoked key keeps its first revocation time); return its record.
-
-        Raises:
-            NotFoundError: no key has this id.
-        """
-
-    # -- experience memory (scoped by agent or user, not by session) ------------------------------
-    @abstractmethod
-    def add_experience(self, scope: str, kind: str, key: str, payload: dict[str, Any],
-                       vector: np.ndarray | None) -> int:
-        """Store one experience item; return its id (ids are never reused).
-
-        Raises:
-            InvalidInputError: a malformed scope or kind, key text with NUL characters, a payload that is
-                not a JSON object, or a vector that is not the bound embedder's size (nothing is written).
-        """
-
-    @abstractmethod
-    def list_experiences(self, scope: str, kind: str | None = None) -> list[ExperienceRecord]:
-        """The scope's items (of one kind, or all), oldest first."""
-
-    @abstractmethod
-    def update_experience(self, scope: str, item_id: int, *, kind: str | None = None, key: str | None = None,
-                          payload: dict[str, Any] | None = None, vector: np.ndarray | None = None) -> ExperienceRecord:
-        """Change the given fields of one item (e.g. a pending solution once distilled); return the new record.
-
-        Raises:
-            NotFoundError: the scope has no such item.
-            InvalidInputError: as for :meth:`add_experience`.
-        """
-
-    @abstractmethod
-    def delete_experiences(self, scope: str, ids: Sequence[int] | None = None, *, kind: str | None = None) -> int:
-        """Delete the scope's items with these ids (all of ``kind``, or every item, when ``ids`` is None);
-        return how many went.
-
-        Raises:
-            NotFoundError: an id the scope does not have (nothing is deleted).
-        """
 
     # -- consistency ---------------------------------------------------------------------------
     def reading(self) -> AbstractContextManager[None]:

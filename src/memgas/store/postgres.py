@@ -44,6 +44,7 @@ from urllib.parse import urlsplit, urlunsplit
 from memgas.core.errors import InvalidInputError, MemgasError
 from memgas.core.types import GRANULARITIES, Session, Unit
 from memgas.core.validate import check_id
+from memgas.store.limits import RateLimitStore
 from memgas.store.sql import (
     API_KEYS_TABLE,
     JOINED_MIGRATION,
@@ -195,7 +196,7 @@ class _ThreadState(threading.local):
         return any(user_id in level for level in self.locked)
 
 
-class PostgresStore(SQLStore):
+class PostgresStore(SQLStore, RateLimitStore):
     """A :class:`~memgas.store.sql.SQLStore` in a PostgreSQL database (psycopg 3, a connection pool).
 
     Any number of processes and threads may share the database; threads may share a store object.
@@ -419,8 +420,6 @@ class PostgresStore(SQLStore):
             " ON CONFLICT (user_id) DO UPDATE SET version = excluded.version",
             (user_id,),
         )
-
-    shares_limits = True
 
     def take_token(self, bucket: str, rate: float, burst: float) -> float:
         """Take a token from the rate-limit bucket ``bucket`` (``rate`` tokens a second, ``burst`` at most), for

@@ -23,17 +23,11 @@ from memgas.core.errors import DuplicateSessionError, EmbedderMismatchError, Inv
 from memgas.core.types import GRANULARITIES, Edge, Message, Session, Unit, speaker_line
 from memgas.core.validate import ID_CHAR, check_id, check_unicode, parse_timestamp
 from memgas.kernels.quantize import decode_rows, encode_rows
-from memgas.store.base import (
-    PREVIEW_CHARS,
-    ApiKeyRecord,
-    EdgeTable,
-    ExperienceRecord,
-    SessionInfo,
-    Store,
-    StoredTexts,
-    UnitTable,
-    scope_of,
-)
+from memgas.store.base import PREVIEW_CHARS, EdgeTable, SessionInfo, Store, StoredTexts, UnitTable
+from memgas.store.binding import StoreBinding
+from memgas.store.experience import ExperienceRecord, ExperienceStore, scope_of
+from memgas.store.keys import ApiKeyRecord, KeyStore
+from memgas.store.snapshots import SnapshotStore
 
 __all__ = ["SQLStore"]
 
@@ -242,8 +236,9 @@ def _edge_rows(edges: Sequence[Edge], n_new: int) -> list[tuple[int, int, float]
     return rows
 
 
-class SQLStore(Store):
-    """A :class:`~memgas.store.base.Store` over a SQL database: the methods whose SQL both backends share.
+class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
+    """A :class:`~memgas.store.base.Store` over a SQL database, with the other concerns a SQL database holds beside
+    it (binding, snapshots, keys, experience, each its own interface): the methods whose SQL both backends share.
 
     A subclass provides ``_read()`` (a connection inside one read snapshot) and ``_write(user_id)``
     (a connection inside one write transaction holding what serialises ``user_id``'s writes), and
