@@ -19,7 +19,8 @@ Experience memory (``/v1/templates``, ``/v1/principles``): ``templates``, ``temp
 :class:`~memgas.experience.principles.Principles` return.
 
 Retries: a ``GET`` (the idempotent reads ``get``, ``list``, ``users``, ``stats``, ``kg.facts``, ``health``,
-``ready`` and the experience reads) is retried up to ``retries`` times (default :data:`DEFAULT_RETRIES`) when the server cannot be reached or
+``ready`` and the experience reads) is retried up to ``retries`` times (default :data:`DEFAULT_RETRIES`) when the
+server cannot be reached or
 answers 503, after 0.25 s, 0.5 s, ... (or the server's ``Retry-After``, at most :data:`MAX_RETRY_WAIT`
 seconds). Writes, ``search`` and ``answer`` are sent once: a failed ``add`` is never sent twice.
 """

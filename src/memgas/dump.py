@@ -7,10 +7,12 @@ object per line, UTF-8:
 * a header ``{"format": "memgas-dump", "version": 2, "embedder_id", "dim", "vector_format", "created_at"}``;
 * one line per session, ``{"type": "session", "user_id", "session_id", "timestamp", "metadata", "agent_id"?,
   "run_id"?, "messages", "units", "edges"}`` (a message ``{"role", "content", "name"?, "metadata"?}``; the scope
-  ids and a message's metadata only when set, so a dump without them reads as before). A user's sessions are on consecutive lines, in the order their units were written.
+  ids and a message's metadata only when set, so a dump without them reads as before). A user's sessions are on
+  consecutive lines, in the order their units were written.
   ``units`` are ``{"granularity", "turn_start", "turn_end", "chunk", "text", "vector"}``, ``vector`` being
   base64 of the vector as the header's ``vector_format`` says: ``"float16"`` (what stores keep since their schema 6
-  and dumps of version 2 carry: ``dim`` little-endian float16 values, see :mod:`memgas.kernels.quantize`) or ``"float32"`` (``dim`` little-endian float32 values; version 1 dumps,
+  and dumps of version 2 carry: ``dim`` little-endian float16 values, see :mod:`memgas.kernels.quantize`) or
+  ``"float32"`` (``dim`` little-endian float32 values; version 1 dumps,
   which have no ``vector_format``, are read so). ``edges`` are ``[i, j, weight]``: ``i`` and ``j`` number the
   user's units in dump order from 0, at least one of them is a unit of this line and the other one of this
   line or of an earlier one, so sessions written in dump order always find both ends of their edges (the

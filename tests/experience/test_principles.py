@@ -234,7 +234,7 @@ def test_scenario_set_is_complete() -> None:
 def test_end_to_end_with_the_local_model(tmp_path: Path, embedder: Embedder) -> None:
     try:
         llm = get_llm("local:qwen2.5-coder-0.5b-instruct-q4_k_m", cache=tmp_path / "llm.sqlite")
-    except Exception as e:  # noqa: BLE001 - the model packages are optional
+    except Exception as e:
         pytest.skip(f"no local model: {e}")
     with Experience(tmp_path / "e2e.db", agent_id="coach", embedder=embedder, llm=llm,
                     principles={"turns": 1}) as e:

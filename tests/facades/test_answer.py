@@ -96,7 +96,7 @@ def test_judge_prompts_follow_longmemeval() -> None:
 
 
 def test_fit_items_fair_heads_and_oldest_end_truncation() -> None:
-    count = lambda text: len(text.split())  # noqa: E731
+    count = lambda text: len(text.split())
     long = [MemoryItem(f"s{i}", " ".join(f"w{i}_{j}" for j in range(100)), datetime(2023, 1, i + 1)) for i in range(5)]
     assert fit_items(long, 10_000, count) == long
     fair = fit_items(long, 200, count)
@@ -109,7 +109,7 @@ def test_fit_items_fair_heads_and_oldest_end_truncation() -> None:
 
 
 def test_fit_items_orders_aware_and_naive_times_as_instants() -> None:
-    count = lambda text: len(text.split())  # noqa: E731
+    count = lambda text: len(text.split())
     # 09:00 at UTC-5 is 14:00 UTC: after the naive (UTC) 12:00 item, before 13:00 would be wrong.
     items = [MemoryItem("late", "b", datetime(2023, 1, 1, 9, tzinfo=timezone(timedelta(hours=-5)))),
              MemoryItem("noon", "a", datetime(2023, 1, 1, 12)), MemoryItem("none", "c", None)]

@@ -47,7 +47,7 @@ def test_units_and_association_of_a_session_match_the_stored_edges(embedder: Emb
             assert got[other]["edges"] == len(weights)
             assert got[other]["weight"] == pytest.approx(sum(weights), abs=1e-5)
             assert got[other]["max_weight"] == pytest.approx(max(weights), abs=1e-5)
-        assert [link["weight"] for link in view["links"]] == sorted((l["weight"] for l in view["links"]), reverse=True)
+        assert [link["weight"] for link in view["links"]] == sorted((k["weight"] for k in view["links"]), reverse=True)
         with pytest.raises(NotFoundError):
             mem.units("nope", user_id="ana")
 

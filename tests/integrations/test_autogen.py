@@ -9,13 +9,13 @@ import pytest
 
 pytest.importorskip("autogen_core.memory", reason="autogen-core is not installed (pip install 'memgas[autogen]')")
 
-from autogen_core.memory import MemoryContent, MemoryMimeType  # noqa: E402
-from autogen_core.model_context import BufferedChatCompletionContext  # noqa: E402
-from autogen_core.models import SystemMessage, UserMessage  # noqa: E402
+from autogen_core.memory import MemoryContent, MemoryMimeType
+from autogen_core.model_context import BufferedChatCompletionContext
+from autogen_core.models import SystemMessage, UserMessage
 
-from memgas import AsyncMemory, Memory  # noqa: E402
-from memgas.embed.base import Embedder  # noqa: E402
-from memgas.integrations.autogen import MemgasMemory  # noqa: E402
+from memgas import AsyncMemory, Memory
+from memgas.embed.base import Embedder
+from memgas.integrations.autogen import MemgasMemory
 
 
 def test_add_query_update_context_and_clear(embedder: Embedder) -> None:

@@ -14,14 +14,14 @@ pytest.importorskip("langchain_core", reason="langchain-core is not installed (p
 tests_base = pytest.importorskip("langchain_tests.integration_tests",
                                  reason="langchain-tests is not installed (scripts/test installs it)")
 
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage  # noqa: E402
-from langchain_core.prompts import ChatPromptTemplate  # noqa: E402
-from langchain_core.runnables import RunnableLambda, RunnablePassthrough  # noqa: E402
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 
-from memgas import AsyncMemory, Memory  # noqa: E402
-from memgas.embed.factory import get_embedder  # noqa: E402
-from memgas.integrations.langchain import MemgasChatMessageHistory, MemgasRetriever  # noqa: E402
+from memgas import AsyncMemory, Memory
+from memgas.embed.factory import get_embedder
+from memgas.integrations.langchain import MemgasChatMessageHistory, MemgasRetriever
 
 FACTS = ["My locker code at the gym is 4512.", "I adopted a greyhound called Pixel.", "My sister lives in Bergen.",
          "I am allergic to peanuts.", "I play the cello on Sundays."]

@@ -12,15 +12,15 @@ import pytest
 
 pytest.importorskip("langgraph.store.base", reason="langgraph is not installed (pip install 'memgas[langgraph]')")
 
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage  # noqa: E402
-from langgraph.graph import END, START, StateGraph  # noqa: E402
-from langgraph.store.base import BaseStore, Item, SearchItem  # noqa: E402
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.store.base import BaseStore, Item, SearchItem
 
-from memgas import AsyncMemory, Memory  # noqa: E402
-from memgas.core.errors import InvalidInputError  # noqa: E402
-from memgas.embed.base import Embedder  # noqa: E402
-from memgas.integrations.langgraph import MemgasStore, item_text  # noqa: E402
+from memgas import AsyncMemory, Memory
+from memgas.core.errors import InvalidInputError
+from memgas.embed.base import Embedder
+from memgas.integrations.langgraph import MemgasStore, item_text
 
 
 def test_put_get_search_delete_and_namespaces(tmp_path: Path, embedder: Embedder) -> None:

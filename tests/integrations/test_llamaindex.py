@@ -10,13 +10,13 @@ import pytest
 
 pytest.importorskip("llama_index.core", reason="llama-index-core is not installed (pip install 'memgas[llamaindex]')")
 
-from llama_index.core.chat_engine import SimpleChatEngine  # noqa: E402
-from llama_index.core.llms import ChatMessage, MockLLM  # noqa: E402
-from llama_index.core.memory import Memory as LlamaMemory  # noqa: E402
+from llama_index.core.chat_engine import SimpleChatEngine
+from llama_index.core.llms import ChatMessage, MockLLM
+from llama_index.core.memory import Memory as LlamaMemory
 
-from memgas import AsyncMemory, Memory  # noqa: E402
-from memgas.embed.base import Embedder  # noqa: E402
-from memgas.integrations.llamaindex import MemgasMemoryBlock  # noqa: E402
+from memgas import AsyncMemory, Memory
+from memgas.embed.base import Embedder
+from memgas.integrations.llamaindex import MemgasMemoryBlock
 
 
 def test_put_appends_to_the_session_and_get_recalls_the_other_sessions(embedder: Embedder) -> None:

@@ -12,10 +12,10 @@ import pytest
 
 agents = pytest.importorskip("agents", reason="openai-agents is not installed (pip install 'memgas[openai-agents]')")
 
-from memgas import AsyncMemory, Memory  # noqa: E402
-from memgas.embed.base import Embedder  # noqa: E402
-from memgas.integrations.openai_agents import MemgasSession, item_message, memgas_tools  # noqa: E402
-from support.openai_stub import OpenAIStub, completion_payload  # noqa: E402
+from memgas import AsyncMemory, Memory
+from memgas.embed.base import Embedder
+from memgas.integrations.openai_agents import MemgasSession, item_message, memgas_tools
+from support.openai_stub import OpenAIStub, completion_payload
 
 ITEMS: list[dict[str, Any]] = [
     {"role": "user", "content": "What's the weather in Lisbon?"},

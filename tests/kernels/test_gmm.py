@@ -234,7 +234,7 @@ def _reference_em(x: np.ndarray, max_iter: int = 100, tol: float = 1e-6, min_var
     var = [max(lo.var(), min_var), max(hi.var(), min_var)]
     w = [lo.size / n, hi.size / n]
     prev, it = -np.inf, 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 - the count of iterations run is returned
         dens = np.array([[w[c] / np.sqrt(2 * np.pi * var[c]) * np.exp(-(v - mu[c]) ** 2 / (2 * var[c]))
                           for c in (0, 1)] for v in x])
         ll = float(np.log(dens.sum(axis=1)).mean())

@@ -296,7 +296,7 @@ def test_part_files_are_found_in_installed_packages_in_order() -> None:
     found = {m.name: llm_local._part_files(m) for m in llm_local.BUNDLED}
     if not any(found.values()):
         pytest.skip("no bundled model packages installed")
-    for name, files in found.items():
+    for files in found.values():
         if files:
             assert [int(f.stem.removeprefix("part")) for f in files] == list(range(1, len(files) + 1))
             assert all(f.is_file() for f in files)

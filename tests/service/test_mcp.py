@@ -297,8 +297,9 @@ def test_http_revoked_key_and_the_mcp_client(served: LiveServer) -> None:
             await client.list_tools()
 
     for key in (None, served.keys["revoked"]):
-        with pytest.raises(Exception):  # the client cannot even start a session
+        with pytest.raises(ExceptionGroup) as refused:  # the client cannot even start a session
             run(lambda: connect(key))
+        assert "Server returned an error response" in repr(refused.value), refused.value
 
 
 def test_http_tenants_are_isolated(served: LiveServer) -> None:

@@ -64,7 +64,7 @@ class OpenAIStub:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with owner._lock:
                     owner.requests.append(body)

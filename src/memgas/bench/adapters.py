@@ -1,7 +1,8 @@
 """What the framework adapters add to a direct call, and AsyncMemory's throughput: ``memgas bench adapters``.
 
 One store holds ``n_sessions`` distinct LongMemEval-S sessions of one user (and, for LangGraph, the same sessions'
-user text put as items of a second user through ``MemgasStore.put``). For each adapter whose framework is installed, its retrieval call and
+user text put as items of a second user through ``MemgasStore.put``). For each adapter whose framework is installed,
+its retrieval call and
 the direct ``Memory`` call it makes are timed alternately, each with a new query text (so both embed their query),
 and their p50s compared: the overhead is what the adapter's mapping, its framework's machinery and (for async
 adapters) the event loop and worker thread cost. Async adapter calls run on one event loop kept for the run.
@@ -33,7 +34,7 @@ def _pairs(mem: Memory, loop: asyncio.AbstractEventLoop) -> tuple[dict[str, tupl
     """Per adapter: (its call, the direct call it makes), each taking a query text; and the frameworks missing."""
     pairs: dict[str, tuple[Callable[[str], Any], Callable[[str], Any]]] = {}
     missing = []
-    search = lambda q: mem.search(q, user_id=_USER, k=K)  # noqa: E731
+    search = lambda q: mem.search(q, user_id=_USER, k=K)
     try:
         from memgas.integrations.langchain import MemgasRetriever
 

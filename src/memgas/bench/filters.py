@@ -4,7 +4,8 @@ One user holds ``n_sessions`` distinct LongMemEval-S sessions, each with ``metad
 position in time order (so a bucket is a tenth of the sessions, spread over the whole history). Every query is
 searched unfiltered, with a filter keeping 10% (``{"bucket": 0}``) and one keeping 50%
 (``{"bucket": {"$lt": 5}}``), in rotating order so the three share the machine's state; all warm (the index
-built). Then, for each of ``n_adds`` held-back sessions (a third of a file too small for both): the session is added, a filtered search runs at once
+built). Then, for each of ``n_adds`` held-back sessions (a third of a file too small for both): the session is added, a
+filtered search runs at once
 (the index and the header catalogue are brought up to date by it) and the same search again (warm). Ratios are
 of p50s measured in this one run.
 """

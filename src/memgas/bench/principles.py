@@ -126,7 +126,7 @@ def run_principles(llm: LLM, embedder: Embedder, db: Path, *, dialogues: int = 6
     reference = Principles(ExperienceBank(store, embedder, "agent:bench-reference"), llm, dedup_threshold=1.0)
     for r in scenarios.references:
         reference.add(r.situation, r.action, r.avoid, r.reason, origin={"family": r.family, "domain": r.domain})
-    family_of: Callable[[Principle], str] = lambda p: str(p.origin.get("family", ""))  # noqa: E731
+    family_of: Callable[[Principle], str] = lambda p: str(p.origin.get("family", ""))
 
     rows = []
     t0 = time.perf_counter()
@@ -144,7 +144,7 @@ def run_principles(llm: LLM, embedder: Embedder, db: Path, *, dialogues: int = 6
             print(f"[learn {i}/{dialogues}] {row}", flush=True)
 
     tests = scenarios.split("test")
-    wide = lambda p: Principles(p.bank, llm, min_similarity=-1.0, dedup_threshold=p.dedup_threshold)  # noqa: E731
+    wide = lambda p: Principles(p.bank, llm, min_similarity=-1.0, dedup_threshold=p.dedup_threshold)
     retrieval = {"learned": _retrieval(wide(learned), family_of, tests, k),
                  "reference": _retrieval(wide(reference), family_of, tests, k)}
     sweeps = {"min_similarity": _similarity_sweep(wide(reference), family_of, tests),

@@ -20,7 +20,8 @@ the first round of each, which loads or builds the indexes, is reported apart).
 
 Each table row gives p50/p95 of both, their ratio (p50), what the cache held at the end, how many indexes were
 built and loaded from snapshots, and the process's resident memory per cached user (RSS after the round robin less
-RSS before it, over the users held; given for the first row only: later rows reuse the memory earlier ones freed). The store's bytes per session are given before and after the snapshots.
+RSS before it, over the users held; given for the first row only: later rows reuse the memory earlier ones freed). The
+store's bytes per session are given before and after the snapshots.
 """
 
 from __future__ import annotations

@@ -23,13 +23,13 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Sequence
 
-from memgas.cli.bench import add_bench_parser  # noqa: E402
-from memgas.cli.principles import add_parsers as add_principles_parsers  # noqa: E402
-from memgas.cli.service import add_service_parsers  # noqa: E402
-from memgas.cli.templates import add_parsers as add_templates_parsers  # noqa: E402
-from memgas.core.errors import InvalidInputError, MemgasError, NotFoundError  # noqa: E402
-from memgas.core.validate import check_id, check_query  # noqa: E402
-from memgas.core.version import __version__  # noqa: E402
+from memgas.cli.bench import add_bench_parser
+from memgas.cli.principles import add_parsers as add_principles_parsers
+from memgas.cli.service import add_service_parsers
+from memgas.cli.templates import add_parsers as add_templates_parsers
+from memgas.core.errors import InvalidInputError, MemgasError, NotFoundError
+from memgas.core.validate import check_id, check_query
+from memgas.core.version import __version__
 
 if TYPE_CHECKING:
     from memgas.memory import Memory

@@ -13,7 +13,8 @@ must all hold (an implicit ``$and``)::
 Fields: ``session_id``, ``timestamp`` (when the session happened), ``created_at`` (when it was stored),
 ``agent_id``, ``run_id``; any other name is a key of the session's metadata, a dotted name a path into nested
 objects and lists (``"tags.team"`` reads ``metadata["tags"]["team"]``, ``"path.0"`` the first item of a list,
-unless the metadata has the key ``"tags.team"`` itself, which is read first); ``metadata.NAME`` reaches a metadata key that shares a field's name.
+unless the metadata has the key ``"tags.team"`` itself, which is read first); ``metadata.NAME`` reaches a metadata key
+that shares a field's name.
 
 Operators on a field: ``$eq`` (what a bare value means), ``$ne``, ``$in`` and ``$nin`` (a list of values),
 ``$gt``, ``$gte``, ``$lt``, ``$lte`` (numbers, or times on ``timestamp`` and ``created_at``), ``$exists``

@@ -8,7 +8,8 @@ hobbies", "Gina's hobbies"), or none for a question one search answers; each par
 question (with the same filter and query time), and the units' rankings are interleaved round-robin
 (:func:`interleave`): the whole question's best unit, each part's best, the whole question's second, and so on.
 So the session that answers each part joins the best few beside the one that answers the question's own words;
-a question with fewer than two parts, or whose decomposition fails, keeps the method's ranking exactly. Relevance (``Hit.relevance``) stays the
+a question with fewer than two parts, or whose decomposition fails, keeps the method's ranking exactly. Relevance
+(``Hit.relevance``) stays the
 whole question's cosine.
 
 No rule splits such questions without a model (splitting at "and" / "or" lost on both benchmarks,

@@ -205,7 +205,8 @@ _OPAQUE = (type(threading.Lock()), type(threading.RLock()), weakref.ref)
 def nbytes(value: object) -> int:
     """About how many bytes ``value`` holds in memory: numpy arrays (a view counts its base buffer, once), sparse
     matrices, strings, objects that count themselves (a ``memory_bytes()`` method), and the containers,
-    dataclasses and objects with ``__dict__``/``__slots__`` around them, each object once. What an index cache charges a user's index (an estimate: interpreter overheads of small
+    dataclasses and objects with ``__dict__``/``__slots__`` around them, each object once. What an index cache charges
+    a user's index (an estimate: interpreter overheads of small
     objects are left out)."""
     seen: set[int] = set()
     total = 0
@@ -422,7 +423,7 @@ class IndexCache(Generic[T]):
             try:
                 kept = isinstance(store, SnapshotStore) and store.save_snapshot(user_id, codec.kind, key,
                                                                                  codec.encode(index))
-            except Exception:  # noqa: BLE001 - a snapshot only saves time: a store that cannot take one (closed,
+            except Exception:
                 kept = False   # read-only, busy past its timeout) loses nothing, and the next build tries again
             if kept:
                 with self._lock:

@@ -614,7 +614,7 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
             if lexical.size and lexical.max() > 0:
                 channels["lexical"] = (masks["turn"], lexical)
         z = {}
-        for c, (rows, s) in channels.items():
+        for c, (_, s) in channels.items():
             sd = float(s.std())
             z[c] = (s - s.mean()) / sd if sd > 1e-9 else np.zeros_like(s)
         if self.cfg.use_router:

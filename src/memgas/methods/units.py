@@ -358,7 +358,8 @@ def build_units(
     texts = [t.text for t in turns]
     views = [embedding_view(t, reply_chars) for t in turns]
     # Stores keep vectors in float16 (memgas.kernels.quantize): rounded as they are made, a unit in memory is the unit
-    # a store gives back, and a similarity is the same whichever of two units was the new one (association is symmetric).
+    # a store gives back, and a similarity is the same whichever of two units was the new one (association is
+    # symmetric).
     turn_vectors = from_half(to_half(embed_texts(embedder, views)))
 
     units = []

@@ -1,7 +1,8 @@
 """A throwaway PostgreSQL cluster for benchmarks (``--pg-temp``): ``initdb`` in a temporary folder,
 ``pg_ctl start`` on a free loopback port with trust authentication, removed again by :meth:`TempCluster.stop`.
 
-The test suite's fixture (``tests/support/pg.py``) uses it too. The server refuses to run as root, so as root every server command runs as the ``postgres``
+The test suite's fixture (``tests/support/pg.py``) uses it too. The server refuses to run as root, so as root every
+server command runs as the ``postgres``
 system user (``runuser``) in a folder that user owns. Durability is not measured: ``fsync`` is off,
 as a benchmark of the store's own work on a busy machine would otherwise time the disk.
 """
@@ -34,7 +35,7 @@ def find_pg_bin() -> Path | None:
 def unavailable() -> str | None:
     """Why no cluster can be started here (a one-line reason), or ``None``."""
     try:
-        import psycopg  # noqa: F401
+        import psycopg  # noqa: F401  (found now: the message below says what to install)
         import psycopg_pool  # noqa: F401
     except ImportError:
         return "psycopg or psycopg-pool is not installed (pip install -e '.[postgres]')"
