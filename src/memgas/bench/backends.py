@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import queue
 import sys
 import tempfile
 import time
@@ -131,7 +132,7 @@ def run_throughput(
                  for i in range(n)]
         for p in procs:
             p.start()
-        records = [out.get() for _ in procs]
+        records = [_report(out, procs) for _ in procs]
         for p in procs:
             p.join()
         errors = [r["error"] for r in records if "error" in r]
@@ -140,6 +141,18 @@ def run_throughput(
         runs.append({"clients": n, "add": rate(records, "adds", "add_span"),
                      "search": rate(records, "searches", "search_span")})
     return runs
+
+
+def _report(out: Any, procs: list[Any]) -> dict[str, Any]:
+    """The next client's report; a client that died without one (killed, out of memory) is an error, not a wait
+    for ever."""
+    while True:
+        try:
+            return dict(out.get(timeout=1.0))
+        except queue.Empty:
+            dead = [p for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                return {"error": f"client process {dead[0].pid} exited with {dead[0].exitcode} without a report"}
 
 
 def throughput_markdown(results: dict[str, list[dict[str, Any]]]) -> str:
