@@ -15,6 +15,7 @@ against this module and fails on any difference; the docs' API reference is gene
 
 from __future__ import annotations
 
+import builtins
 import inspect
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
@@ -87,7 +88,7 @@ class MemoryAPI(Protocol):
              cursor: str | None = None, order: str = "oldest") -> SessionPage:
         """A page of the user's session headers."""
 
-    def users(self) -> list[UserSessions]:
+    def users(self) -> builtins.list[UserSessions]:
         """The users with memory, and how many sessions each has."""
 
     def units(self, session_id: str, *, user_id: str) -> dict[str, Any]:

@@ -6,6 +6,7 @@ call for another user.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import threading
 import time
@@ -773,7 +774,7 @@ class Memory:
         headers = [session_header(full.get(h.session_id, h), c) for h, c in page]
         return SessionPage(headers, next_cursor=headers[-1].cursor if more else None)
 
-    def users(self) -> list[UserSessions]:
+    def users(self) -> builtins.list[UserSessions]:
         """The users with memory in this store, and how many sessions each has."""
         return [UserSessions(u, len(self.store.list_sessions(u))) for u in self.store.list_users()]
 

@@ -66,8 +66,9 @@ def _params(sig: inspect.Signature) -> list[tuple[str, Any, Any]]:
 
 
 def _returns(sig: inspect.Signature) -> str:
-    return str(sig.return_annotation).removeprefix("_Call[").removesuffix("]") if str(
-        sig.return_annotation).startswith("_Call[") else str(sig.return_annotation)
+    """A call's result type as written (``builtins.list`` where a class's own ``list`` shadows the builtin)."""
+    text = str(sig.return_annotation).replace("builtins.", "")
+    return text.removeprefix("_Call[").removesuffix("]") if text.startswith("_Call[") else text
 
 
 def python_differences(api: type, face: type, coroutines: bool) -> list[str]:
@@ -83,7 +84,7 @@ def python_differences(api: type, face: type, coroutines: bool) -> list[str]:
         sig = sig.replace(parameters=[p for p in sig.parameters.values() if p.name != "self"])
         if _params(sig) != _params(declared):
             out.append(f"{face.__name__}.{name}{sig} is not {name}{declared}")
-        if _returns(sig) != str(declared.return_annotation):
+        if _returns(sig) != _returns(declared):
             out.append(f"{face.__name__}.{name} returns {_returns(sig)}, not {declared.return_annotation}")
         if inspect.iscoroutinefunction(member) != coroutines:
             out.append(f"{face.__name__}.{name} is {'not ' if coroutines else ''}a coroutine")
@@ -122,7 +123,7 @@ def rest_differences(schema: dict[str, Any]) -> list[str]:
                 fields |= found
             if fields != set(declared.parameters):
                 out.append(f"{name}: REST fields {sorted(fields)} are not its parameters {sorted(declared.parameters)}")
-            returned = re.sub(r"^list\[(.+)\]$", r"\1", str(declared.return_annotation))
+            returned = re.sub(r"^list\[(.+)\]$", r"\1", _returns(declared))
             if returned in RESULT_SCHEMAS:
                 model = schema["components"]["schemas"][RESULT_SCHEMAS[returned]]
                 kind = results.RESULTS.get(returned) or {"Session": Session, "Hit": Hit}[returned]

@@ -111,7 +111,7 @@ def _spend(budget: list[int], where: str, n: int = 1) -> None:
 def _object(spec: object, where: str, budget: list[int]) -> Test:
     if not isinstance(spec, Mapping):
         raise InvalidInputError(f"{where}: a filter is a JSON object, got {_kind(spec)}")
-    tests = []
+    tests: list[Test] = []
     for key, value in spec.items():
         if not isinstance(key, str) or not key:
             raise InvalidInputError(f"{where}: keys are non-empty strings, got {key!r}")
@@ -124,7 +124,7 @@ def _object(spec: object, where: str, budget: list[int]) -> Test:
             tests.append(_all(parts) if key == "$and" else _any(parts))
         elif key == "$not":
             inner = _object(value, here, budget)
-            tests.append(lambda s, inner=inner: not inner(s))
+            tests.append(_negated(inner))
         elif key.startswith("$"):
             raise InvalidInputError(f"{here}: unknown operator; at the top of a filter use $and, $or or $not")
         else:
@@ -172,7 +172,7 @@ def _field(name: str, condition: object, where: str, budget: list[int]) -> Test:
     is_time = name in _TIMES
     if not isinstance(condition, Mapping) or not any(isinstance(k, str) and k.startswith("$") for k in condition):
         condition = {"$eq": condition}
-    tests = []
+    tests: list[Test] = []
     for op, operand in condition.items():
         here = f"{where}.{op}"
         _spend(budget, here)
@@ -181,32 +181,53 @@ def _field(name: str, condition: object, where: str, budget: list[int]) -> Test:
         if op == "$exists":
             if not isinstance(operand, bool):
                 raise InvalidInputError(f"{here}: expected true or false, got {_kind(operand)}")
-            tests.append(lambda s, want=operand: (read(s) is not _MISSING) == want)
+            tests.append(_exists(read, operand))
         elif op in ("$eq", "$ne"):
             value = _value(operand, here, is_time)
             same = _equal_to(value)
-            if op == "$eq":
-                tests.append(lambda s, same=same: same(read(s)))
-            else:
-                tests.append(lambda s, same=same: (v := read(s)) is not _MISSING and v is not None and not same(v))
+            tests.append(_matching(read, [same], op == "$eq"))
         elif op in ("$in", "$nin"):
             if not isinstance(operand, list):
                 raise InvalidInputError(f"{here}: expected a list of values, got {_kind(operand)}")
             _spend(budget, here, len(operand))
             checks = [_equal_to(_value(v, f"{here}[{i}]", is_time)) for i, v in enumerate(operand)]
-            if op == "$in":
-                tests.append(lambda s, checks=checks: any(c(v) for v in (read(s),) for c in checks))
-            else:
-                tests.append(lambda s, checks=checks: (v := read(s)) is not _MISSING and v is not None
-                             and not any(c(v) for c in checks))
+            tests.append(_matching(read, checks, op == "$in"))
         else:
             bound = _time(operand, here) if is_time else _number(operand, here)
-            order = _ORDER[op]
-            if is_time:
-                tests.append(lambda s, b=bound, o=order: (v := read(s)) is not _MISSING and o(naive_utc(v), b))
-            else:
-                tests.append(lambda s, b=bound, o=order: _is_number(v := read(s)) and o(v, b))
+            tests.append(_ordered(read, _ORDER[op], bound, is_time))
     return _all(tests)
+
+
+Reader = Callable[[SessionFields], Any]
+
+
+def _negated(inner: Test) -> Test:
+    return lambda s: not inner(s)
+
+
+def _exists(read: Reader, want: bool) -> Test:
+    return lambda s: (read(s) is not _MISSING) == want
+
+
+def _matching(read: Reader, checks: list[Callable[[Any], bool]], inside: bool) -> Test:
+    """``$eq``/``$in`` (``inside``): the field equals one of the values (a missing field is ``None``); ``$ne``/``$nin``:
+    it is present, not null, and equals none of them."""
+    def test(s: SessionFields) -> bool:
+        v = read(s)
+        if inside:
+            return any(c(v) for c in checks)
+        return v is not _MISSING and v is not None and not any(c(v) for c in checks)
+    return test
+
+
+def _ordered(read: Reader, order: Callable[[Any, Any], bool], bound: Any, is_time: bool) -> Test:
+    """``$gt``/``$gte``/``$lt``/``$lte`` against ``bound``: a time (compared as naive UTC) or a number."""
+    def test(s: SessionFields) -> bool:
+        v = read(s)
+        if is_time:
+            return v is not _MISSING and order(naive_utc(v), bound)
+        return _is_number(v) and order(v, bound)
+    return test
 
 
 def _value(operand: object, where: str, is_time: bool) -> Any:

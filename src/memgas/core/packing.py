@@ -36,12 +36,13 @@ def pack(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any] | None = None
     >>> arrays["x"].tolist(), meta
     ([0, 1, 2], {'n': 3})
     """
-    entries, offset = [], 0
+    entries: list[tuple[str, str, list[int], int]] = []
+    offset = 0
     contiguous = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
     for name, a in contiguous.items():
         if a.dtype.hasobject:
             raise InvalidInputError(f"array {name!r} holds Python objects; pack takes numeric arrays")
-        entries.append([name, a.dtype.str, list(a.shape), offset])
+        entries.append((name, a.dtype.str, list(a.shape), offset))
         offset = _padded(offset + a.nbytes)
     header = json.dumps({"meta": dict(meta or {}), "arrays": entries}, ensure_ascii=False).encode()
     start = _padded(len(_MAGIC) + _LENGTH + len(header))

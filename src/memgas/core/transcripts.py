@@ -124,5 +124,5 @@ def _text(content: Any) -> str:
             if kind in _SKIPPED:
                 continue
             text = part.get("text", part.get("refusal"))
-            texts.append(text if isinstance(text, str) else _PLACEHOLDERS.get(kind, f"[{kind or 'part'}]"))
+            texts.append(text if isinstance(text, str) else _PLACEHOLDERS.get(str(kind), f"[{kind or 'part'}]"))
     return "\n".join(t for t in texts if t)

@@ -172,7 +172,7 @@ def check_k(k: object) -> int:
     Raises:
         InvalidInputError: otherwise.
     """
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= MAX_K:
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= int(k) <= MAX_K:
         raise InvalidInputError(f"k must be an integer from 1 to {MAX_K:,}, got {_show(k)}")
     return int(k)
 
@@ -206,7 +206,7 @@ def check_metadata(value: object) -> dict[str, Any]:
         raise InvalidInputError(
             f"metadata must be a JSON object (a dict with string keys), got {type(value).__name__}"
         )
-    clean = _json_value(value, "metadata", 1)
+    clean: dict[str, Any] = _json_value(value, "metadata", 1)
     size = len(json.dumps(clean, ensure_ascii=False, allow_nan=False).encode("utf-8"))
     if size > MAX_METADATA_BYTES:
         raise InvalidInputError(f"metadata of {size:,} bytes as JSON is over the limit of {MAX_METADATA_BYTES:,}")
@@ -220,7 +220,7 @@ def _json_value(value: object, where: str, depth: int) -> Any:
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, numbers.Integral):
-        if not -_INT_LIMIT <= value < _INT_LIMIT:
+        if not -_INT_LIMIT <= int(value) < _INT_LIMIT:
             raise InvalidInputError(f"{where}: integer {_show(value)} does not fit in 64 bits")
         return int(value)
     if isinstance(value, numbers.Real):

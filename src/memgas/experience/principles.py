@@ -29,6 +29,7 @@ principle-level merging by the LLM (dedup keeps the first wording); the same LLM
 
 from __future__ import annotations
 
+import builtins
 import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
@@ -259,7 +260,7 @@ class Principles:
         """Every stored principle, oldest first."""
         return [Principle.from_record(r) for r in self.bank.items(PRINCIPLE)]
 
-    def pending(self) -> list[ExperienceRecord]:
+    def pending(self) -> builtins.list[ExperienceRecord]:
         """Contrasts whose extraction failed, waiting for :meth:`distill_pending`."""
         return self.bank.items(PENDING)
 
@@ -322,13 +323,13 @@ class Principles:
             raise InvalidInputError("the context is empty")
         return text
 
-    def recall(self, context: str | Sequence[Mapping[str, str]], k: int = 3) -> list[tuple[Principle, float]]:
+    def recall(self, context: str | Sequence[Mapping[str, str]], k: int = 3) -> builtins.list[tuple[Principle, float]]:
         """The ``k`` principles whose situations are nearest the context (a text, or messages of which the
         latest ``context_messages`` count), with cosine >= ``min_similarity``, best first. No LLM call."""
         hits = self.bank.nearest(PRINCIPLE, self._context_text(context), k)
         return [(Principle.from_record(r), sim) for r, sim in hits if sim >= self.min_similarity]
 
-    def principles(self, context: str | Sequence[Mapping[str, str]], k: int = 3) -> list[Guidance]:
+    def principles(self, context: str | Sequence[Mapping[str, str]], k: int = 3) -> builtins.list[Guidance]:
         """:meth:`recall`, then each principle rewritten by the LLM for this conversation (one call each; a
         failed call gives the stored text, ``rewritten`` false).
 

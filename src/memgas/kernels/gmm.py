@@ -88,12 +88,15 @@ class GMM1D:
     def log_joint(self, x: np.ndarray) -> np.ndarray:
         """``log(w_k · N(x | μ_k, σ_k²))`` for each value and component, shape ``(len(x), 2)``."""
         x = np.asarray(x, dtype=np.float64)
-        return _log_joint_rows(x[None, :], self.means[None, :], self.variances[None, :], self.weights[None, :])[0]
+        rows = _log_joint_rows(x[None, :], self.means[None, :], self.variances[None, :], self.weights[None, :])
+        first: np.ndarray = rows[0]
+        return first
 
     def posterior_high(self, x: np.ndarray) -> np.ndarray:
         """Posterior probability that each value belongs to the high component (index 1)."""
         lj = self.log_joint(x)
-        return np.exp(lj[:, 1] - np.logaddexp(lj[:, 0], lj[:, 1]))
+        high: np.ndarray = np.exp(lj[:, 1] - np.logaddexp(lj[:, 0], lj[:, 1]))
+        return high
 
     @property
     def ashman_d(self) -> float:
@@ -156,7 +159,8 @@ def _log_joint_rows(x: np.ndarray, means: np.ndarray, variances: np.ndarray, wei
     """``log(w_k · N(x | μ_k, σ_k²))`` for ``(m, n)`` values and ``(m, 2)`` parameters: shape ``(m, n, 2)``."""
     diff = x[:, :, None] - means[:, None, :]
     log_norm = np.log(weights) - 0.5 * (_LOG_2PI + np.log(variances))
-    return log_norm[:, None, :] - 0.5 * diff * diff / variances[:, None, :]
+    joint: np.ndarray = log_norm[:, None, :] - 0.5 * diff * diff / variances[:, None, :]
+    return joint
 
 
 def _fit_rows(x: np.ndarray, max_iter: int, tol: float, min_var: float) -> list[GMM1D]:

@@ -159,16 +159,18 @@ class LexicalIndex:
 
     def _pieces(self, t: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Term ``t``'s lists of posting pieces (made on first use; the caller holds the lock)."""
-        docs = self._docs.get(t)
-        if docs is None:
-            docs, tfs = self._docs[t], self._tfs[t] = [], []
+        found = self._docs.get(t)
+        if found is None:
+            docs: list[np.ndarray] = []
+            tfs: list[np.ndarray] = []
+            self._docs[t], self._tfs[t] = docs, tfs
             if self._packed is not None and t + 1 < self._packed[0].size:
                 starts, all_docs, all_tfs = self._packed
                 a, b = int(starts[t]), int(starts[t + 1])
                 docs.append(all_docs[a:b])
                 tfs.append(all_tfs[a:b])
             return docs, tfs
-        return docs, self._tfs[t]
+        return found, self._tfs[t]
 
     def to_arrays(self, n: int | None = None) -> tuple[list[str], dict[str, np.ndarray]]:
         """The index of the first ``n`` documents (default: all) as its vocabulary (stems by term id) and arrays

@@ -64,7 +64,8 @@ def softmax(x: np.ndarray, temperature: float = 1.0) -> np.ndarray:
         return z.copy()
     # Subtracting the max keeps exp() from overflowing; the result is unchanged.
     e = np.exp((z - z.max()) / temperature)
-    return e / e.sum()
+    weights: np.ndarray = e / e.sum()
+    return weights
 
 
 def entropy(p: np.ndarray) -> float:

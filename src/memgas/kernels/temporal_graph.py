@@ -268,7 +268,7 @@ class TemporalGraph:
         tokens = fact_tokens(triple.text)
         between = self.graph.get_edge_data(s, o) if self.graph.has_edge(s, o) else {}
         for i in sorted(between):  # the facts between the two entities (either way round), oldest first
-            fact = self.facts[i]
+            fact: Fact = self.facts[i]
             if fact.invalid_at is None and jaccard(tokens, fact_tokens(fact.text)) >= self.near_duplicate:
                 return fact
         return None

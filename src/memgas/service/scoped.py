@@ -8,6 +8,7 @@ memgas's exceptions.
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -108,7 +109,7 @@ class ScopedMemory:
         return self.memory.list(user_id=self._user(user_id), filters=filters, limit=limit, cursor=cursor,
                                 order=order)
 
-    def users(self) -> list[UserSessions]:
+    def users(self) -> builtins.list[UserSessions]:
         """The users the caller may see, with their session counts."""
         out = []
         for row in self.memory.users():

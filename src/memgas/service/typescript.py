@@ -69,7 +69,8 @@ def _method(name: str, sig: inspect.Signature, api: type) -> str:
     if options:
         fields = "; ".join(text for text, _ in options)
         positional.append(f"options{'?' if all(opt for _, opt in options) else ''}: {{ {fields} }}")
-    return f"  {camel(name)}({', '.join(positional)}): Promise<{_result(name, str(sig.return_annotation), api)}>;"
+    returns = str(sig.return_annotation).replace("builtins.", "")
+    return f"  {camel(name)}({', '.join(positional)}): Promise<{_result(name, returns, api)}>;"
 
 
 def api_declaration() -> str:
