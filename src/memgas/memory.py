@@ -928,7 +928,8 @@ def _check_min_score(min_score: object) -> float:
 
 def _asked_at(query_time: str | datetime | None) -> datetime:
     """When a query is asked, as naive UTC: ``query_time`` parsed, or now."""
-    return naive_utc(parse_timestamp(query_time) if query_time is not None else _now())
+    when = parse_timestamp(query_time) if query_time is not None else None
+    return naive_utc(when if when is not None else _now())
 
 
 def _some(ids: list[str], shown: int = 5) -> str:

@@ -207,7 +207,7 @@ def test_a_new_process_rebuilds_the_graph_from_the_store_without_calling_again(s
         before = sorted((f.relation, f.object, f.invalid_at) for f in mem.kg.facts(user_id="u", include_invalid=True))
     calls = len(stub.requests)
     with Memory(str(tmp_path / "z.db"), method="zep", llm=spec, llm_units=False) as again:  # e.g. after a restart
-        after = sorted((f.relation, f.object, f.invalid_at) for f in again.facts(user_id="u", include_invalid=True))
+        after = sorted((f.relation, f.object, f.invalid_at) for f in again.kg.facts(user_id="u", include_invalid=True))
     assert after == before and len(stub.requests) == calls  # every answer came from the default response cache
     assert (tmp_path / "llm-cache.sqlite").exists()  # (tests/conftest.py points the default at the test's folder)
 

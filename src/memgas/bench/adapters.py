@@ -103,7 +103,8 @@ def run_adapters(path: Path, *, n_sessions: int = 200, n_calls: int = 40, tasks:
         for name, (adapter, direct) in pairs.items():
             adapter(queries[0])  # warm: the index built, the framework's first-call work done
             direct(queries[0])
-            a_ms, d_ms = [], []
+            a_ms: list[float] = []
+            d_ms: list[float] = []
             for i, q in enumerate(queries[:n_calls]):
                 order = ((adapter, a_ms), (direct, d_ms)) if i % 2 else ((direct, d_ms), (adapter, a_ms))
                 for fn, out in order:

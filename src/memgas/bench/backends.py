@@ -217,7 +217,9 @@ def store_size(target: str) -> int:
         import psycopg
 
         with psycopg.connect(target) as conn:
-            return int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
+            row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+            assert row is not None
+            return int(row[0])
     import sqlite3
 
     # The write-ahead log holds pages not yet copied into the file (up to the whole of a fresh store): copy them
@@ -281,7 +283,8 @@ def run_scale(
             users = checkpoint
             picked = rng.choice(users, size=min(probes, users), replace=False)
             method = get_method("memgas", embedder)  # a fresh index cache: every picked user is cold
-            cold, warm = [], []
+            cold: list[float] = []
+            warm: list[float] = []
             for u in picked:
                 uid, query = f"u{u:06d}", questions[u % n_templates]
                 for times in (cold, warm):

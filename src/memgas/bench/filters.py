@@ -63,7 +63,8 @@ def run_filters(path: Path, *, n_sessions: int = 2000, n_queries: int = 60, n_ad
                 mem.search(text, user_id=_USER, k=k, filters=FILTERS[name])
                 ranking[name].append((time.perf_counter() - t0) * 1000)
                 counts[name].append(len(hits))
-        after_add, warm_again = [], []
+        after_add: list[float] = []
+        warm_again: list[float] = []
         for j, s in enumerate(held):
             mem.add(_message_dicts(s), user_id=_USER, session_id=s.session_id, timestamp=s.timestamp,
                     metadata={"bucket": (n_sessions + j) % 10})

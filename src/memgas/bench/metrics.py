@@ -253,7 +253,7 @@ def aggregate(
             v = row.get(m)
             if not _is_number(v):
                 raise InvalidInputError(f"row {i}: metric {m!r} is {v!r}, not a number")
-            values[i, j] = float(v)
+            values[i, j] = float(v)  # type: ignore[arg-type]  # a number: _is_number said so
 
     def summary(rows: list[int]) -> dict[str, Any]:
         means = values[rows].mean(axis=0) if rows else ()

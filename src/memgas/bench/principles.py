@@ -96,7 +96,8 @@ def _dedup_sweep(embedder: Embedder, scenarios: ScenarioSet) -> list[dict[str, A
     refs = scenarios.references
     vectors = embedder.embed([r.situation for r in refs])
     sims = vectors @ vectors.T
-    same, cross = [], []
+    same: list[float] = []
+    cross: list[float] = []
     for i, j in itertools.combinations(range(len(refs)), 2):
         (same if refs[i].family == refs[j].family else cross).append(float(sims[i, j]))
     return [{"dedup_threshold": t, "same_family_merged": f"{sum(s >= t for s in same)}/{len(same)}",

@@ -247,7 +247,7 @@ def run_qa(
     writer = LLMUnitWriter(llm) if llm_units else None
     ingester = MemGAS(embedder, summarizer=writer, keyworder=writer)
     dense = get_method("dense-session", embedder)
-    methods: dict[str, MemoryMethod] = {s: get_method(s, embedder, **({"llm": llm} if s in NEEDS_LLM else {}))
+    methods: dict[str, MemoryMethod] = {s: get_method(s, embedder, llm=llm if s in NEEDS_LLM else None)
                                         for s in systems if s not in _BUILTIN}
     built: dict[str, Usage] = {s: Usage() for s in methods}
     config = {"dataset": dataset, "data": str(path), "limit": limit, "max_questions": max_questions, "k": k,

@@ -30,6 +30,7 @@ from memgas.context import ContextOptions, Profiles, build_context
 from memgas.core.errors import InvalidInputError
 from memgas.core.types import Session, Unit
 from memgas.embed.base import Embedder
+from memgas.embed.cache import CachedEmbedder
 from memgas.kernels.tense import asks_about_the_past
 from memgas.llm.base import track_usage
 from memgas.methods import METHODS, NEEDS_LLM, MemGAS, MemoryMethod, get_method
@@ -268,7 +269,7 @@ def run_groups(
             t2 = time.perf_counter()
             vector = inner.embed([q.question])
             result.timing["ingest"].setdefault("query_embed_s", []).append(time.perf_counter() - t2)
-            if inner is not embedder:  # the methods then find it in the cache
+            if isinstance(embedder, CachedEmbedder):  # the methods then find it in the cache
                 embedder.cache.put_many(embedder.id, [q.question], vector)
             by_id = {s.session_id: s for s in q.sessions}  # what a plain retriever's context quotes
             for m, method in methods.items():

@@ -234,8 +234,7 @@ def run_http(target: str, data: Path, clients: Sequence[int], *, sessions: int =
                     with open_caller() as caller:  # its index again, should the adds have evicted it
                         caller.search(searched, questions[0])
                     run["search"][side] = _clients(n, requests, open_caller, search)
-                    run["add"][side] = _clients(n, adds, open_caller, lambda c, i, j, side=side, n=n, base=offset: c.add(
-                        f"{tag}-{side}-n{n}-c{i}", added[base + i * adds + j]))
+                    run["add"][side] = _clients(n, adds, open_caller, _adder(f"{tag}-{side}-n{n}", added, offset, adds))
                     if progress:
                         print(f"bench http: {n} clients, {side}: search {run['search'][side]['per_s']:.1f}/s, "
                               f"add {run['add'][side]['per_s']:.2f}/s", file=sys.stderr, flush=True)
@@ -264,3 +263,8 @@ def http_markdown(result: dict[str, Any]) -> str:
             lines.append(f"| {op} | {run['clients']} | {' | '.join(_cell(http, digits))} | "
                          f"{' | '.join(_cell(local, digits))} | {http['p50_ms'] - local['p50_ms']:+.1f} |")
     return "\n".join(lines) + "\n"
+
+
+def _adder(prefix: str, added: Sequence[Any], base: int, adds: int) -> Callable[[Any, int, int], Any]:
+    """Client ``i``'s ``j``-th add of one run: the next session of its own share, as its own user."""
+    return lambda c, i, j: c.add(f"{prefix}-c{i}", added[base + i * adds + j])

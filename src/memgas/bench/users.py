@@ -80,7 +80,8 @@ def run_users(target: str, data: Path, embedder: Any, *, users: int = 12, sessio
             gc.collect()
             rss_before = rss_mb()
             method = fresh()  # an empty cache for the round robin
-            robin, first = [], []
+            robin: list[float] = []
+            first: list[float] = []
             for r in range(rounds):
                 for u in range(users):
                     t0 = time.perf_counter()

@@ -646,6 +646,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.llm_units:
         from memgas.methods.llm_units import LLMUnitWriter
 
+        assert llm is not None  # made above for --llm-units
         extra["unit_writer"] = LLMUnitWriter(llm)
     if args.max_sessions is not None and args.dataset != "locomo":
         raise InvalidInputError("--max-sessions applies to locomo only")

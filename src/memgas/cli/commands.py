@@ -613,11 +613,13 @@ def _run(argv: Sequence[str] | None) -> int:
         raise
     except (InvalidInputError, NotFoundError) as e:
         return _error(e, 2)
-    except (MemgasError, OSError, *_backend_errors()) as e:
-        return _error(e, 1)
+    except Exception as e:  # the drivers' error classes are known only once a driver is loaded
+        if isinstance(e, (MemgasError, OSError, *_backend_errors())):
+            return _error(e, 1)
+        raise
 
 
-def _backend_errors() -> tuple[type[Exception], ...]:
+def _backend_errors() -> tuple[type[BaseException], ...]:
     """The database drivers' error classes: SQLite's, and psycopg's once a PostgreSQL store loaded it.
 
     Called only while an exception propagates, so the command line never imports psycopg itself: an error

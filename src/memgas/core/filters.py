@@ -63,12 +63,23 @@ _MISSING = object()
 class SessionFields(Protocol):
     """What a filter reads of a session (a :class:`memgas.store.SessionInfo` has it all)."""
 
-    session_id: str
-    timestamp: datetime | None
-    created_at: datetime | None
-    agent_id: str | None
-    run_id: str | None
-    metadata: Mapping[str, Any]
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def timestamp(self) -> datetime | None: ...
+
+    @property
+    def created_at(self) -> datetime | None: ...
+
+    @property
+    def agent_id(self) -> str | None: ...
+
+    @property
+    def run_id(self) -> str | None: ...
+
+    @property
+    def metadata(self) -> Mapping[str, Any]: ...
 
 
 Test = Callable[[SessionFields], bool]

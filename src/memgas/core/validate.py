@@ -278,7 +278,7 @@ def _message(i: int, raw: object, max_chars: int) -> Message:
 
 
 def make_session(
-    messages: Iterable[object],
+    messages: object,
     *,
     user_id: str,
     session_id: str,

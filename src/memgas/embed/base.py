@@ -21,9 +21,14 @@ class Embedder(Protocol):
     its own tokens, special tokens included.
     """
 
-    id: str
-    dim: int
-    max_tokens: int
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def max_tokens(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), dim)`` float32 L2-normalised rows; ``(0, dim)`` for no texts."""
@@ -113,7 +118,8 @@ def _split_text(text: str, count: CountFn, budget: int) -> list[str]:
     if n_total <= budget:
         return [text]
     pieces: list[str] = []
-    buf, used = [], 0
+    buf: list[str] = []
+    used = 0
     for part, n in _atoms(text, n_total, count, budget, 0):
         if buf and used + n > budget:
             pieces.append("".join(buf))

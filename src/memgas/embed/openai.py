@@ -93,7 +93,9 @@ class OpenAIEmbedder(WindowMixin):
         texts = check_texts(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        parts, batch, used = [], [], 0
+        parts: list[np.ndarray] = []
+        batch: list[str] = []
+        used = 0
         for text, n in zip(texts, self.count_tokens(texts)):
             if batch and (len(batch) == self.batch_size or used + n > self.max_batch_tokens):
                 parts.append(self._post(batch))

@@ -51,7 +51,7 @@ class ExperienceBank:
         if not items:
             return []
         q = self.embed([query])[0] if isinstance(query, str) else np.asarray(query, dtype=np.float32)
-        sims = np.stack([item.vector for item in items]) @ q
+        sims = np.stack([item.vector for item in items if item.vector is not None]) @ q
         order = np.argsort(-sims, kind="stable")[:k]
         return [(items[i], float(sims[i])) for i in order]
 

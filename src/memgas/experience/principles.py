@@ -167,8 +167,8 @@ class Judgement:
             InvalidInputError: a missing or mistyped field.
         """
         try:
-            fields = {name: data[name] for name in ("turn", "reply", "reaction", "helped", "reason")}
-            optional = {name: data.get(name) for name in ("retry", "retry_reaction", "retry_helped", "retry_reason")}
+            fields: dict[str, Any] = {name: data[name] for name in ("turn", "reply", "reaction", "helped", "reason")}
+            optional: dict[str, Any] = {name: data.get(name) for name in ("retry", "retry_reaction", "retry_helped", "retry_reason")}
         except (KeyError, TypeError) as e:
             raise InvalidInputError(f"a judgement needs turn, reply, reaction, helped, reason: {e}") from None
         if not isinstance(fields["turn"], int) or not isinstance(fields["helped"], bool):

@@ -310,13 +310,13 @@ class BufferOfThoughts:
         Raises:
             InvalidInputError: an empty problem or solution.
         """
-        source = {"problem": _text(problem, "problem"), "solution": _text(solution, "solution"),
-                  "answer": None if answer is None else str(answer)}
+        problem, solution = _text(problem, "problem"), _text(solution, "solution")
+        source = {"problem": problem, "solution": solution, "answer": None if answer is None else str(answer)}
         try:
-            template = self._write_template(source["problem"], source["solution"], source["answer"])
+            template = self._write_template(problem, solution, source["answer"])
         except (LLMError, InvalidInputError) as e:
             log.warning("BoT template writing failed, kept the solution as pending: %s", e)
-            item = self.bank.add(PENDING, source["problem"], {**source, "error": str(e)}, matchable=False)
+            item = self.bank.add(PENDING, problem, {**source, "error": str(e)}, matchable=False)
             return {"status": "pending", "id": item, "error": str(e)}
         return self._keep(template, source)
 
@@ -349,7 +349,7 @@ class BufferOfThoughts:
         for item in self.bank.items(PENDING):
             source = {name: item.payload.get(name) for name in ("problem", "solution", "answer")}
             try:
-                template = self._write_template(source["problem"], source["solution"], source["answer"])
+                template = self._write_template(str(source["problem"]), str(source["solution"]), source["answer"])
             except LLMError as e:
                 self.bank.update(item.id, payload={**source, "error": str(e)})
                 results.append({"status": "pending", "id": item.id, "error": str(e)})

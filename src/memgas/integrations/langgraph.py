@@ -28,7 +28,7 @@ import asyncio
 import json
 import re
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from langgraph.store.base import BaseStore, GetOp, Item, ListNamespacesOp, Op, PutOp, Result, SearchItem, SearchOp
 
@@ -93,7 +93,7 @@ class MemgasStore(BaseStore):
         if isinstance(op, GetOp):
             return self._get(op.namespace, op.key)
         if isinstance(op, PutOp):
-            self._put(op.namespace, op.key, op.value)
+            self._put(op.namespace, op.key, None if op.value is None else dict(op.value))
             return None
         if isinstance(op, SearchOp):
             return self._search(op)
@@ -114,12 +114,17 @@ class MemgasStore(BaseStore):
             return None
 
     @staticmethod
-    def _item(user: str, meta: dict[str, Any], *, search: bool = False, score: float | None = None) -> Item:
+    def _fields(user: str, meta: Mapping[str, Any]) -> dict[str, Any]:
         lg = meta[MARK]
-        fields = {"namespace": (user, *lg["namespace"]), "key": lg["key"], "value": lg["value"],
-                  "created_at": datetime.fromisoformat(lg["created_at"]),
-                  "updated_at": datetime.fromisoformat(lg["updated_at"])}
-        return SearchItem(**fields, score=score) if search else Item(**fields)
+        return {"namespace": (user, *lg["namespace"]), "key": lg["key"], "value": lg["value"],
+                "created_at": datetime.fromisoformat(lg["created_at"]),
+                "updated_at": datetime.fromisoformat(lg["updated_at"])}
+
+    def _item(self, user: str, meta: Mapping[str, Any]) -> Item:
+        return Item(**self._fields(user, meta))
+
+    def _found(self, user: str, meta: Mapping[str, Any], score: float | None = None) -> SearchItem:
+        return SearchItem(**self._fields(user, meta), score=score)
 
     def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
         user, rest = self._split(namespace)
@@ -150,7 +155,7 @@ class MemgasStore(BaseStore):
     def _search(self, op: SearchOp) -> list[SearchItem]:
         user, prefix = self._split(op.namespace_prefix)
 
-        def wanted(meta: dict[str, Any]) -> bool:
+        def wanted(meta: Mapping[str, Any]) -> bool:
             lg = meta.get(MARK)
             return (lg is not None and tuple(lg["namespace"][: len(prefix)]) == prefix
                     and all(lg["value"].get(k) == v for k, v in (op.filter or {}).items()))
@@ -168,11 +173,11 @@ class MemgasStore(BaseStore):
                     rest[k] = v
             want = SEARCH_CAP if rest else min(op.offset + op.limit, SEARCH_CAP)
             hits = call(self.memory.search, op.query, user_id=user, k=want, filters=filters)
-            found = [self._item(user, h.metadata, search=True, score=float(h.relevance)) for h in hits
+            found = [self._found(user, h.metadata, float(h.relevance)) for h in hits
                      if wanted(h.metadata)]
             return found[op.offset: op.offset + op.limit]
         items = [s for s in self._items(user) if wanted(s.metadata)]
-        return [self._item(user, s.metadata, search=True) for s in items][op.offset: op.offset + op.limit]
+        return [self._found(user, s.metadata) for s in items][op.offset: op.offset + op.limit]
 
     def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         users = [u.user_id for u in call(self.memory.users)]

@@ -281,10 +281,12 @@ class ConfiguredMethod(MemoryMethod, Generic[C]):
         **overrides: Any,
     ) -> None:
         super().__init__(embedder, summarizer=summarizer, keyworder=keyworder)
-        self.cfg: C = replace(config or self.config_class(), **overrides)  # replace() runs __post_init__ again
+        chosen: Any = config or self.config_class()  # a dataclass (the class's config_class)
+        self.cfg: C = replace(chosen, **overrides)  # replace() runs __post_init__ again
 
     def config(self) -> dict[str, Any]:
-        return {**super().config(), **asdict(self.cfg)}
+        cfg: Any = self.cfg
+        return {**super().config(), **asdict(cfg)}
 
 
 def match_units(stored: UnitTable, units: Sequence[Unit]) -> tuple[dict[int, int], list[int]]:

@@ -93,7 +93,7 @@ def build_user_index(store: Store, user_id: str, *, texts: bool = True) -> UserI
     pos: dict[str, int] = {}
     session_of = np.fromiter((pos.setdefault(s, len(pos)) for s in table.session_ids), np.int64, len(table))
     timestamps = {i.session_id: i.timestamp for i in store.list_sessions(user_id)} if len(table) else {}
-    masks = {g: np.flatnonzero(table.mask(g)) for g in GRANULARITIES}
+    masks: dict[str, np.ndarray] = {g: np.flatnonzero(table.mask(g)) for g in GRANULARITIES}
     return UserIndex(table, session_of, tuple(pos), timestamps, masks, rows)
 
 
@@ -128,7 +128,7 @@ def user_index_from_arrays(store: Store, user_id: str, arrays: dict[str, np.ndar
                       arrays["turn_start"].astype(np.int32), arrays["turn_end"].astype(np.int32),
                       arrays["chunk"].astype(np.int32), StoredTexts(store, user_id, ids), rows.view())
     timestamps = {sid: None if ts is None else datetime.fromisoformat(ts) for sid, ts in meta["timestamps"].items()}
-    masks = {g: np.flatnonzero(table.mask(g)) for g in GRANULARITIES}
+    masks: dict[str, np.ndarray] = {g: np.flatnonzero(table.mask(g)) for g in GRANULARITIES}
     return UserIndex(table, session_of, sessions, timestamps, masks, rows)
 
 
@@ -187,7 +187,8 @@ def appended_index(index: UserIndex, added: UnitTable, sessions: dict[str, Sessi
     session_of = np.concatenate([index.session_of, np.fromiter(map(pos.__getitem__, added.session_ids), np.int64,
                                                                len(added))])
     timestamps = {**index.timestamps, **{sid: sessions[sid].timestamp for sid in dict.fromkeys(added.session_ids)}}
-    masks = {g: np.concatenate([index.masks[g], n + np.flatnonzero(added.mask(g))]) for g in GRANULARITIES}
+    masks: dict[str, np.ndarray] = {g: np.concatenate([index.masks[g], n + np.flatnonzero(added.mask(g))])
+                                    for g in GRANULARITIES}
     return UserIndex(table, session_of, tuple(pos), timestamps, masks, rows)
 
 
@@ -238,8 +239,8 @@ def nbytes(value: object) -> int:
                 stack.extend(obj)
         elif isinstance(obj, _OPAQUE) or callable(obj):
             continue
-        elif callable(getattr(obj, "memory_bytes", None)):  # an object that keeps its own count (LexicalIndex)
-            total += int(obj.memory_bytes())
+        elif callable(counted := getattr(obj, "memory_bytes", None)):  # keeps its own count (LexicalIndex)
+            total += int(counted())
         else:
             attrs = getattr(obj, "__dict__", None)
             if attrs is not None:

@@ -744,8 +744,7 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         order = list(range(len(top)))  # positions into top, best first
         for _ in range(len(top) ** 2):  # each move puts a newer session before an older one; capped all the same
             move = next(((i, j) for i in range(len(order)) for j in range(i + 1, len(order))
-                         if when[order[i]] is not None and when[order[j]] is not None
-                         and when[order[j]] > when[order[i]] and states_what(order[j], order[i])), None)
+                         if _newer(when[order[j]], when[order[i]]) and states_what(order[j], order[i])), None)
             if move is None:
                 break
             order.insert(move[0], order.pop(move[1]))
@@ -755,3 +754,8 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
                      within: Collection[str] | None = None) -> Scored:
         """:meth:`score` over the sessions ``within`` alone (see there)."""
         return self.score(store, user_id, query, query_time=query_time, within=within)
+
+
+def _newer(a: datetime | None, b: datetime | None) -> bool:
+    """Whether ``a`` is a later time than ``b`` (never when either is unknown)."""
+    return a is not None and b is not None and a > b

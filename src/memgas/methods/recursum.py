@@ -151,7 +151,7 @@ class RecurSum(MemoryMethod):
         self.max_entries, self.max_new, self.inherit, self.max_tokens = max_entries, max_new, inherit, max_tokens
         self._extractive = ExtractiveSummarizer()
         self.fallbacks = 0
-        self._states: IndexCache[_State] = IndexCache(lambda s, u: self._fold(s, u, _State()), update=self._fold)
+        self._states: IndexCache[_State] = IndexCache(self._fresh_state, update=self._fold)
         self._indexes: IndexCache[tuple[UserIndex, _State]] = IndexCache(self._build)
 
     def config(self) -> dict[str, Any]:
@@ -227,6 +227,12 @@ class RecurSum(MemoryMethod):
         return list(self._states.get(store, user_id).entries)
 
     # ------------------------------------------------------------------ using it
+
+    def _fresh_state(self, store: Store, user_id: str) -> _State:
+        """The user's state folded from nothing (every session is new to it)."""
+        state = self._fold(store, user_id, _State())
+        assert state is not None  # a fold from an empty state always makes one
+        return state
 
     def _build(self, store: Store, user_id: str) -> tuple[UserIndex, _State]:
         return turn_docs(store, user_id, "all"), self._states.get(store, user_id)

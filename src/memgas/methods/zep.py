@@ -330,7 +330,7 @@ class Zep(MemoryMethod):
         prompt = extraction_messages(msg.content[: self.max_chars], episode.speaker, context, session.timestamp)
         try:
             triples = parse_triples(llm.complete_json(prompt, EXTRACT_SCHEMA, max_tokens=600))
-            vectors = self.embedder.embed([t.text for t in triples]) if triples else []
+            vectors = self.embedder.embed([t.text for t in triples]) if triples else np.zeros((0, self.embedder.dim))
         except (LLMError, InvalidInputError) as e:
             state.stats["extraction_failures"] += 1
             if isinstance(e, LLMError) and e.raw is None:  # the call failed, not the model's output
@@ -440,7 +440,7 @@ class Zep(MemoryMethod):
     def _community_ranking(self, index: _Index, query: str, q: np.ndarray, dense: np.ndarray) -> np.ndarray:
         """Facts of the communities whose summaries best match the query: best community first, then by
         the fact's own similarity."""
-        vectors = np.stack([c.vector for c in index.communities])
+        vectors = np.stack([c.vector for c in index.communities if c.vector is not None])
         k = self.seed_communities
         picked = dict.fromkeys([*np.argsort(-(vectors @ q), kind="stable")[:k].tolist(),
                                 *_positive_order(index.community_lexical.scores(query))[:k].tolist()])
@@ -538,7 +538,7 @@ class Zep(MemoryMethod):
         with store.reading(), self._lock:  # the store's lock first, as in a build
             state = live.view.state
             if state.pending and self._retry(llm, state, _Breaker()):
-                self._summarize(llm, state)
+                self._summarize(llm, state, user_id)
                 live.view = self._view(store, user_id, state)
             return state.pending_count()
 

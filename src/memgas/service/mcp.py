@@ -344,7 +344,8 @@ def mount_mcp(app: FastAPI, state: ServiceState) -> Callable[[], AsyncContextMan
     # Builds the session manager (server.session_manager); its own Starlette app is not used.
     server.streamable_http_app(stateless_http=True, json_response=True, transport_security=security,
                                max_request_body_size=state.max_body)
-    app.add_route(_Authenticated.path, _Authenticated(server), include_in_schema=False)
+    app.add_route(_Authenticated.path, _Authenticated(server),  # type: ignore[arg-type]  # an ASGI app, served as one
+                  include_in_schema=False)
     return server.session_manager.run
 
 

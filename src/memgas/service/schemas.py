@@ -138,7 +138,7 @@ class ContextRequest(SearchRequest):
     k: int = Field(default=5, ge=1, le=MAX_K, description="evidence from at most the k most relevant sessions (a "
                                                           "question across the conversation reads them all)")
     max_tokens: int = Field(default=1000, ge=1, le=100_000, description="the text's budget, 4 characters a token")
-    min_score: float | None = Field(default=None, ge=0.0, le=1.0,
+    min_score: float | None = Field(default=None, ge=0.0, le=1.0,  # type: ignore[assignment]  # None: the floor
                                     description="leave out turns less relevant than this (default: the calibrated "
                                                 "floor)")
 

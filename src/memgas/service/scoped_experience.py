@@ -44,7 +44,7 @@ class ScopedExperience:
         scope_of(agent_id, user_id)  # exactly one, before either is read
         self.memory = memory
         if agent_id is not None:
-            self._scope = {"agent_id": self._stored_agent(principal, agent_id)}
+            self._scope: dict[str, Any] = {"agent_id": self._stored_agent(principal, agent_id)}
             self._shown = f"agent {agent_id!r}"
         else:
             self._scope = {"user_id": principal.stored_user(str(user_id))}

@@ -53,7 +53,7 @@ def build_app(config: ServeConfig) -> Any:
     from memgas.service.app import create_app
     from memgas.service.deps import DEFAULT_MAX_BODY
 
-    cache = {} if config.index_cache_mb is None else {"index_cache_mb": config.index_cache_mb}
+    cache: dict[str, Any] = {} if config.index_cache_mb is None else {"index_cache_mb": config.index_cache_mb}
     # embeddings cached in memory only
     memory = Memory(config.db, method=config.method, llm=config.llm, **cache, **config.options)
     return create_app(memory, auth=config.auth, rate_limit=config.rate_limit,

@@ -676,7 +676,7 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
         vectors = decode_rows(b"".join(blobs), len(rows), dim)
         unit_ids = np.array(ids, dtype=np.int64)
         if stored_texts is not None:
-            texts = StoredTexts(self, stored_texts, unit_ids)
+            texts = StoredTexts(self, stored_texts, unit_ids)  # type: ignore[assignment]  # a lazy Sequence[str]
         return UnitTable(
             ids=unit_ids,
             session_ids=session_ids,

@@ -104,7 +104,7 @@ _SCHEMA = (
 
 #: Migrations, in order: ``MIGRATIONS[i]`` upgrades a file from schema version ``i`` to ``i + 1``
 #: (:mod:`memgas.store.postgres` keeps the same list for PostgreSQL, with the version in a table).
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
+MIGRATIONS: tuple[tuple[Any, ...], ...] = (
     _SCHEMA,
     # 2: the service's API keys (memgas.service.keys), only hashes of their secrets.
     (API_KEYS_TABLE.format(collate=""),),
@@ -137,6 +137,12 @@ SCHEMA_VERSION = len(MIGRATIONS)
 #: empty the write-ahead log; checkpoint attempts poll in steps of ``_FORGET_STEP_MS``.
 _FORGET_WAIT = 2.0
 _FORGET_STEP_MS = 50
+
+
+def _row_id(cursor: sqlite3.Cursor) -> int:
+    """The id of the row an INSERT just wrote (set by every INSERT of one row)."""
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
 
 
 class _ThreadState(threading.local):
@@ -453,9 +459,9 @@ class SQLiteStore(SQLStore):
 
     # -- writes ------------------------------------------------------------------------------
     def _insert_session(self, conn: sqlite3.Connection, row: tuple[Any, ...]) -> int:
-        return int(conn.execute(
+        return _row_id(conn.execute(
             "INSERT INTO sessions (user_id, session_id, timestamp, metadata, n_messages, n_turns, created_at,"
-            " agent_id, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row).lastrowid)
+            " agent_id, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row))
 
     def _insert_messages(self, conn: sqlite3.Connection, user_id: str, session_pk: int, start: int,
                          rows: list[tuple[Any, ...]]) -> None:
@@ -468,11 +474,11 @@ class SQLiteStore(SQLStore):
                                 unit_rows: list[tuple[Any, ...]], edge_rows: list[tuple[int, int, float]]) -> list[int]:
         # One execute per unit: lastrowid is the only portable way to learn each new id.
         ids = [
-            conn.execute(
+            _row_id(conn.execute(
                 "INSERT INTO units (session_pk, user_id, granularity, turn_start, turn_end, chunk, text, msg_start,"
                 " msg_end, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (session_pk, user_id, *row),
-            ).lastrowid
+            ))
             for row in unit_rows
         ]
 
