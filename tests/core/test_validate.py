@@ -1,4 +1,4 @@
-"""The input validators of ``memgas.model``: each rule with a case just inside and just outside its limit."""
+"""The input validators of ``memgas.core.validate``: each rule with a case just inside and just outside its limit."""
 
 from __future__ import annotations
 

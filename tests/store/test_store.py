@@ -363,7 +363,8 @@ def test_failure_mid_transaction_rolls_back(store: Store, rng: np.random.Generat
 _CRASH = """
 import os, sys
 import numpy as np
-from memgas.model import Unit, make_session
+from memgas.core.types import Unit
+from memgas.core.validate import make_session
 from memgas.store import open_store
 store = open_store(sys.argv[1])
 type(store)._touch = staticmethod(lambda conn, user: os._exit(3))  # die with the transaction open

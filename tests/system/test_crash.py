@@ -29,7 +29,8 @@ UNITS = 12  # per session: enough rows that a kill often lands inside a write
 _CHILD = """
 import os, random, sys
 import numpy as np
-from memgas.model import Edge, Unit, make_session
+from memgas.core.types import Edge, Unit
+from memgas.core.validate import make_session
 from memgas.store import open_store
 
 target, log, start, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

@@ -225,8 +225,8 @@ class _Snapshots:
                       _get_lexical(arrays, meta, "tail", self._cfg))
 
 
-#: Where a snapshot's header keeps each BM25 index's vocabulary: the turns' views ("vocabulary", as snapshots have
-#: always named it) and the replies' tails (:attr:`MemGASConfig.reply_tail_weight`).
+#: Where a snapshot's header keeps each BM25 index's vocabulary: the turns' views and the replies' tails
+#: (:attr:`MemGASConfig.reply_tail_weight`).
 _VOCABULARY = {"lex": "vocabulary", "tail": "tail_vocabulary"}
 
 
