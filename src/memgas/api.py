@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from memgas.kernels.temporal_graph import Fact
     from memgas.methods.zep import CommunitySummary
 
-__all__ = ["MemoryAPI", "KnowledgeGraphAPI", "calls", "Timestamp"]
+__all__ = ["MemoryAPI", "KnowledgeGraphAPI", "calls", "reference_markdown", "Timestamp"]
 
 #: A time as the API takes it: ISO 8601 (read as UTC without a zone), a datetime, or ``None``.
 Timestamp = str | datetime | None
@@ -127,3 +127,27 @@ def calls(api: type) -> list[tuple[str, inspect.Signature]]:
             sig = inspect.signature(member)
             out.append((name, sig.replace(parameters=list(sig.parameters.values())[1:])))
     return out
+
+
+def reference_markdown() -> str:
+    """The declared calls as the rows of a Markdown table (``| call | returns | does |``), the README's API reference:
+    ``tests/system/test_api.py`` fails when the README's rows are not these."""
+    rows = []
+    for api, prefix in ((MemoryAPI, ""), (KnowledgeGraphAPI, "kg.")):
+        for name, sig in calls(api):
+            returns = str(sig.return_annotation).replace("builtins.", "")
+            params = _names_and_defaults(sig)
+            doc = (inspect.getdoc(getattr(api, name)) or "").replace("``", "`")
+            rows.append(f"| `{prefix}{name}{params}` | `{returns}` | {doc} |")
+    return "\n".join(rows)
+
+
+def _names_and_defaults(sig: inspect.Signature) -> str:
+    """``(query, *, user_id, k=5)``: a signature without its annotations."""
+    out, starred = [], False
+    for p in sig.parameters.values():
+        if p.kind is p.KEYWORD_ONLY and not starred:
+            out.append("*")
+            starred = True
+        out.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
+    return f"({', '.join(out)})"
