@@ -209,7 +209,7 @@ def test_a_filter_never_reaches_another_user(embedder: Embedder) -> None:
         mem.add("My greyhound is called Pixel.", user_id="bob", session_id="s0", metadata={"i": 0})
         for spec in ({"session_id": "s1"}, {"user_id": "alice"}, {"$not": {"i": 0}}, {"metadata.user_id": "alice"}):
             assert all(h.session_id == "s0" for h in mem.search("greyhound", user_id="bob", k=10, filters=spec))
-            assert {s["session_id"] for s in mem.list(user_id="bob", filters=spec)} <= {"s0"}
+            assert {s.session_id for s in mem.list(user_id="bob", filters=spec)} <= {"s0"}
         assert mem.delete(user_id="bob", filters={"$not": {"i": 99}}).deleted_sessions == 1
         assert len(mem.list(user_id="alice")) == 12
 

@@ -174,7 +174,7 @@ def test_add_with_a_trickling_llm_stores_the_session_within_the_deadline(embedde
         t0 = time.perf_counter()
         mem.add(messages, user_id="u", session_id="s1")
         assert time.perf_counter() - t0 < 1.5 + MARGIN + 1.0  # + the embedding of the units
-        assert mem.get("s1", user_id="u")["messages"] == messages
+        assert mem.get("s1", user_id="u").to_dict()["messages"] == messages
         assert mem.stats()["llm"]["units"] == {"written": 1, "fallbacks": 1}
 
 
