@@ -206,7 +206,7 @@ class MemoryMethod(ABC):
                within: Collection[str] | None = None) -> Scored:
         """Every unit of ``user_id`` scored for ``query`` as :meth:`search` ranks them (:meth:`score_within`, then the
         optional stages), with each unit's :meth:`relevance` set (what :mod:`memgas.context` builds from)."""
-        s = self._staged(lambda q: self.score_within(store, user_id, q, query_time=query_time, within=within), query)
+        s = self._with_stages(lambda q: self.score_within(store, user_id, q, query_time=query_time, within=within), query)
         if len(s.scores) == 0 or s.relevance is not None:
             return s
         return replace(s, relevance=self.relevance(s.index, query))
@@ -224,10 +224,10 @@ class MemoryMethod(ABC):
 
     def rank(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Ranking:
         """All sessions and turns of ``user_id`` ranked for ``query`` (what the benchmarks score)."""
-        s = self._staged(lambda q: self.score(store, user_id, q, query_time=query_time), query)
+        s = self._with_stages(lambda q: self.score(store, user_id, q, query_time=query_time), query)
         return rank_units(s.index, s.scores)
 
-    def _staged(self, score: Callable[[str], Scored], query: str) -> Scored:
+    def _with_stages(self, score: Callable[[str], Scored], query: str) -> Scored:
         """``score(query)`` after the optional stages: the query's parts fused in (:attr:`decomposer`), then the
         reranking (:attr:`reranker`)."""
         scored = score(query)

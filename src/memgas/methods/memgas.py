@@ -398,24 +398,24 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         t1 = time.perf_counter()
         edges = session_edges(units)
         decisions: dict[str, int] = {}
-        grown, key = None, (0, 0)
+        extended, key = None, (0, 0)
         with store.writing(session.user_id):
             t2 = time.perf_counter()
-            held = None
+            cached = None
             if store.has_user(session.user_id):
-                held = self._indexes.get(store, session.user_id)
-                assoc, decisions = association_edges(units, held.units.table, candidates=self.cfg.candidates)
+                cached = self._indexes.get(store, session.user_id)
+                assoc, decisions = association_edges(units, cached.units.table, candidates=self.cfg.candidates)
                 edges += assoc
             t3 = time.perf_counter()
             ids = store.add_session(session, units, edges)
-            if held is not None:  # nothing else wrote this user since ``held`` was read: this write is the change
-                grown = self._written(held, session, units, ids, edges)
+            if cached is not None:  # nothing else wrote this user since ``cached`` was read: this write is the change
+                extended = self._index_with_added(cached, session, units, ids, edges)
                 key = (store.version(session.user_id), store.generation)
         t4 = time.perf_counter()
         # A search usually follows an add (an agent's next turn): extend the cached index now, once, from what was
         # just written (filed after the commit; a rollback changes the generation, so it would never be served).
-        if grown is not None:
-            self._indexes.put(store, session.user_id, key, grown)
+        if extended is not None:
+            self._indexes.put(store, session.user_id, key, extended)
         self._indexes.refresh(store, session.user_id)
         t5 = time.perf_counter()
         return IngestStats(
@@ -518,9 +518,9 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
             return self._turn_views(held, held.masks["turn"], {sid: store.get_session(user_id, sid)
                                                                for sid in held.sessions})
 
-        return self._grown(index, units, sessions, store.load_edges_after(user_id, last_id), had_matrix, all_views)
+        return self._extended_index(index, units, sessions, store.load_edges_after(user_id, last_id), had_matrix, all_views)
 
-    def _grown(self, index: _Index, units: UserIndex, sessions: dict[str, Session], edges: EdgeTable,
+    def _extended_index(self, index: _Index, units: UserIndex, sessions: dict[str, Session], edges: EdgeTable,
                had_matrix: bool, all_views: Callable[[UserIndex], _Documents] | None = None) -> _Index | None:
         """``index`` grown to ``units`` (``index``'s rows then new ones, of ``sessions``) with the new ``edges``:
         edges appended to the edge list, the new turns' documents to BM25 (or to a copy of ``index``'s documents,
@@ -546,7 +546,7 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
             out.adjacency()  # searches used the graph before: grow it now (cheap) rather than in the next one
         return out
 
-    def _written(self, index: _Index, session: Session, units: list[Unit], ids: list[int],
+    def _index_with_added(self, index: _Index, session: Session, units: list[Unit], ids: list[int],
                  edges: list[Edge]) -> _Index | None:
         """``index`` with the session an add just wrote (its ``units`` with their new ``ids``, and ``edges``), made
         from what is in memory, equal to what reading them back would give: vectors rounded as the store keeps
@@ -563,7 +563,7 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         table = EdgeTable(ends[:, 0].copy(), ends[:, 1].copy(), np.array([e.weight for e in edges], dtype=np.float32))
         sessions = {session.session_id: session}
         grown = appended_index(index.units, added, sessions)
-        return self._grown(index, grown, sessions, table, index._adjacency is not None)
+        return self._extended_index(index, grown, sessions, table, index._adjacency is not None)
 
     # -- search ------------------------------------------------------------------------------
     def _time_prior(self, units: UserIndex, query: str, query_time: datetime) -> np.ndarray:
@@ -584,18 +584,12 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
                 prior[i] += self.cfg.time_weight
         return prior
 
-    def _seeds(
-        self, index: _Index, sims: np.ndarray, query: str, allowed: np.ndarray | None = None
-    ) -> tuple[dict[str, float], np.ndarray, dict[str, np.ndarray]]:
-        """Router weights per channel, the seed score of every unit, and each channel's share of every session's
-        evidence (w_c · max(0, best z_c in the session); their sum is the session's evidence).
-
-        Channels are the four granularities (cosine similarities of their units) and, over the
-        turn units, BM25. Their scales differ (cosines bunch around 0.1–0.6, BM25 is unbounded), so
-        each channel's scores are standardised (z-scores over its units) before the entropy router
-        reads them and before they are summed: a unit's seed is Σ_c w_c · max(z_c, 0). With ``allowed`` (a
-        boolean per unit row), only those rows take part, BM25 with their own statistics.
-        """
+    # -- scoring: channels → router → seeds → PageRank → session evidence → ordering --------------------------
+    def _channels(self, index: _Index, sims: np.ndarray, query: str,
+                  allowed: np.ndarray | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Each channel's unit rows and raw scores: the four granularities (the units' cosines with the query) and,
+        over the turn units, BM25 (with the reply tails for words no view holds). With ``allowed`` (a boolean per
+        unit row), only those rows, BM25 with their own statistics."""
         masks = index.units.masks
         if allowed is not None:
             masks = {g: rows[allowed[rows]] for g, rows in masks.items()}
@@ -613,15 +607,25 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
                 lexical = lexical[within]
             if lexical.size and lexical.max() > 0:
                 channels["lexical"] = (masks["turn"], lexical)
+        return channels
+
+    def _route(self, channels: dict[str, tuple[np.ndarray, np.ndarray]]
+               ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+        """Each channel standardised (z-scores over its units: cosines bunch around 0.1–0.6, BM25 is unbounded) and
+        the entropy router's weight for it (equal weights without the router)."""
         z = {}
         for c, (_, s) in channels.items():
             sd = float(s.std())
             z[c] = (s - s.mean()) / sd if sd > 1e-9 else np.zeros_like(s)
         if self.cfg.use_router:
-            weights = granularity_weights(z, temperature=self.cfg.temperature)
-        else:
-            weights = {c: 1.0 / len(z) for c in z}
-        seed = np.zeros(len(sims))
+            return granularity_weights(z, temperature=self.cfg.temperature), z
+        return {c: 1.0 / len(z) for c in z}, z
+
+    def _seed(self, index: _Index, channels: dict[str, tuple[np.ndarray, np.ndarray]], z: dict[str, np.ndarray],
+              weights: dict[str, float]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Every unit's seed, Σ_c w_c · max(z_c, 0), and each channel's share of every session's evidence
+        (w_c · the session's best max(z_c, 0); their sum is the session's evidence)."""
+        seed = np.zeros(len(index.units.table))
         shares = {}
         for c, (rows, _) in channels.items():
             positive = np.clip(z[c], 0.0, None)
@@ -629,11 +633,49 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
             best = np.zeros(len(index.units.sessions))
             np.maximum.at(best, index.units.session_of[rows], positive)
             shares[c] = weights[c] * best
-        return weights, seed, shares
+        return seed, shares
+
+    def _propagate(self, index: _Index, personalization: np.ndarray,
+                   allowed: np.ndarray | None) -> tuple[np.ndarray, bool]:
+        """Personalized PageRank from the seeds over the association graph (between the allowed sessions only);
+        the seeds alone, normalised, where there is no graph. Also whether a graph carried the mass."""
+        adjacency = index.adjacency() if self.cfg.use_ppr else None
+        if adjacency is not None and allowed is not None:
+            adjacency = adjacency[allowed][:, allowed]  # the graph between the sessions searched
+        if adjacency is None or not adjacency.nnz:
+            return personalization / personalization.sum(), False
+        if allowed is None:
+            return personalized_pagerank(adjacency, personalization, damping=self.cfg.damping, tol=self.cfg.tol,
+                                         max_iter=self.cfg.max_iter, symmetric=True).scores, True
+        scores = np.zeros_like(personalization)
+        scores[allowed] = personalized_pagerank(adjacency, personalization[allowed], damping=self.cfg.damping,
+                                                tol=self.cfg.tol, max_iter=self.cfg.max_iter, symmetric=True).scores
+        return scores, True
+
+    def _with_evidence(self, index: _Index, scores: np.ndarray, personalization: np.ndarray,
+                       evidence: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``scores`` with each session's evidence added, and what each unit scores without PageRank (its own seed
+        plus its session's evidence, as ``memgas-no-ppr``). Evidence spread over a session's granularities (its best
+        chunk, turn, summary, keywords and BM25 hit together) outweighs one unit that a single channel favours."""
+        direct = personalization / personalization.max()
+        if self.cfg.session_weight <= 0 or evidence.max() <= 0:
+            return scores, direct
+        units = index.units
+        bonus = self.cfg.session_weight * evidence / evidence.max()
+        direct = direct + bonus[units.session_of]
+        scores = scores / scores.max() + bonus[units.session_of]
+        if self.cfg.turn_seed:
+            # PageRank ranks sessions (mass flows between associated ones); a turn is ranked by its own seed, i.e.
+            # its cosine and BM25 evidence, within its session's prior.
+            turns = units.masks["turn"]
+            scores = own_turn_scores(scores, units.session_of, len(units.sessions), turns, direct[turns],
+                                     units.masks["session"])
+        return scores, direct
 
     def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None,
               within: Collection[str] | None = None) -> Scored:
-        """Score the user's units for ``query``: router → seeds → Personalized PageRank.
+        """Score the user's units for ``query``: channels → router → seeds → PageRank → session evidence →
+        ordering (each a method of its own).
 
         With ``within`` (session ids), the units of the other sessions score ``-inf`` and the rest score as in
         a store that held only those sessions with their units and the edges among them: channels standardised
@@ -647,9 +689,11 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         if allowed is not None and allowed.all():
             allowed = None
         sims = index.units.table.vectors @ self.embed_query(query)
-        weights, seed, shares = self._seeds(index, sims, query, allowed)
+        channels = self._channels(index, sims, query, allowed)
+        weights, z = self._route(channels)
+        seed, shares = self._seed(index, channels, z, weights)
         evidence = np.zeros(len(index.units.sessions))
-        for share in shares.values():  # in channel order, as the sum always ran
+        for share in shares.values():  # in channel order: a float sum depends on it
             evidence += share
         if seed.max() <= 0:  # no unit stands out in any channel: all are equally good seeds
             seed = np.ones_like(seed) if allowed is None else allowed.astype(np.float64)
@@ -663,42 +707,12 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         seed_rows = np.argpartition(-seed, top - 1)[:top]
         personalization = np.zeros_like(seed)
         personalization[seed_rows] = seed[seed_rows]
-        adjacency = index.adjacency() if self.cfg.use_ppr else None
-        if adjacency is not None and allowed is not None:
-            adjacency = adjacency[allowed][:, allowed]  # the graph between the sessions searched
-        if adjacency is not None and adjacency.nnz:
-            if allowed is None:
-                scores = personalized_pagerank(
-                    adjacency, personalization,
-                    damping=self.cfg.damping, tol=self.cfg.tol, max_iter=self.cfg.max_iter, symmetric=True,
-                ).scores
-            else:
-                scores = np.zeros_like(personalization)
-                scores[allowed] = personalized_pagerank(
-                    adjacency, personalization[allowed],
-                    damping=self.cfg.damping, tol=self.cfg.tol, max_iter=self.cfg.max_iter, symmetric=True,
-                ).scores
-        else:
-            scores = personalization / personalization.sum()
-        # What each unit scores without PageRank: its own seed, plus its session's evidence (as memgas-no-ppr).
-        direct = personalization / personalization.max()
-        if self.cfg.session_weight > 0 and evidence.max() > 0:
-            # Evidence spread over a session's granularities (its best chunk, turn, summary, keywords
-            # and BM25 hit together) outweighs one unit that a single channel favours.
-            units = index.units
-            bonus = self.cfg.session_weight * evidence / evidence.max()
-            direct = direct + bonus[units.session_of]
-            scores = scores / scores.max() + bonus[units.session_of]
-            if self.cfg.turn_seed:
-                # PageRank ranks sessions (mass flows between associated ones); a turn is ranked by
-                # its own seed, i.e. its cosine and BM25 evidence, within its session's prior.
-                turns = units.masks["turn"]
-                scores = own_turn_scores(scores, units.session_of, len(units.sessions), turns, direct[turns],
-                                         units.masks["session"])
+        scores, propagated = self._propagate(index, personalization, allowed)
+        scores, direct = self._with_evidence(index, scores, personalization, evidence)
         if allowed is not None:
             scores = np.where(allowed, scores, -np.inf)
             direct = np.where(allowed, direct, -np.inf)
-        if self.cfg.direct_window > 1 and adjacency is not None and adjacency.nnz:
+        if self.cfg.direct_window > 1 and propagated:
             scores = self._directly_ordered(index, scores, direct)
         if self.cfg.current_first and asks_about_now(query, query_time):
             scores = self._current_first(index, scores, sims, shares.get("lexical"))
