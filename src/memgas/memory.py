@@ -644,8 +644,9 @@ class Memory:
     def _read_scope(self, user_id: str, exclude_sessions: Iterable[str],
                     filters: Mapping[str, Any] | None) -> tuple[set[str], set[str] | None]:
         """The sessions a read leaves out and, with ``filters``, the only ones it may read (checked arguments)."""
-        if isinstance(exclude_sessions, str):
-            raise InvalidInputError("exclude_sessions must be a list of session ids, not one string")
+        if isinstance(exclude_sessions, (str, bytes, Mapping)) or not isinstance(exclude_sessions, Iterable):
+            raise InvalidInputError(f"exclude_sessions must be a list of session ids, got "
+                                    f"{type(exclude_sessions).__name__}")
         excluded = {check_id("session_id", sid) for sid in exclude_sessions}
         check_id("user_id", user_id)
         flt = None if filters is None else compile_filter(filters)

@@ -35,6 +35,16 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out, err
 
 
+#: A filter nested deeper than the filter language allows (40 $not).
+DEEP_FILTER = "{\"$not\": " * 40 + "{\"agent_id\": \"a\"}" + "}" * 40
+
+
+def test_a_filter_path_that_only_looks_like_an_index_is_a_key_not_a_traceback(capsys: pytest.CaptureFixture[str],
+                                                                                db: Path) -> None:
+    code, out, err = _cli(capsys, "search", "ferry", "--user", "ana", "--filters", '{"tags.²": "a"}', "--db", str(db))
+    assert (code, err) == (0, "") and "Traceback" not in out
+
+
 def _refused(result: tuple[int, str, str], needle: str) -> None:
     code, out, err = result
     lines = err.splitlines()
@@ -262,6 +272,7 @@ def test_unknown_user_is_worded_alike(capsys: pytest.CaptureFixture[str], db: Pa
         (["search", "ferry", "--user", "ana", "--filters", '{"n": {"$gt": "x"}}'], "filters.n.$gt"),
         (["list", "--user", "ana", "--cursor", "nonsense"], "cursor"),
         (["list", "--limit", "2"], "give --user"),
+        (["search", "ferry", "--user", "ana", "--filters", DEEP_FILTER], "nest at most 32 deep"),
         (["frobnicate"], "invalid choice"),
     ],
 )

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from memgas.core.errors import InvalidInputError
-from memgas.core.filters import MAX_FILTER_NODES, compile_filter
+from memgas.core.filters import MAX_FILTER_DEPTH, MAX_FILTER_NODES, compile_filter
 
 
 def session(sid: str = "s1", *, timestamp: datetime | None = None, agent_id: str | None = None,
@@ -105,3 +105,26 @@ def test_a_filter_holds_a_bounded_number_of_conditions() -> None:
     compile_filter({"a": {"$in": list(range(MAX_FILTER_NODES - 2))}})
     with pytest.raises(InvalidInputError, match="more than 1,000 conditions"):
         compile_filter({"a": {"$in": list(range(MAX_FILTER_NODES))}})
+
+
+def test_a_path_step_is_a_list_index_only_when_it_is_plain_decimal_digits() -> None:
+    s = SimpleNamespace(session_id="s", timestamp=None, created_at=None, agent_id=None, run_id=None,
+                        metadata={"tags": ["x", "y"], "n": {"²": "sup"}})
+    assert compile_filter({"tags.1": "y"}).matches(s)  # type: ignore[arg-type]
+    assert compile_filter({"n.²": "sup"}).matches(s)  # a superscript digit names a key, never an index
+    assert not compile_filter({"tags.²": "x"}).matches(s)  # type: ignore[arg-type]
+    assert not compile_filter({"tags." + "1" * 5000: "x"}).matches(s)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("op", ["$and", "$or", "$not"])
+def test_nesting_is_bounded_before_any_recursion(op: str) -> None:
+    def nested(depth: int) -> object:
+        spec: object = {"agent_id": "a"}
+        for _ in range(depth):
+            spec = {op: spec} if op == "$not" else {op: [spec]}
+        return spec
+
+    compile_filter(nested(MAX_FILTER_DEPTH))  # the limit itself is allowed
+    for depth in (MAX_FILTER_DEPTH + 1, 995):
+        with pytest.raises(InvalidInputError, match=f"nest at most {MAX_FILTER_DEPTH} deep"):
+            compile_filter(nested(depth))

@@ -227,6 +227,12 @@ def test_session_id_none_makes_one_and_metadata_round_trips(tmp_path) -> None:
 def test_reads_refuse_malformed_ids_and_bad_queries(tmp_path) -> None:
     with Memory(str(tmp_path / "q.db")) as mem:
         mem.add([{"role": "user", "content": "hello there"}], user_id="u", session_id="s")
+        for bad in (5, None, {"s": 1}, b"s"):  # never a TypeError: the input is named
+            for read in (mem.search, mem.context):
+                with pytest.raises(InvalidInputError, match="exclude_sessions must be a list"):
+                    read("hello", user_id="u", exclude_sessions=bad)
+            with pytest.raises(InvalidInputError, match="exclude_sessions must be a list"):
+                mem.profile(user_id="u", exclude_sessions=bad)
         for call in (lambda: mem.get("bad id", user_id="u"), lambda: mem.delete("s\n", user_id="u"),
                      lambda: mem.get("s", user_id=""), lambda: mem.list(user_id="u\n"),
                      lambda: mem.stats("a b"), lambda: mem.delete(0, user_id="u")):

@@ -497,3 +497,42 @@ def test_serve_set_passes_memgas_parameters_and_a_bad_one_creates_nothing(tmp_pa
         assert r.status_code == 200 and [h["session_id"] for h in r.json()["hits"]] == ["april", "march"]
     finally:
         srv.stop()
+
+
+# -- the probe's inputs (issue 41): each gets a 400 that names it, never a 500 ------------------------------------
+
+@pytest.mark.parametrize("function", [5, None, [1, 2], "f"])
+def test_a_tool_call_whose_function_is_not_an_object_is_refused(server: LiveServer, function: object) -> None:
+    admin = server.keys["admin"]
+    message = [{"role": "assistant", "content": "x", "tool_calls": [{"function": function}]}]
+    for method, path, body in (("POST", "/v1/sessions", {"user_id": "probe", "messages": message}),
+                               ("POST", "/v1/sessions/batch", {"user_id": "probe", "sessions": [{"messages": message}]}),
+                               ("POST", "/v1/sessions/probe-live/messages", {"user_id": "probe", "messages": message})):
+        r = call(server, method, path, admin, json=body)
+        assert error_of(r) == (400, "invalid_input") and "tool_calls[0].function" in r.text, (path, r.text)
+
+
+@pytest.mark.parametrize("filters", [{"tags.²": "x"}, {"tags." + "1" * 5000: "x"}])
+def test_a_filter_path_step_that_only_looks_like_an_index_reads_as_a_key(server: LiveServer,
+                                                                          filters: dict[str, str]) -> None:
+    admin = server.keys["admin"]
+    assert call(server, "POST", "/v1/sessions", admin, json={"user_id": "probe2", "messages": MSG,
+                                                            "metadata": {"tags": ["x"]}}).status_code == 201
+    for method, path, kwargs in (
+            ("POST", "/v1/search", {"json": {"user_id": "probe2", "query": "cat", "filters": filters}}),
+            ("POST", "/v1/context", {"json": {"user_id": "probe2", "query": "cat", "filters": filters}}),
+            ("POST", "/v1/sessions/query", {"json": {"user_id": "probe2", "filters": filters}})):
+        r = call(server, method, path, admin, **kwargs)
+        assert r.status_code == 200, (path, r.text)  # no such key: nothing passes, and no error
+    assert call(server, "POST", "/v1/sessions/query", admin,
+                json={"user_id": "probe2", "filters": filters}).json()["sessions"] == []
+
+
+def test_deeply_nested_filters_are_refused_before_any_recursion(server: LiveServer) -> None:
+    for op in ("$and", "$not"):
+        spec: object = {"agent_id": "x"}
+        for _ in range(250 if op == "$and" else 400):  # deeper than 32, within what JSON encoders nest
+            spec = {op: [spec]} if op == "$and" else {op: spec}
+        r = call(server, "POST", "/v1/search", server.keys["admin"], json={"user_id": "alice", "query": "cat",
+                                                                          "filters": spec})
+        assert error_of(r) == (400, "invalid_input") and "nest at most 32 deep" in r.text

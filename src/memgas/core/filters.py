@@ -41,6 +41,7 @@ memgas.core.errors.InvalidInputError: filters.priority.$gt: expected a number, g
 from __future__ import annotations
 
 import numbers
+import re
 from datetime import datetime
 from typing import Any, Callable, Mapping, Protocol
 
@@ -57,6 +58,10 @@ _ORDER = {"$gt": lambda a, b: a > b, "$gte": lambda a, b: a >= b, "$lt": lambda 
 _OPERATORS = ("$eq", "$ne", "$in", "$nin", "$exists", *_ORDER)
 #: Most conditions (fields, operators, list items) one filter may hold: a filter selects, it is not a program.
 MAX_FILTER_NODES = 1_000
+#: How deep ``$and``/``$or``/``$not`` may nest (checked before recursing: a filter never exhausts the stack).
+MAX_FILTER_DEPTH = 32
+#: A metadata path step that indexes a list: ASCII decimal digits, at most 9 (``"²"`` or 5,000 digits is a key).
+_INDEX = re.compile(r"[0-9]{1,9}")
 _MISSING = object()
 
 
@@ -110,7 +115,7 @@ def compile_filter(spec: object) -> Filter:
             empty ``$and``/``$or``, or more than :data:`MAX_FILTER_NODES` conditions; the message names where.
     """
     budget = [MAX_FILTER_NODES]
-    return Filter(spec, _object(spec, "filters", budget))  # type: ignore[arg-type]
+    return Filter(spec, _object(spec, "filters", budget, 0))  # type: ignore[arg-type]
 
 
 def _spend(budget: list[int], where: str, n: int = 1) -> None:
@@ -119,7 +124,9 @@ def _spend(budget: list[int], where: str, n: int = 1) -> None:
         raise InvalidInputError(f"{where}: the filter holds more than {MAX_FILTER_NODES:,} conditions")
 
 
-def _object(spec: object, where: str, budget: list[int]) -> Test:
+def _object(spec: object, where: str, budget: list[int], depth: int) -> Test:
+    if depth > MAX_FILTER_DEPTH:
+        raise InvalidInputError(f"{where}: $and, $or and $not nest at most {MAX_FILTER_DEPTH} deep")
     if not isinstance(spec, Mapping):
         raise InvalidInputError(f"{where}: a filter is a JSON object, got {_kind(spec)}")
     tests: list[Test] = []
@@ -131,10 +138,10 @@ def _object(spec: object, where: str, budget: list[int]) -> Test:
         if key in ("$and", "$or"):
             if not isinstance(value, list) or not value:
                 raise InvalidInputError(f"{here}: expected a non-empty list of filters, got {_kind(value)}")
-            parts = [_object(v, f"{here}[{i}]", budget) for i, v in enumerate(value)]
+            parts = [_object(v, f"{here}[{i}]", budget, depth + 1) for i, v in enumerate(value)]
             tests.append(_all(parts) if key == "$and" else _any(parts))
         elif key == "$not":
-            inner = _object(value, here, budget)
+            inner = _object(value, here, budget, depth + 1)
             tests.append(_negated(inner))
         elif key.startswith("$"):
             raise InvalidInputError(f"{here}: unknown operator; at the top of a filter use $and, $or or $not")
@@ -170,7 +177,7 @@ def _reader(name: str) -> Callable[[SessionFields], Any]:
         for step in steps:
             if isinstance(data, Mapping) and step in data:
                 data = data[step]
-            elif isinstance(data, (list, tuple)) and step.isdigit() and int(step) < len(data):
+            elif isinstance(data, (list, tuple)) and _INDEX.fullmatch(step) and int(step) < len(data):
                 data = data[int(step)]
             else:
                 return _MISSING

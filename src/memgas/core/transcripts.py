@@ -31,6 +31,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Mapping
 
+from memgas.core.errors import InvalidInputError
+
 __all__ = ["to_messages"]
 
 #: Roles of other formats read as one of memgas's.
@@ -55,8 +57,11 @@ def to_messages(raw: object) -> list[Any]:
     if isinstance(raw, (bytes, Mapping)) or not isinstance(raw, Iterable):
         return raw  # type: ignore[return-value]  # refused by validation, with its message
     out: list[Any] = []
-    for message in raw:
-        out.extend(_one(message) if isinstance(message, Mapping) else [message])
+    for i, message in enumerate(raw):
+        try:
+            out.extend(_one(message) if isinstance(message, Mapping) else [message])
+        except InvalidInputError as e:
+            raise InvalidInputError(f"message {i}: {e}") from None
     return out
 
 
@@ -94,8 +99,14 @@ def _message(role: Any, content: str, name: Any) -> dict[str, Any]:
 
 def _tool_calls(message: Mapping[str, Any]) -> list[str]:
     calls = []
-    for call in message.get("tool_calls") or ():
+    listed = message.get("tool_calls") or ()
+    if not isinstance(listed, (list, tuple)):
+        raise InvalidInputError(f"tool_calls must be a list of calls, got {type(listed).__name__}")
+    for i, call in enumerate(listed):
         function = call.get("function", call) if isinstance(call, Mapping) else {}
+        if not isinstance(function, Mapping):
+            raise InvalidInputError(f"tool_calls[{i}].function must be an object with a name and arguments, "
+                                    f"got {type(function).__name__}")
         calls.append(_call(function.get("name"), function.get("arguments")))
     legacy = message.get("function_call")
     if isinstance(legacy, Mapping):
