@@ -252,7 +252,9 @@ def test_no_auth_only_on_loopback_and_with_a_warning(tmp_path: Path) -> None:
         # origin is refused (421) before it can read or delete anything.
         port = srv.url.rsplit(":", 1)[1]
         for headers in ({"Host": f"evil.example:{port}"}, {"Origin": "http://evil.example"},
-                        {"Host": f"127.0.0.1.evil.example:{port}"}):
+                        {"Host": f"127.0.0.1.evil.example:{port}"}, {"Host": "127.0.0.1:80@evil.example"},
+                        {"Host": "[::1]x.evil.example"}, {"Origin": "http://127.0.0.1:80@evil.example"},
+                        {"Origin": "null"}):
             r = call(srv, "DELETE", "/v1/users/x", headers=headers)
             assert error_of(r) == (421, "misdirected_request"), headers
         assert call(srv, "GET", "/v1/sessions", params={"user_id": "x"}, headers={"Host": f"localhost:{port}"}

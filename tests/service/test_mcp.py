@@ -357,6 +357,12 @@ def test_http_without_auth_serves_loopback_names_only(tmp_path: Path) -> None:
         foreign = httpx.post(f"{server.url}/mcp", json=body, headers={**JSON_RPC_HEADERS,
                                                                       "Origin": "http://evil.example"})
         assert foreign.status_code == 421 and foreign.json()["error"]["code"] == "misdirected_request"
+        # Read strictly: what only starts or ends like a loopback name is none (issue 41's probe).
+        for headers in ({"Host": "127.0.0.1:80@evil.example"}, {"Host": "[::1]x.evil.example"},
+                        {"Host": f"127.0.0.1:{port}", "Origin": "http://127.0.0.1:80@evil.example"},
+                        {"Host": f"127.0.0.1:{port}", "Origin": "null"}):
+            tricked = httpx.post(f"{server.url}/mcp", json=body, headers={**JSON_RPC_HEADERS, **headers})
+            assert tricked.status_code == 421 and "tools" not in tricked.text, headers
         assert httpx.post(f"{server.url}/mcp", json=body, headers=JSON_RPC_HEADERS).status_code == 200
         for host in (f"localhost:{port}", f"127.0.0.5:{port}", f"[::1]:{port}"):  # every loopback name
             assert httpx.post(f"{server.url}/mcp", json=body, headers={**JSON_RPC_HEADERS, "Host": host,

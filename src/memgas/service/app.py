@@ -42,10 +42,18 @@ _REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def _loopback_host(netloc: str) -> bool:
-    """Whether a Host header or an origin's ``host[:port]`` (``[v6][:port]``) names this machine."""
-    host = netloc[1:netloc.find("]")] if netloc.startswith("[") else netloc.rsplit(":", 1)[0]
-    return is_loopback(host)
+#: A Host header (or an origin's authority) as RFC 9110 writes one: a name or IPv4 address, or an IPv6 address in
+#: brackets, then an optional port; nothing else (no user info, nothing after the brackets).
+_AUTHORITY = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9.-]+))(?::[0-9]{1,5})?")
+
+
+def _loopback_host(authority: str) -> bool:
+    """Whether a Host header or an origin's ``host[:port]`` (``[v6][:port]``) names this machine, read strictly:
+    ``127.0.0.1:80@evil.example`` or ``[::1]x.evil.example`` is no loopback host."""
+    m = _AUTHORITY.fullmatch(authority)
+    if m is None:
+        return False
+    return is_loopback((m.group("v6") or m.group("name")).lower())
 
 
 def _local_request(headers: dict[str, str]) -> bool:
@@ -54,7 +62,10 @@ def _local_request(headers: dict[str, str]) -> bool:
     origin = headers.get("origin")
     if not _loopback_host(host):
         return False
-    return origin is None or _loopback_host(urlsplit(origin).netloc)
+    if origin is None:
+        return True
+    parts = urlsplit(origin)
+    return parts.scheme in ("http", "https") and parts.path in ("", "/") and _loopback_host(parts.netloc)
 
 
 class RequestContext:
