@@ -162,11 +162,12 @@ def _deleted(response: httpx.Response) -> Deleted:
     return Deleted.from_dict(_json(response))
 
 
-def _message_path(session_id: str, index: int) -> str:
-    """The path of one message; the index is checked here, so no other value can change the route."""
+def _message_path(index: int) -> str:
+    """The path of one message (its session goes in the query); the index is checked here, so no other value can
+    change the route."""
     if isinstance(index, bool) or not isinstance(index, int) or index < 0:
         raise InvalidInputError(f"index must be an integer >= 0, got {index!r}")
-    return f"/v1/sessions/{_segment('session_id', session_id)}/messages/{index}"
+    return f"/v1/messages/{index}"
 
 
 def _answer(response: httpx.Response) -> Answer:
@@ -278,7 +279,8 @@ class _Requests:
             InvalidInputError: a bad id, index or content.
             NotFoundError: unknown session.
         """
-        return _Call("PATCH", _message_path(session_id, index), _edited, params={"user_id": user_id},
+        return _Call("PATCH", _message_path(index), _edited,
+                     params={"user_id": user_id, "session_id": check_id("session_id", session_id)},
                      body=_json_body({"content": content}))
 
     @staticmethod
@@ -289,7 +291,8 @@ class _Requests:
             InvalidInputError: a bad id or index.
             NotFoundError: unknown session.
         """
-        return _Call("DELETE", _message_path(session_id, index), _edited, params={"user_id": user_id})
+        return _Call("DELETE", _message_path(index), _edited,
+                     params={"user_id": user_id, "session_id": check_id("session_id", session_id)})
 
     @staticmethod
     def search(query: str, *, user_id: str, k: int = 5, query_time: Timestamp = None,

@@ -42,8 +42,8 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
     ("POST", "/v1/context", {"json": {"user_id": "alice", "query": "what is my cat called?"}}),
     ("GET", "/v1/profile", {"params": {"user_id": "alice"}}),
     ("POST", "/v1/sessions/s1/messages", {"json": {"user_id": "alice", "messages": MSG}}),
-    ("PATCH", "/v1/sessions/s1/messages/0", {"params": {"user_id": "alice"}, "json": {"content": "edited"}}),
-    ("DELETE", "/v1/sessions/s1/messages/0", {"params": {"user_id": "alice"}}),
+    ("PATCH", "/v1/messages/0", {"params": {"user_id": "alice", "session_id": "s1"}, "json": {"content": "edited"}}),
+    ("DELETE", "/v1/messages/0", {"params": {"user_id": "alice", "session_id": "s1"}}),
     ("POST", "/v1/answer", {"json": {"user_id": "alice", "question": "what is my cat called?"}}),
     ("GET", "/v1/facts", {"params": {"user_id": "alice"}}),
     ("GET", "/v1/facts/1/history", {"params": {"user_id": "alice"}}),
@@ -387,7 +387,7 @@ def test_a_path_id_with_a_control_character_reaches_no_id(server: LiveServer) ->
     for method, path, params in [("DELETE", "/v1/users/nl-user%0A", {}), ("DELETE", "/v1/users/nl-user%0D", {}),
                                  ("GET", "/v1/sessions/s1%0A", {"user_id": "nl-user"}),
                                  ("DELETE", "/v1/sessions/s1%0A", {"user_id": "nl-user"}),
-                                 ("DELETE", "/v1/sessions/s1/messages/0%0A", {"user_id": "nl-user"}),
+                                 ("DELETE", "/v1/messages/0%0A", {"user_id": "nl-user", "session_id": "s1"}),
                                  ("DELETE", "/v1/sessions/s1%00", {"user_id": "nl-user"})]:
         r = call(server, method, path, admin, params=params)
         assert error_of(r) == (422, "validation_error"), (method, path, r.text)
@@ -468,13 +468,13 @@ def test_append_takes_the_formats_agents_send(server: LiveServer) -> None:
     got = call(server, "GET", "/v1/sessions/agent%2Fchat", admin, params={"user_id": "fmt"}).json()
     assert [m["role"] for m in got["messages"]] == ["user", "assistant", "tool", "assistant", "tool", "user", "user"]
     assert got["messages"][1]["content"] == '[tool call] weather({"city": "Oslo"})'
-    edit = call(server, "PATCH", "/v1/sessions/agent%2Fchat/messages/6", admin, params={"user_id": "fmt"},
+    edit = call(server, "PATCH", "/v1/messages/6", admin, params={"user_id": "fmt", "session_id": "agent/chat"},
                 json={"content": "I moved to Tromsø."})
     assert edit.status_code == 200 and edit.json()["messages"] == 7
-    gone = call(server, "DELETE", "/v1/sessions/agent%2Fchat/messages/6", admin, params={"user_id": "fmt"})
+    gone = call(server, "DELETE", "/v1/messages/6", admin, params={"user_id": "fmt", "session_id": "agent/chat"})
     assert gone.status_code == 200 and gone.json()["messages"] == 6
-    assert error_of(call(server, "DELETE", "/v1/sessions/agent%2Fchat/messages/99", admin,
-                         params={"user_id": "fmt"})) == (400, "invalid_input")
+    assert error_of(call(server, "DELETE", "/v1/messages/99", admin,
+                         params={"user_id": "fmt", "session_id": "agent/chat"})) == (400, "invalid_input")
     context = call(server, "POST", "/v1/context", admin, json={"user_id": "fmt", "query": "weather in Oslo",
                                                                "max_tokens": 60}).json()["context"]
     assert " · agent/chat · " in context and len(context) <= 4 * 60

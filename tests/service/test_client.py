@@ -11,12 +11,15 @@ import inspect
 import json
 import re
 import threading
+import uuid
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 import memgas
 from memgas import AsyncClient, Client, Hit, TurnHit
@@ -201,6 +204,58 @@ def test_ids_with_slashes_dots_and_signs_reach_their_own_session(server: LiveSer
             assert await done(mem.list(user_id=user)) == []
 
     run(scenario, kind, server.url, server.keys["admin"])
+
+
+#: Id pieces that look like the API's own paths: a session id made of them may name another resource.
+ROUTE_LIKE = ["chat", "messages", "0", "1", "batch", "query", "delete", "..", ".", "v1", "sessions", "users", "a", "x:y", "@"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(parts=st.lists(st.lists(st.sampled_from(ROUTE_LIKE), min_size=1, max_size=4), min_size=2, max_size=4,
+                      unique_by=lambda p: "/".join(p)))
+@example(parts=[["chat", "messages", "0"], ["chat"]])  # the probe's case: once the delete of chat's message 0
+@example(parts=[["a", "messages"], ["a"], ["batch"]])
+def test_every_route_acts_on_exactly_the_id_it_was_given(server: LiveServer, parts: list[list[str]]) -> None:
+    """Ids built from route-like pieces (``chat/messages/0`` beside ``chat``, ``a/messages``, ``batch``, ``..``):
+    each get, edit, message delete and session delete acts on that id alone, over both clients (issue 41: a session
+    ``chat/messages/0`` once lost ``chat``'s message 0 to its delete)."""
+    ids = ["/".join(p) for p in parts]
+    user = "route-" + uuid.uuid4().hex[:8]
+    with Client(server.url, server.keys["admin"]) as mem:
+        for sid in ids:
+            mem.add([{"role": "user", "content": f"first of {sid}"}, {"role": "user", "content": f"second of {sid}"}],
+                    user_id=user, session_id=sid)
+        for sid in ids:
+            assert [m.content for m in mem.get(sid, user_id=user).messages] == [f"first of {sid}", f"second of {sid}"]
+        target, *others = ids
+        assert mem.update_message(target, 1, "edited", user_id=user).session_id == target
+        assert mem.delete_message(target, 0, user_id=user).messages == 1
+        for sid in others:  # untouched
+            assert [m.content for m in mem.get(sid, user_id=user).messages] == [f"first of {sid}", f"second of {sid}"]
+        assert mem.delete(target, user_id=user) == Deleted(user, 1)
+        assert sorted(s.session_id for s in mem.list(user_id=user)) == sorted(others)
+
+    async def rest() -> None:
+        async with AsyncClient(server.url, server.keys["admin"]) as amem:
+            for sid in others:
+                assert (await amem.get(sid, user_id=user)).session_id == sid
+                assert await amem.delete(sid, user_id=user) == Deleted(user, 1)
+
+    asyncio.run(rest())
+    with Client(server.url, server.keys["admin"]) as mem:
+        assert list(mem.list(user_id=user)) == []
+
+
+def test_a_message_index_is_decimal_digits_and_nothing_else(server: LiveServer) -> None:
+    admin = {"Authorization": f"Bearer {server.keys['admin']}"}
+    with Client(server.url, server.keys["admin"]) as mem:
+        mem.add(talk("I keep bees."), user_id="idx", session_id="s")
+    for index in ("1.0", "+1", "1e0", "٣", "-1", "0x1"):
+        r = httpx.delete(f"{server.url}/v1/messages/{index}", params={"user_id": "idx", "session_id": "s"},
+                         headers=admin)
+        assert r.status_code == 422, (index, r.text)
+    with Client(server.url, server.keys["admin"]) as mem:
+        assert len(mem.get("s", user_id="idx").messages) == 2  # nothing was deleted
 
 
 def test_a_batch_with_one_bad_session_adds_nothing(server: LiveServer) -> None:

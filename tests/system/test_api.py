@@ -40,8 +40,8 @@ FACES: list[tuple[type, type, bool]] = [
 ROUTES: dict[str, list[tuple[str, str]]] = {
     "add": [("post", "/v1/sessions")], "add_many": [("post", "/v1/sessions/batch")],
     "append": [("post", "/v1/sessions/{session_id}/messages")],
-    "update_message": [("patch", "/v1/sessions/{session_id}/messages/{index}")],
-    "delete_message": [("delete", "/v1/sessions/{session_id}/messages/{index}")],
+    "update_message": [("patch", "/v1/messages/{index}")],
+    "delete_message": [("delete", "/v1/messages/{index}")],
     "delete": [("delete", "/v1/sessions/{session_id}"), ("delete", "/v1/users/{user_id}"),
                ("post", "/v1/sessions/delete")],
     "search": [("post", "/v1/search")], "context": [("post", "/v1/context")], "profile": [("get", "/v1/profile")],

@@ -191,13 +191,13 @@ export class MemgasClient implements MemoryApi {
 
   /** Replace the content of message `index` of a session (`Memory.update_message`). */
   updateMessage(sessionId: string, index: number, content: string, options: Options<"updateMessage">): Promise<MessageChange> {
-    return this.#call("PATCH", `/v1/sessions/${segment(sessionId)}/messages/${index}`,
-                      { query: { user_id: options.userId }, body: { content } });
+    return this.#call("PATCH", `/v1/messages/${messageIndex(index)}`,
+                      { query: { user_id: options.userId, session_id: sessionId }, body: { content } });
   }
 
   /** Delete message `index` of a session (`Memory.delete_message`). */
   deleteMessage(sessionId: string, index: number, options: Options<"deleteMessage">): Promise<MessageChange> {
-    return this.#call("DELETE", `/v1/sessions/${segment(sessionId)}/messages/${index}`, { query: { user_id: options.userId } });
+    return this.#call("DELETE", `/v1/messages/${messageIndex(index)}`, { query: { user_id: options.userId, session_id: sessionId } });
   }
 
   /** The `k` sessions most relevant to `query`, best first (`Memory.search`); none for a user with no memory yet. */
@@ -327,4 +327,10 @@ export class MemgasClient implements MemoryApi {
 /** The scope as the API names it, in a query or a body. */
 function scopeOf(scope: ExperienceScope): Query {
   return { agent_id: scope.agentId, user_id: scope.userId };
+}
+
+/** A message index as its path segment: a whole number from 0 (anything else is refused here, never sent). */
+function messageIndex(index: number): string {
+  if (!Number.isInteger(index) || index < 0) throw new InvalidInputError(`index must be an integer >= 0, got ${index}`, 0, "invalid_input");
+  return String(index);
 }

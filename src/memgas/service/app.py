@@ -188,7 +188,7 @@ def create_app(memory: Memory, *, auth: bool = True, rate_limit: float | None = 
 
     from memgas.service.routes import experience, inspect, messages, ops, pages, search, sessions, users
 
-    for module in (messages, sessions, users, search, experience, inspect, ops, pages):  # messages first: see it
+    for module in (messages, sessions, users, search, experience, inspect, ops, pages):
         app.include_router(module.router)
     pages.mount_static(app)
 

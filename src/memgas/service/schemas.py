@@ -192,7 +192,7 @@ class AppendResult(BaseModel):
 
 
 class MessageUpdate(_Request):
-    """``PATCH /v1/sessions/{session_id}/messages/{index}``: the message's new content."""
+    """``PATCH /v1/messages/{index}?session_id=``: the message's new content."""
 
     content: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
 

@@ -1,25 +1,38 @@
-"""``/v1/sessions/{session_id}/messages``: append to a live conversation, edit or delete one message.
+"""Append to a live conversation (``POST /v1/sessions/{session_id}/messages``), edit or delete one message
+(``PATCH``/``DELETE /v1/messages/{index}?session_id=``).
 
-Registered before the session routes: a session id may hold ``/``, and ``.../messages`` (or
-``.../messages/{index}``) at its end is read as this resource, not as part of the id.
+A session id may hold ``/``, so no route puts anything after a session id but the one ``POST .../messages``: its
+path is read with the id as long as it can be (``/v1/sessions/a/messages/messages`` appends to ``a/messages``), and
+no ``GET`` or ``DELETE`` has that form, so ``DELETE /v1/sessions/chat/messages/0`` deletes the session
+``chat/messages/0`` and nothing else. A message is named by its session in the query and its index in the path,
+which takes decimal digits only (``1.0`` is no index).
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Request, Response, status
+from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 
 from memgas.service.deps import SessionPath, UserQuery, scoped
-from memgas.service.schemas import AppendRequest, AppendResult, MessageChange, MessageUpdate, messages_payload
+from memgas.service.schemas import (
+    ID_PATTERN,
+    AppendRequest,
+    AppendResult,
+    MessageChange,
+    MessageUpdate,
+    messages_payload,
+)
 from memgas.service.scoped import ScopedMemory
 
-router = APIRouter(prefix="/v1/sessions", tags=["messages"])
+router = APIRouter(tags=["messages"])
 
-MessageIndex = Annotated[int, Path(ge=0, le=10_000_000, description="the message's position in the session, from 0")]
+MessageIndex = Annotated[str, Path(pattern=r"^[0-9]{1,8}$", description="the message's position in the session, "
+                                                                        "from 0 (decimal digits)")]
+SessionQuery = Annotated[str, Query(min_length=1, max_length=256, pattern=ID_PATTERN, description="the session id")]
 
 
-@router.post("/{session_id:path}/messages", response_model=AppendResult, status_code=status.HTTP_200_OK,
+@router.post("/v1/sessions/{session_id:path}/messages", response_model=AppendResult, status_code=status.HTTP_200_OK,
              responses={201: {"model": AppendResult, "description": "the session was created"}})
 def append_messages(session_id: SessionPath, body: AppendRequest, request: Request, response: Response,
                     mem: ScopedMemory = Depends(scoped)) -> AppendResult:
@@ -33,15 +46,15 @@ def append_messages(session_id: SessionPath, body: AppendRequest, request: Reque
     return AppendResult(**result.to_dict())
 
 
-@router.patch("/{session_id:path}/messages/{index}", response_model=MessageChange)
-def update_message(session_id: SessionPath, index: MessageIndex, body: MessageUpdate, user_id: UserQuery,
+@router.patch("/v1/messages/{index}", response_model=MessageChange)
+def update_message(index: MessageIndex, body: MessageUpdate, user_id: UserQuery, session_id: SessionQuery,
                    mem: ScopedMemory = Depends(scoped)) -> MessageChange:
     """Replace one message's content; everything made from it follows, and the old text is forgotten."""
-    return MessageChange(**mem.update_message(session_id, index, body.content, user_id=user_id).to_dict())
+    return MessageChange(**mem.update_message(session_id, int(index), body.content, user_id=user_id).to_dict())
 
 
-@router.delete("/{session_id:path}/messages/{index}", response_model=MessageChange)
-def delete_message(session_id: SessionPath, index: MessageIndex, user_id: UserQuery,
+@router.delete("/v1/messages/{index}", response_model=MessageChange)
+def delete_message(index: MessageIndex, user_id: UserQuery, session_id: SessionQuery,
                    mem: ScopedMemory = Depends(scoped)) -> MessageChange:
     """Delete one message (the last one left deletes the session); its text is forgotten."""
-    return MessageChange(**mem.delete_message(session_id, index, user_id=user_id).to_dict())
+    return MessageChange(**mem.delete_message(session_id, int(index), user_id=user_id).to_dict())

@@ -128,7 +128,7 @@ async function session(user, sid) {
     h("span", { class: "role" }, m.name || m.role), m.content, " ",
     h("button", { class: "danger", title: "delete this message", on: { click: async () => {
       if (!(await confirmDelete(`Delete message ${i} of session ${sid}? Everything made of it is made again.`))) return;
-      await api("DELETE", `/v1/sessions/${seg(sid)}/messages/${i}?${q({ user_id: user })}`);
+      await api("DELETE", `/v1/messages/${i}?${q({ user_id: user, session_id: sid })}`);
       route();
     } } }, "delete")));
   const byGranularity = {};
