@@ -10,7 +10,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 
 from memgas.core.errors import AuthError, RateLimitedError
 from memgas.memory import Memory
-from memgas.service.keys import ANONYMOUS, Principal, verify_key
+from memgas.service.keys import ANONYMOUS, KnownKeyIds, Principal, refusal, verify_key
 from memgas.service.metrics import Metrics
 from memgas.service.ratelimit import RateLimiter, SharedRateLimiter
 from memgas.service.schemas import ID_PATTERN
@@ -37,20 +37,27 @@ def principal(request: Request, bearer: HTTPAuthorizationCredentials | None = De
 
     Raises:
         AuthError: no key, a wrong or revoked key (401).
-        RateLimitedError: the key is over its rate, or the client address sent too many requests without a valid
-            key (:data:`AUTH_FAILURES_PER_S`; 429 before the key is looked up).
+        RateLimitedError: the key is over its rate, or the client address sent too many requests with no key or a
+            key id the store does not hold (:data:`AUTH_FAILURES_PER_S`; 429 before any lookup). A key whose id the
+            store holds is always looked up: a flood of bad keys from one address never refuses a valid key.
     """
     state = request.app.state.memgas
     if not state.auth:
         who = ANONYMOUS
     else:
         address = request.client.host if request.client is not None else "unknown"
-        wait = state.failed_auth.wait(address)
-        if wait:  # refused before the store is asked: a flood of bad keys costs no lookups
-            raise RateLimitedError("too many requests with a missing or invalid API key from this address",
-                                   retry_after=wait)
+        key = bearer.credentials if bearer is not None else header
+        if not state.known_keys.holds(key):
+            # No key, a malformed one or an id the store does not hold: refused without a lookup, and charged to
+            # the address, which past its rate is told to wait. A valid key is never charged nor refused here.
+            wait = state.failed_auth.wait(address)
+            if wait:
+                raise RateLimitedError("too many requests with a missing or invalid API key from this address",
+                                       retry_after=wait)
+            state.failed_auth.acquire(address)
+            raise refusal(key)
         try:
-            who = verify_key(part(state.memory.store, KeyStore), bearer.credentials if bearer is not None else header)
+            who = verify_key(part(state.memory.store, KeyStore), key)
         except AuthError:
             state.failed_auth.acquire(address)
             raise
@@ -85,3 +92,7 @@ class ServiceState:
     max_body: int = DEFAULT_MAX_BODY
     failed_auth: RateLimiter = field(default_factory=lambda: RateLimiter(AUTH_FAILURES_PER_S, AUTH_FAILURES_BURST))
     metrics: Metrics = field(default_factory=Metrics)
+    known_keys: KnownKeyIds = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.known_keys = KnownKeyIds(part(self.memory.store, KeyStore))

@@ -18,8 +18,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import math
 import re
 import secrets
+import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Sequence
@@ -28,7 +31,7 @@ from memgas.core.errors import AuthError, ForbiddenError, InvalidInputError, Not
 from memgas.core.validate import check_id
 from memgas.store import ApiKeyRecord, KeyStore
 
-__all__ = [
+__all__ = ["KnownKeyIds",
     "Principal", "ANONYMOUS", "AuthError", "ForbiddenError", "create_key", "verify_key", "revoke_key",
     "parse_scope", "TENANT_SEPARATOR", "is_loopback",
 ]
@@ -149,15 +152,51 @@ def verify_key(store: KeyStore, key: str | None) -> Principal:
     """
     match = _KEY_RE.fullmatch(key or "")
     if match is None:
-        raise AuthError("missing or malformed API key: send 'Authorization: Bearer mgs_...'")
+        raise refusal(key)
     key_id, secret = match.groups()
     record = store.get_api_key(key_id)
     # Compare against a hash even for an unknown id, so timing does not tell ids apart.
     expected = record.secret_hash if record is not None else _hash("")
     if not hmac.compare_digest(expected, _hash(secret)) or record is None or record.revoked_at is not None:
-        raise AuthError("invalid or revoked API key")
+        raise refusal(key)
     return Principal(key_id=key_id, tenant=record.tenant,
                      users=None if record.users is None else frozenset(record.users))
+
+
+def refusal(key: str | None) -> AuthError:
+    """The error for a key that does not open the service: one message for every well-formed key (unknown id, wrong
+    secret, revoked), so that a caller learns nothing about which exist."""
+    if _KEY_RE.fullmatch(key or "") is None:
+        return AuthError("missing or malformed API key: send 'Authorization: Bearer mgs_...'")
+    return AuthError("invalid or revoked API key")
+
+
+class KnownKeyIds:
+    """The key ids a store holds, read again at most once per ``refresh_s`` seconds when asked about one it does not
+    hold: what lets the service tell a key it must look up (and never refuse unlooked) from a guess, without asking
+    the store for each guess. A key created by ``memgas keys create`` in another process is known within
+    ``refresh_s``; a revoked one stays known (its lookup then refuses it)."""
+
+    def __init__(self, store: KeyStore, refresh_s: float = 1.0) -> None:
+        self._store = store
+        self._refresh_s = refresh_s
+        self._ids: frozenset[str] = frozenset()
+        self._read_at = -math.inf
+        self._lock = threading.Lock()
+
+    def holds(self, key: str | None) -> bool:
+        """Whether ``key`` is well formed and names a key id the store holds."""
+        match = _KEY_RE.fullmatch(key or "")
+        if match is None:
+            return False
+        key_id = match.group(1)
+        if key_id in self._ids:
+            return True
+        with self._lock:
+            if time.monotonic() - self._read_at >= self._refresh_s:
+                self._ids = frozenset(r.key_id for r in self._store.list_api_keys())
+                self._read_at = time.monotonic()
+        return key_id in self._ids
 
 
 def revoke_key(store: KeyStore, key_id: str) -> ApiKeyRecord:
