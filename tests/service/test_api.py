@@ -452,6 +452,62 @@ def test_a_flood_of_bad_keys_never_refuses_a_valid_key(tmp_path: Path) -> None:
         assert codes == [200] * 30
 
 
+def test_a_request_that_trickles_in_is_closed_at_its_deadline(tmp_path: Path) -> None:
+    """A byte every half second once kept a connection open for ever (each byte reset the idle timer): a request's
+    head and body must now arrive whole within --request-timeout of its first byte (issue 41's probe)."""
+    import socket
+
+    srv = start_server(tmp_path / "slow.db", "--no-auth", "--idle-timeout", "2", "--request-timeout", "2",
+                       tmp=tmp_path)
+    try:
+        host, port = srv.url.removeprefix("http://").split(":")
+        head = b"POST /v1/search HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+        for request in (head + b"x-slow: " + b"a" * 40,  # headers that never end
+                        head + b"content-length: 1000\r\n\r\n" + b"{" * 40):  # a body that never ends
+            with socket.create_connection((host, int(port)), timeout=10) as slow:
+                t0 = time.monotonic()
+                closed = None
+                for i in range(len(request)):
+                    try:
+                        slow.sendall(request[i:i + 1])
+                    except OSError:
+                        closed = time.monotonic() - t0
+                        break
+                    slow.settimeout(0.25)
+                    try:
+                        if slow.recv(1024) == b"":
+                            closed = time.monotonic() - t0
+                            break
+                    except TimeoutError:
+                        pass
+                assert closed is not None and 1.5 < closed < 6, closed  # closed near the deadline, not held
+        with socket.create_connection((host, int(port)), timeout=10) as brisk:  # a whole request is answered
+            brisk.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert brisk.recv(1024).startswith(b"HTTP/1.1 200")
+    finally:
+        srv.stop()
+
+
+def test_a_head_too_large_gets_431(tmp_path: Path) -> None:
+    """A 200 KB header once got a connection reset and no status line."""
+    import socket
+
+    srv = start_server(tmp_path / "big.db", "--no-auth", tmp=tmp_path)
+    try:
+        host, port = srv.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as big:
+            try:
+                big.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nx-big: " + b"a" * 200_000 + b"\r\n\r\n")
+            except OSError:
+                pass  # the server may stop reading: what it answered is still there to read
+            answer = big.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 431"), answer[:80]
+        assert b'"code": "header_too_large"' in answer
+        assert httpx.get(f"{srv.url}/healthz", headers={"x-ok": "a" * 30_000}).status_code == 200  # within limits
+    finally:
+        srv.stop()
+
+
 def test_a_connection_that_sends_nothing_is_closed(tmp_path: Path) -> None:
     """A silent client once held its connection forever (uvicorn times out only after a first response)."""
     import socket

@@ -82,7 +82,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config = ServeConfig(db=args.db, method=args.method, llm=args.llm, auth=not args.no_auth,
                          rate_limit=args.rate_limit, max_body=args.max_body, mcp=not args.no_mcp,
                          index_cache_mb=args.index_cache_mb, options=options,
-                         **({} if args.idle_timeout is None else {"idle_timeout": args.idle_timeout}))
+                         **({} if args.idle_timeout is None else {"idle_timeout": args.idle_timeout}),
+                         **({} if args.request_timeout is None else {"request_timeout": args.request_timeout}))
     serve(config, host=args.host, port=args.port, workers=args.workers, log_level=args.log_level, announce=announce)
     return 0
 
@@ -145,6 +146,9 @@ def add_service_parsers(sub: Any, common: Callable[..., None]) -> None:
     sp.add_argument("--no-mcp", action="store_true", help="do not serve MCP at /mcp")
     sp.add_argument("--idle-timeout", type=_positive_number, default=None, metavar="SECONDS",
                     help="close a connection that sends nothing for this long (default 10 s)")
+    sp.add_argument("--request-timeout", type=_positive_number, default=None, metavar="SECONDS",
+                    help="close a connection whose request has not arrived whole (headers and body) this long after "
+                         "its first byte, however slowly it trickles (default 30 s)")
     sp.add_argument("--index-cache-mb", type=_positive_number, default=None, metavar="MIB",
                     help="memory for the search indexes of each worker (default 1024 MiB; the least recently used "
                          "user's index goes first)")

@@ -7,6 +7,7 @@ Workers are separate processes, so the configuration travels to them in the envi
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -16,6 +17,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from memgas.core.errors import InvalidInputError, MemgasError
@@ -29,6 +31,10 @@ CONFIG_ENV = "MEMGAS_SERVE_CONFIG"
 
 #: Seconds a connection may stay open without sending a request (the first one included), by default.
 IDLE_TIMEOUT = 10.0
+#: Seconds a request may take to arrive whole (its headers and body), from its first byte, by default.
+REQUEST_TIMEOUT = 30.0
+#: Bytes a request's line and headers may take; a larger head is answered 431 (uvicorn's h11 default is 16 KiB).
+MAX_HEAD_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,7 @@ class ServeConfig:
     max_body: int | None = None
     mcp: bool = True
     idle_timeout: float = IDLE_TIMEOUT
+    request_timeout: float = REQUEST_TIMEOUT
     index_cache_mb: float | None = None  # None: the library's default
     options: dict[str, Any] = field(default_factory=dict)  # the method's parameters (memgas serve --set)
 
@@ -78,21 +85,68 @@ def _configure_logging() -> None:
 
 
 @functools.cache
-def _idle_timeout() -> float:
-    """This server's idle timeout: from its configuration (every worker process inherits it), else the default."""
+def _configured(name: str, default: float) -> float:
+    """A timeout of this server's configuration (every worker process inherits it), else ``default``."""
     raw = os.environ.get(CONFIG_ENV)
-    return float(json.loads(raw).get("idle_timeout", IDLE_TIMEOUT)) if raw else IDLE_TIMEOUT
+    return float(json.loads(raw).get(name, default)) if raw else default
+
+
+#: What a request whose head is over :data:`MAX_HEAD_BYTES` is told, before its connection closes.
+_HEAD_TOO_LARGE = json.dumps({"error": {"code": "header_too_large", "message": (
+    f"the request line and headers are over {MAX_HEAD_BYTES // 1024} KiB: send less in headers (ids and filters "
+    "go in the body)")}, "request_id": None}).encode()
 
 
 class IdleClosingH11(H11Protocol):
-    """uvicorn's h11 protocol, closing a connection that sends nothing for the idle timeout from the moment it
-    opens (uvicorn's own keep-alive timer starts only after a first response, so a silent client held a
-    connection forever). Data arriving cancels the timer, as it does uvicorn's. A module-level class: worker
-    processes unpickle it by name."""
+    """uvicorn's h11 protocol with deadlines a slow client cannot stretch, and a 431 for an oversized head. A
+    module-level class: worker processes unpickle it by name.
+
+    - A connection that sends nothing for the idle timeout is closed from the moment it opens (uvicorn's own
+      keep-alive timer starts only after a first response, so a silent client held a connection forever).
+    - A request must arrive whole (headers and body) within the request timeout of its first byte: a byte every few
+      seconds resets the idle timer, not this one.
+    - A head over :data:`MAX_HEAD_BYTES` gets ``431`` and the connection closes once the client has had time to read
+      it (the rest of what it sends is dropped unread rather than reset).
+    """
 
     def connection_made(self, transport: Any) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self.timeout_keep_alive_task = self.loop.call_later(_idle_timeout(), self.timeout_keep_alive_handler)
+        self.timeout_keep_alive_task = self.loop.call_later(_configured("idle_timeout", IDLE_TIMEOUT),
+                                                            self.timeout_keep_alive_handler)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._refused = False
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # answered 431: what follows is read and dropped until the connection closes
+        if self._deadline is None and self.conn.their_state in (h11.IDLE, h11.SEND_BODY):
+            self._deadline = self.loop.call_later(_configured("request_timeout", REQUEST_TIMEOUT), self._too_slow)
+        if self.conn.their_state is h11.IDLE and len(self.conn.trailing_data[0]) + len(data) > MAX_HEAD_BYTES:
+            self._refuse_head()
+            return
+        super().data_received(data)
+        if self.conn.their_state not in (h11.IDLE, h11.SEND_BODY) and self._deadline is not None:
+            self._deadline.cancel()  # the request is whole
+            self._deadline = None
+
+    def _too_slow(self) -> None:
+        self._deadline = None
+        if self.conn.their_state in (h11.IDLE, h11.SEND_BODY) and not self.transport.is_closing():
+            self.logger.info("memgas: closed a connection whose request did not arrive within the request timeout")
+            self.transport.close()
+
+    def _refuse_head(self) -> None:
+        self._refused = True
+        head = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+                b"connection: close\r\ncontent-length: " + str(len(_HEAD_TOO_LARGE)).encode() + b"\r\n\r\n")
+        self.transport.write(head + _HEAD_TOO_LARGE)
+        self.loop.call_later(2.0, self.transport.close)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        deadline = getattr(self, "_deadline", None)
+        if deadline is not None:
+            deadline.cancel()
+        super().connection_lost(exc)
 
 
 def _check_port(host: str, port: int) -> None:
