@@ -39,8 +39,8 @@ from memgas.core.errors import InvalidInputError, NotFoundError
 from memgas.core.validate import MAX_K, MAX_QUERY_CHARS, check_id
 from support.hash_embedder import HashEmbedder
 
-#: Calls each test tries; 10,000 in all.
-FUZZ_SHARE = {"add": 2_500, "search": 3_500, "reads": 3_000, "cli": 1_000}
+#: Calls each test tries; 11,500 in all.
+FUZZ_SHARE = {"add": 2_500, "search": 3_500, "reads": 3_000, "cli": 1_000, "live": 1_500}
 #: Calls per hypothesis example.
 BATCH = 10
 COUNTS: dict[str, Counter[str]] = {name: Counter() for name in FUZZ_SHARE}
@@ -121,8 +121,23 @@ wild_metadata = st.one_of(
 good_message = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "system"]), "content": words},
                                      optional={"name": plain_text})
 good_messages = st.lists(good_message, min_size=1, max_size=3)
+#: Messages as agents send them: an OpenAI tool call (its function anything), Anthropic content parts.
+tool_messages = st.fixed_dictionaries({
+    "role": st.just("assistant"), "content": st.one_of(st.none(), words),
+    "tool_calls": st.one_of(
+        st.lists(st.fixed_dictionaries({"function": st.one_of(
+            st.fixed_dictionaries({"name": st.one_of(words, st.none(), st.integers())},
+                                  optional={"arguments": st.one_of(words, good_json)}),
+            wild_json, st.just(None))}), max_size=2),
+        wild_json)})
+part_messages = st.fixed_dictionaries({
+    "role": st.sampled_from(["user", "assistant"]),
+    "content": st.lists(st.one_of(st.fixed_dictionaries({"type": st.just("text"), "text": st.one_of(words, texts)}),
+                                  st.fixed_dictionaries({"type": st.sampled_from(["image", "tool_use", "tool_result",
+                                                                                  "thinking", "x"])}),
+                                  wild_json), max_size=3)})
 wild_message = st.one_of(
-    good_message,
+    good_message, tool_messages, part_messages,
     st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "wizard", "", None, 3, ("user",)]),
                            "content": st.one_of(texts, st.integers(), st.none())},
                           optional={"name": st.one_of(texts, st.integers()), "speaker": texts, "extra": texts}),
@@ -136,6 +151,27 @@ good_queries = st.one_of(words, st.sampled_from(["what did I do last weekend?", 
                                                  "q" * MAX_QUERY_CHARS]))
 wild_queries = st.one_of(good_queries, texts, st.integers(), st.none(), st.just("q" * (MAX_QUERY_CHARS + 1)))
 good_ks = st.integers(1, 10)
+#: Filters (:mod:`memgas.core.filters`): good ones, and paths that only look like list indexes, deep nesting, junk.
+good_filters = st.one_of(st.none(), st.sampled_from([{"agent_id": "a"}, {"k.0": 1}, {"k": {"$in": [[1, 2]]}},
+                                                     {"$or": [{"run_id": "r"}, {"k.1": {"$gte": 2}}]},
+                                                     {"$not": {"agent_id": {"$exists": True}}}]))
+
+
+def _nested(op: str, depth: int) -> object:
+    spec: object = {"agent_id": "a"}
+    for _ in range(depth):
+        spec = {op: spec} if op == "$not" else {op: [spec]}
+    return spec
+
+
+wild_filters = st.one_of(
+    good_filters, wild_json, st.dictionaries(st.one_of(texts, st.sampled_from(["k.²", "k." + "1" * 5000, "k.-1",
+                                                                              "k.٣", "$and", "$nope", ""])),
+                                             wild_json, max_size=2),
+    st.sampled_from([_nested("$and", 33), _nested("$not", 400), _nested("$or", 32), {"$and": []}, {"$in": 1}]),
+)
+good_exclusions = st.one_of(st.just(()), st.just(["s1"]))
+wild_exclusions = st.one_of(good_exclusions, wild_json, st.lists(wild_ids, max_size=2), st.just("s0"))
 wild_scores = st.one_of(st.floats(-0.5, 1.5), st.floats(), st.sampled_from([True, 1, "0.5", None, float("nan")]))
 wild_ks = st.one_of(st.integers(-3, MAX_K + 3), st.sampled_from([True, False, 2.0, "3", None, MAX_K, MAX_K + 1]))
 
@@ -320,6 +356,57 @@ def test_fuzz_get_delete_list(store: tuple[Memory, Path]) -> None:
 
     run()
     check.report("reads")
+
+
+@pytest.mark.slow
+def test_fuzz_live(store: tuple[Memory, Path]) -> None:
+    """The calls of a live conversation and what an agent reads: append, update_message, delete_message, context,
+    profile and search with filters and exclusions (the probe's odd filters, tool calls and exclusions included)."""
+    mem, db = store
+    check = Checker("live", db)
+    mem.append(talk_twice := [{"role": "user", "content": "I moved to Lisbon."},
+                              {"role": "assistant", "content": "Nice!"}], user_id=USER, session_id="live")
+    check.changed()
+    methods: dict[str, Callable[[dict[str, Any]], Any]] = {
+        "append": lambda a: mem.append(a["messages"], user_id=a["user_id"], session_id=a["session_id"]),
+        "update": lambda a: mem.update_message(a["session_id"], a["index"], a["content"], user_id=a["user_id"]),
+        "drop": lambda a: mem.delete_message(a["session_id"], a["index"], user_id=a["user_id"]),
+        "context": lambda a: mem.context(a["query"], user_id=a["user_id"], max_tokens=a["k"],
+                                         exclude_sessions=a["exclude"], filters=a["filters"]),
+        "profile": lambda a: mem.profile(user_id=a["user_id"], exclude_sessions=a["exclude"], filters=a["filters"]),
+        "search": lambda a: mem.search(a["query"], user_id=a["user_id"], exclude_sessions=a["exclude"],
+                                       filters=a["filters"]),
+    }
+
+    @fuzz("live")
+    @given(batches(method=(st.sampled_from(sorted(methods)),) * 2, messages=(good_messages, wild_messages),
+                   user_id=(st.just(USER), wild_ids), session_id=(st.sampled_from(["live", "s0"]), wild_ids),
+                   index=(st.integers(0, 1), st.one_of(st.integers(-2, 9), wild_scalars)),
+                   content=(words, st.one_of(texts, wild_scalars)), query=(good_queries, wild_queries),
+                   k=(st.integers(50, 500), wild_ks), exclude=(good_exclusions, wild_exclusions),
+                   filters=(good_filters, wild_filters)))
+    def run(batch: list[dict[str, Any]]) -> None:
+        for args in batch:
+            writes = args["method"] in ("append", "update", "drop")
+            named = [args["user_id"]] + ([args["session_id"]] if args["method"] in ("update", "drop") else [])
+            with check.call(named, writes=writes):
+                methods[args["method"]](args)
+            for sid in ("live", "s0"):  # put the fixture sessions back, whole
+                try:
+                    held = len(mem.get(sid, user_id=USER).messages)
+                except NotFoundError:
+                    held = 0
+                if held != (2 if sid == "live" else 1):
+                    with contextlib.suppress(NotFoundError):
+                        mem.delete(sid, user_id=USER)
+                    if sid == "live":
+                        mem.append(talk_twice, user_id=USER, session_id="live")
+                    else:
+                        seed(mem)
+                    check.changed()
+
+    run()
+    check.report("live")
 
 
 @pytest.mark.slow
