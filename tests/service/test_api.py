@@ -346,6 +346,34 @@ def test_a_key_rate_limit_holds_across_two_postgresql_workers(pg_url: str, tmp_p
         srv.stop()
 
 
+@pytest.mark.slow
+def test_bad_keys_are_limited_per_address_across_two_postgresql_workers(pg_url: str, tmp_path: Path) -> None:
+    """The documented bad-attempt rate (a burst of 200, then 20 a second, per address) holds for the server as a
+    whole: two workers share the bucket through PostgreSQL, so a flood is not let through twice (issue 41's probe
+    counted 1,115 lookups where at most 804 were due)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from memgas.service.deps import AUTH_FAILURES_BURST, AUTH_FAILURES_PER_S
+
+    make_key(pg_url)
+    srv = start_server(pg_url, "--workers", "2", "--no-mcp", tmp=tmp_path)
+    try:
+        def flood(i: int) -> list[int]:
+            with httpx.Client(timeout=30) as http:
+                return [http.get(f"{srv.url}/v1/users", headers={"Authorization": f"Bearer guess-{i}-{j}"}).status_code
+                        for j in range(90)]
+
+        start = time.monotonic()
+        with ThreadPoolExecutor(8) as pool:
+            codes = [c for part in pool.map(flood, range(8)) for c in part]
+        elapsed = time.monotonic() - start
+        due = AUTH_FAILURES_BURST + AUTH_FAILURES_PER_S * elapsed
+        assert set(codes) <= {401, 429} and codes.count(429) > 0
+        assert AUTH_FAILURES_BURST <= codes.count(401) <= due + 5, (codes.count(401), due)
+    finally:
+        srv.stop()
+
+
 def test_answer_and_llm_metrics_with_an_llm_and_503_when_it_fails(stub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     stub.responder = lambda body: '{"answer": "Miso", "sources": [1]}'  # filter and unit prompts fall back
     db = tmp_path / "llm.db"

@@ -15,7 +15,7 @@ from memgas.service.metrics import Metrics
 from memgas.service.ratelimit import RateLimiter, SharedRateLimiter
 from memgas.service.schemas import ID_PATTERN
 from memgas.service.scoped import ScopedMemory
-from memgas.store import KeyStore, part
+from memgas.store import KeyStore, RateLimitStore, part
 
 __all__ = [
     "principal", "scoped", "UserQuery", "UserPath", "SessionPath", "bearer_scheme", "api_key_header",
@@ -39,7 +39,8 @@ def principal(request: Request, bearer: HTTPAuthorizationCredentials | None = De
         AuthError: no key, a wrong or revoked key (401).
         RateLimitedError: the key is over its rate, or the client address sent too many requests with no key or a
             key id the store does not hold (:data:`AUTH_FAILURES_PER_S`; 429 before any lookup). A key whose id the
-            store holds is always looked up: a flood of bad keys from one address never refuses a valid key.
+            store holds is always looked up: a flood of bad keys from one address never refuses a valid key. On a
+            store with shared buckets (PostgreSQL) the rate holds across every worker.
     """
     state = request.app.state.memgas
     if not state.auth:
@@ -50,11 +51,10 @@ def principal(request: Request, bearer: HTTPAuthorizationCredentials | None = De
         if not state.known_keys.holds(key):
             # No key, a malformed one or an id the store does not hold: refused without a lookup, and charged to
             # the address, which past its rate is told to wait. A valid key is never charged nor refused here.
-            wait = state.failed_auth.wait(address)
+            wait = state.failed_auth.acquire(address)
             if wait:
                 raise RateLimitedError("too many requests with a missing or invalid API key from this address",
                                        retry_after=wait)
-            state.failed_auth.acquire(address)
             raise refusal(key)
         try:
             who = verify_key(part(state.memory.store, KeyStore), key)
@@ -90,9 +90,15 @@ class ServiceState:
     auth: bool = True
     limiter: RateLimiter | SharedRateLimiter | None = None
     max_body: int = DEFAULT_MAX_BODY
-    failed_auth: RateLimiter = field(default_factory=lambda: RateLimiter(AUTH_FAILURES_PER_S, AUTH_FAILURES_BURST))
+    #: Bad attempts per client address: in the store where it keeps shared buckets (every worker of a PostgreSQL
+    #: store then counts against one rate), else in this process.
+    failed_auth: RateLimiter | SharedRateLimiter = field(init=False)
     metrics: Metrics = field(default_factory=Metrics)
     known_keys: KnownKeyIds = field(init=False)
 
     def __post_init__(self) -> None:
         self.known_keys = KnownKeyIds(part(self.memory.store, KeyStore))
+        store = self.memory.store
+        self.failed_auth = (SharedRateLimiter(store, AUTH_FAILURES_PER_S, AUTH_FAILURES_BURST, prefix="auth:")
+                            if isinstance(store, RateLimitStore) else RateLimiter(AUTH_FAILURES_PER_S,
+                                                                                   AUTH_FAILURES_BURST))

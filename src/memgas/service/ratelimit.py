@@ -42,14 +42,6 @@ class RateLimiter:
         self._lock = threading.Lock()
         self._buckets: dict[str, tuple[float, float]] = {}
 
-    def wait(self, key: str) -> float:
-        """The seconds until ``key`` has a token again (0.0: it has one now), without taking one."""
-        now = self._clock()
-        with self._lock:
-            tokens, last = self._buckets.get(key, (self.burst, now))
-        tokens = min(self.burst, tokens + (now - last) * self.rate)
-        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
-
     def acquire(self, key: str) -> float:
         """Take one token for ``key``: 0.0 when allowed, else the seconds until a token is due."""
         now = self._clock()
