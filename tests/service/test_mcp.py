@@ -421,3 +421,25 @@ def test_stdio_set_passes_memgas_parameters_and_a_bad_one_is_refused(tmp_path: P
                          timeout=120)
     assert bad.returncode == 2 and bad.stdout == "" and "--set 'nope=1'" in bad.stderr
     assert not (tmp_path / "new.db").exists()
+
+
+def test_http_route_like_session_ids_reach_exactly_their_session(served: LiveServer) -> None:
+    """The MCP side of issue 41's id property: ids that look like the REST API's paths (``chat/messages/0`` beside
+    ``chat``) are stored, read and deleted each as itself."""
+    ids = ["chat", "chat/messages/0", "chat/messages", "a/../b", "batch"]
+
+    async def scenario() -> None:
+        async with http(served, served.keys["admin"]) as client:
+            for sid in ids:
+                ok(await client.call_tool("add_memory", {"user_id": "routes", "session_id": sid,
+                                                         "messages": [{"role": "user", "content": f"I am {sid}."}]}))
+            for sid in ids:
+                got = ok(await client.call_tool("get_session", {"user_id": "routes", "session_id": sid}))
+                assert got["session_id"] == sid and got["messages"][0]["content"] == f"I am {sid}."
+            ok(await client.call_tool("delete_memory", {"user_id": "routes", "session_id": "chat/messages/0"}))
+            listed = ok(await client.call_tool("list_sessions", {"user_id": "routes"}))["sessions"]
+            assert sorted(s["session_id"] for s in listed) == sorted(set(ids) - {"chat/messages/0"})
+            chat = ok(await client.call_tool("get_session", {"user_id": "routes", "session_id": "chat"}))
+            assert len(chat["messages"]) == 1  # chat's message 0 is still there
+
+    run(scenario)
