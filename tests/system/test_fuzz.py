@@ -361,7 +361,8 @@ def test_fuzz_get_delete_list(store: tuple[Memory, Path]) -> None:
 @pytest.mark.slow
 def test_fuzz_live(store: tuple[Memory, Path]) -> None:
     """The calls of a live conversation and what an agent reads: append, update_message, delete_message, context,
-    profile and search with filters and exclusions (the probe's odd filters, tool calls and exclusions included)."""
+    profile and search with filters and exclusions (the probe's odd filters, tool calls and exclusions included), and
+    the rest of the declared API: add_many, units, graph, users and answer (refused: no LLM here)."""
     mem, db = store
     check = Checker("live", db)
     mem.append(talk_twice := [{"role": "user", "content": "I moved to Lisbon."},
@@ -376,6 +377,11 @@ def test_fuzz_live(store: tuple[Memory, Path]) -> None:
         "profile": lambda a: mem.profile(user_id=a["user_id"], exclude_sessions=a["exclude"], filters=a["filters"]),
         "search": lambda a: mem.search(a["query"], user_id=a["user_id"], exclude_sessions=a["exclude"],
                                        filters=a["filters"]),
+        "batch": lambda a: mem.add_many(a["sessions"], user_id=a["user_id"], skip_existing=a["index"] == 1),
+        "units": lambda a: mem.units(a["session_id"], user_id=a["user_id"]),
+        "graph": lambda a: mem.graph(user_id=a["user_id"], limit=a["k"]),
+        "users": lambda a: mem.users(),
+        "answer": lambda a: mem.answer(a["query"], user_id=a["user_id"]),  # no LLM here: always refused
     }
 
     @fuzz("live")
@@ -384,13 +390,23 @@ def test_fuzz_live(store: tuple[Memory, Path]) -> None:
                    index=(st.integers(0, 1), st.one_of(st.integers(-2, 9), wild_scalars)),
                    content=(words, st.one_of(texts, wild_scalars)), query=(good_queries, wild_queries),
                    k=(st.integers(50, 500), wild_ks), exclude=(good_exclusions, wild_exclusions),
-                   filters=(good_filters, wild_filters)))
+                   filters=(good_filters, wild_filters),
+                   sessions=(st.lists(st.fixed_dictionaries({"messages": good_messages}), min_size=1, max_size=2),
+                             st.one_of(wild_json, st.lists(st.fixed_dictionaries(
+                                 {"messages": wild_messages}, optional={"session_id": wild_ids,
+                                                                       "timestamp": wild_times,
+                                                                       "metadata": wild_metadata}), max_size=2)))))
     def run(batch: list[dict[str, Any]]) -> None:
         for args in batch:
-            writes = args["method"] in ("append", "update", "drop")
-            named = [args["user_id"]] + ([args["session_id"]] if args["method"] in ("update", "drop") else [])
+            writes = args["method"] in ("append", "update", "drop", "batch")
+            named = ([] if args["method"] == "users" else [args["user_id"]]) + (
+                [args["session_id"]] if args["method"] in ("update", "drop", "units") else [])
             with check.call(named, writes=writes):
                 methods[args["method"]](args)
+            for info in mem.store.list_sessions(USER) if args["method"] == "batch" else ():  # a batch's sessions go
+                if info.session_id not in ("live", "s0"):
+                    mem.delete(info.session_id, user_id=USER)
+                    check.changed()
             for sid in ("live", "s0"):  # put the fixture sessions back, whole
                 try:
                     held = len(mem.get(sid, user_id=USER).messages)
