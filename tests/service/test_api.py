@@ -532,6 +532,9 @@ def test_a_head_too_large_gets_431(tmp_path: Path) -> None:
         assert answer.startswith(b"HTTP/1.1 431"), answer[:80]
         assert b'"code": "header_too_large"' in answer
         assert httpx.get(f"{srv.url}/healthz", headers={"x-ok": "a" * 30_000}).status_code == 200  # within limits
+        big_body = httpx.post(f"{srv.url}/v1/search", json={"user_id": "u", "query": "x" * 9_000,
+                                                            "filters": {"k": "v" * 200_000}})
+        assert big_body.status_code != 431  # a large body is not a large head
     finally:
         srv.stop()
 

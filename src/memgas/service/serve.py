@@ -121,13 +121,21 @@ class IdleClosingH11(H11Protocol):
             return  # answered 431: what follows is read and dropped until the connection closes
         if self._deadline is None and self.conn.their_state in (h11.IDLE, h11.SEND_BODY):
             self._deadline = self.loop.call_later(_configured("request_timeout", REQUEST_TIMEOUT), self._too_slow)
-        if self.conn.their_state is h11.IDLE and len(self.conn.trailing_data[0]) + len(data) > MAX_HEAD_BYTES:
+        if self.conn.their_state is h11.IDLE and self._head_too_large(data):
             self._refuse_head()
             return
         super().data_received(data)
         if self.conn.their_state not in (h11.IDLE, h11.SEND_BODY) and self._deadline is not None:
             self._deadline.cancel()  # the request is whole
             self._deadline = None
+
+    def _head_too_large(self, data: bytes) -> bool:
+        """Whether the request being read has no end of head (a blank line) within :data:`MAX_HEAD_BYTES` (a body
+        arriving in the same read does not count)."""
+        held = self.conn.trailing_data[0]
+        if len(held) + len(data) <= MAX_HEAD_BYTES:
+            return False
+        return b"\r\n\r\n" not in (bytes(held) + data[:MAX_HEAD_BYTES + 4])[:MAX_HEAD_BYTES + 4]
 
     def _too_slow(self) -> None:
         self._deadline = None
@@ -192,4 +200,5 @@ def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, wor
           file=sys.stderr)
     uvicorn.run("memgas.service.serve:app_from_env", factory=True, host=host, port=port, workers=workers,
                 log_level=log_level, access_log=False, timeout_graceful_shutdown=10,
-                http=IdleClosingH11, timeout_keep_alive=int(max(1, config.idle_timeout)))
+                http=IdleClosingH11, timeout_keep_alive=int(max(1, config.idle_timeout)),
+                h11_max_incomplete_event_size=2 * MAX_HEAD_BYTES)  # the head's own limit is ours (431), not h11's
