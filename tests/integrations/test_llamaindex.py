@@ -28,7 +28,7 @@ def test_put_appends_to_the_session_and_get_recalls_the_other_sessions(embedder:
         assert [m.content for m in mem.get("today", user_id="ana").messages] == [
             "Remind me of my dog's name later.", "Sure."]
         recalled = asyncio.run(block.aget([ChatMessage(role="user", content="What is my dog called?")]))
-        assert "· pets · user: I adopted a greyhound called Pixel." in recalled and "· today ·" not in recalled
+        assert "user: I adopted a greyhound called Pixel." in recalled and "· pets" in recalled
         assert len(recalled) <= 4 * 80 + 10
         assert asyncio.run(block.aget([])) == ""
 
@@ -43,3 +43,26 @@ def test_a_fact_from_one_conversation_reaches_the_models_prompt_in_the_next(embe
         engine = SimpleChatEngine.from_defaults(llm=MockLLM(), memory=memory)
         reply = engine.chat("What is my locker code?")
         assert "· monday · user: My locker code is 4512." in str(reply)  # MockLLM echoes its prompt
+
+
+def test_what_llamaindex_flushed_from_its_window_is_recalled_from_the_blocks_own_session(embedder: Embedder) -> None:
+    """LlamaIndex's Memory flushes old messages into the block (its own session): 60 messages after "My locker code
+    is 4512" left the short-term window, the prompt LlamaIndex builds still holds it (issue 39: the block once left
+    its own session out of its context, which is exactly where the flushed messages went)."""
+    with Memory(embedder=embedder) as mem:
+        block = MemgasMemoryBlock(memory=mem, user_id="ana", session_id="chat1", max_tokens=300)
+        memory = LlamaMemory.from_defaults(session_id="chat1", token_limit=400, token_flush_size=100,
+                                           chat_history_token_ratio=0.5, memory_blocks=[block])
+        chatter = [ChatMessage(role="user", content="My locker code is 4512."),
+                   ChatMessage(role="assistant", content="Noted.")]
+        for i in range(30):
+            chatter += [ChatMessage(role="user", content=f"Tell me fact number {i} about the ocean and its tides."),
+                        ChatMessage(role="assistant", content=f"Ocean fact {i}: the tides follow the moon.")]
+        asyncio.run(memory.aput_messages(chatter))
+        asyncio.run(memory.aput(ChatMessage(role="user", content="What is my locker code?")))
+        flushed = [m.content for m in mem.get("chat1", user_id="ana").messages]
+        assert "My locker code is 4512." in flushed and len(flushed) >= 40  # out of the window, into memgas
+        prompt = asyncio.run(memory.aget())
+        window = [m for m in prompt if m.role.value != "system"]
+        assert all("4512" not in str(m.content) for m in window)  # LlamaIndex's own window no longer holds it
+        assert any("My locker code is 4512." in str(m.content) for m in prompt)  # the block's context does

@@ -12,6 +12,8 @@ import pytest
 
 agents = pytest.importorskip("agents", reason="openai-agents is not installed (pip install 'memgas[openai-agents]')")
 
+from agents.tool_context import ToolContext
+
 from memgas import AsyncMemory, Memory
 from memgas.embed.base import Embedder
 from memgas.integrations.openai_agents import MemgasSession, item_message, memgas_tools
@@ -90,8 +92,9 @@ def test_a_fact_from_one_run_reaches_the_models_prompt_in_the_next(embedder: Emb
             assert [i.get("role") for i in await first.get_items()] == ["user", "assistant"]
             stub.script += [{"payload": _tool_call("search_memory", {"query": "locker code"})},
                             {"text": "Your locker code is 4512."}]
-            result = await agents.Runner.run(agent, "What is my locker code?",
-                                             session=MemgasSession("tuesday", mem, user_id="bo"))
+            tuesday = MemgasSession("tuesday", mem, user_id="bo")
+            result = await agents.Runner.run(agent.clone(tools=tuesday.tools()), "What is my locker code?",
+                                             session=tuesday)
             assert result.final_output == "Your locker code is 4512."
             return stub.requests[-1]["messages"]
 
@@ -99,3 +102,24 @@ def test_a_fact_from_one_run_reaches_the_models_prompt_in_the_next(embedder: Emb
         prompt = asyncio.run(scenario(stub))
     tool_results = [m for m in prompt if m["role"] == "tool"]
     assert tool_results and "My locker code is 4512." in tool_results[0]["content"]
+    # The question the agent is answering is in its prompt already: never recalled as memory (issue 39).
+    assert "· tuesday ·" not in tool_results[0]["content"]
+
+
+def test_a_sessions_tools_leave_its_own_conversation_out(embedder: Embedder) -> None:
+    with Memory(embedder=embedder) as mem:
+        mem.add("My locker code is 4512.", user_id="bo", session_id="monday")
+        live = MemgasSession("tuesday", mem, user_id="bo")
+        asyncio.run(live.add_items([{"role": "user", "content": "What is my locker code again?"}]))
+        search = {t.name: t for t in live.tools()}["search_memory"]
+        everything = {t.name: t for t in memgas_tools(mem, user_id="bo")}["search_memory"]
+        args = json.dumps({"query": "what is my locker code"})
+
+        def invoke(tool: Any) -> str:
+            ctx = ToolContext(context=None, tool_name=tool.name, tool_call_id="call_1", tool_arguments=args,
+                              run_config=agents.RunConfig())
+            return str(asyncio.run(tool.on_invoke_tool(ctx, args)))
+
+        own, unscoped = invoke(search), invoke(everything)
+        assert "· monday ·" in own and "· tuesday ·" not in own
+        assert "· tuesday ·" in unscoped  # what the tools would recall without the session's id

@@ -47,7 +47,8 @@ class MemgasMemoryBlock(BaseMemoryBlock[str]):
     Args:
         memory: a ``Memory``, ``AsyncMemory``, ``Client`` or ``AsyncClient``.
         user_id: whose memory.
-        session_id: the memgas session the block's messages are appended to (and left out of its context).
+        session_id: the memgas session the block's messages (those LlamaIndex flushes out of its short-term window)
+            are appended to; its context recalls from it too.
         k: sessions recalled per turn.
         max_tokens: the context's budget (4 characters a token).
     """
@@ -64,8 +65,10 @@ class MemgasMemoryBlock(BaseMemoryBlock[str]):
         asked = [_text(m) for m in messages or () if str(getattr(m.role, "value", m.role)) == "user" and _text(m)]
         if not asked:
             return ""
+        # The block's own session is what LlamaIndex flushed out of its short-term window: memory to recall, not a
+        # repeat of the prompt (what is still in the window was never put here).
         return await acall(self.memory.context, asked[-1][:10_000], user_id=self.user_id, k=self.k,
-                           max_tokens=self.max_tokens, exclude_sessions=[self.session_id])
+                           max_tokens=self.max_tokens)
 
     async def _aput(self, messages: List[ChatMessage]) -> None:
         stored = [{"role": _ROLES.get(str(getattr(m.role, "value", m.role)), "user"), "content": _text(m)}

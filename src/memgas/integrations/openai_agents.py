@@ -15,7 +15,7 @@ session.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Iterable
 
 from agents import FunctionTool, function_tool
 
@@ -88,6 +88,12 @@ class MemgasSession:
             return []
         return [m.to_dict() for m in session.messages]
 
+    def tools(self, *, k: int = 5, max_tokens: int = 800) -> list[FunctionTool]:
+        """:func:`memgas_tools` for an agent run with this session: its user's memory, this conversation left out
+        (what the agent already reads in its prompt never comes back as memory)."""
+        return memgas_tools(self.memory, user_id=self.user_id, k=k, max_tokens=max_tokens,
+                            exclude_sessions=[self.session_id])
+
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The session's items, oldest first; with ``limit``, the latest ``limit`` of them."""
         messages = await self._messages()
@@ -117,10 +123,13 @@ class MemgasSession:
             pass
 
 
-def memgas_tools(memory: AnyMemory, *, user_id: str, k: int = 5, max_tokens: int = 800) -> list[FunctionTool]:
+def memgas_tools(memory: AnyMemory, *, user_id: str, k: int = 5, max_tokens: int = 800,
+                 exclude_sessions: Iterable[str] = ()) -> list[FunctionTool]:
     """Function tools for an Agents SDK agent: ``search_memory`` (what from earlier conversations matters for a
     query, as dated, cited text: :meth:`Memory.context <memgas.memory.Memory.context>`) and ``add_memory`` (store a
-    fact as its own session). ``memory`` as for :class:`MemgasSession`."""
+    fact as its own session). ``memory`` as for :class:`MemgasSession`; ``exclude_sessions``: the conversations the
+    agent already has in its prompt (:meth:`MemgasSession.tools` leaves out its own), never recalled as memory."""
+    excluded = list(exclude_sessions)
 
     async def search_memory(query: str) -> str:
         """Find what the user said or was told in earlier conversations.
@@ -128,7 +137,8 @@ def memgas_tools(memory: AnyMemory, *, user_id: str, k: int = 5, max_tokens: int
         Args:
             query: what to look for, e.g. the user's question.
         """
-        text = await acall(memory.context, query[:10_000], user_id=user_id, k=k, max_tokens=max_tokens)
+        text = await acall(memory.context, query[:10_000], user_id=user_id, k=k, max_tokens=max_tokens,
+                           exclude_sessions=excluded)
         return text or "(no memories found)"
 
     async def add_memory(text: str) -> str:
