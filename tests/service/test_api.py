@@ -646,3 +646,25 @@ def test_deeply_nested_filters_are_refused_before_any_recursion(server: LiveServ
         r = call(server, "POST", "/v1/search", server.keys["admin"], json={"user_id": "alice", "query": "cat",
                                                                           "filters": spec})
         assert error_of(r) == (400, "invalid_input") and "nest at most 32 deep" in r.text
+
+
+def test_first_contact_the_address_opens_the_inspector_and_the_start_up_lines_say_where(tmp_path: Path) -> None:
+    """Issue 38's first contact: `GET /` was a JSON 404, the start-up lines named neither /ui nor /docs, and a store
+    with no API key served 401 to everything without a word."""
+    srv = start_server(tmp_path / "fresh.db", "--no-mcp", tmp=tmp_path)
+    try:
+        root = httpx.get(f"{srv.url}/", follow_redirects=False)
+        assert root.status_code == 307 and root.headers["location"] == "/ui"
+        assert httpx.get(f"{srv.url}/", follow_redirects=True).text.startswith("<!doctype html>")
+        log = "\n".join(srv.log_lines())
+        assert f"{srv.url}/ui" in log and f"{srv.url}/docs" in log
+        assert "no API key yet" in log and "memgas keys create" in log
+    finally:
+        srv.stop()
+    key = make_key(tmp_path / "fresh.db")
+    srv = start_server(tmp_path / "fresh.db", "--no-mcp", tmp=tmp_path)
+    try:
+        assert call(srv, "GET", "/v1/users", key).status_code == 200
+        assert "no API key yet" not in "\n".join(srv.log_lines())  # a store with a key: no warning
+    finally:
+        srv.stop()

@@ -180,7 +180,7 @@ def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, wor
     """
     import uvicorn
 
-    from memgas.store import open_store
+    from memgas.store import KeyStore, open_store, part
 
     if not config.auth and not is_loopback(host):
         raise InvalidInputError(f"--no-auth serves anyone who can connect: it binds only to loopback, not {host!r}")
@@ -188,15 +188,22 @@ def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, wor
         raise InvalidInputError(f"invalid port {port} or worker count {workers}")
     if workers > 1 and not config.db.startswith(("postgresql://", "postgres://")):
         raise InvalidInputError("several workers need a PostgreSQL store; a SQLite file is served by one worker")
-    open_store(config.db).close()  # create or migrate the schema once, before any worker starts
+    with open_store(config.db) as store:  # create or migrate the schema once, before any worker starts
+        keys = [k for k in part(store, KeyStore).list_api_keys() if k.revoked_at is None] if config.auth else []
+    _check_port(host, port)
+    if config.auth and not keys:  # said once every check passed: a refused start prints its one error line only
+        print(f"memgas: warning: this store has no API key yet, so every request will get 401: make one with "
+              f"`memgas keys create --db {config.db} --scope admin` (or serve a local trial with --no-auth)",
+              file=sys.stderr)
     if not config.auth:
         print(f"memgas: warning: --no-auth: every caller on {host} may read and delete every user's memory",
               file=sys.stderr)
-    _check_port(host, port)
     os.environ[CONFIG_ENV] = json.dumps(asdict(config))
     if announce:
         print(announce, file=sys.stderr)
     print(f"memgas: serving http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''}); Ctrl-C stops it",
+          file=sys.stderr)
+    print(f"memgas: the inspector at http://{host}:{port}/ui, the API's docs at http://{host}:{port}/docs",
           file=sys.stderr)
     uvicorn.run("memgas.service.serve:app_from_env", factory=True, host=host, port=port, workers=workers,
                 log_level=log_level, access_log=False, timeout_graceful_shutdown=10,

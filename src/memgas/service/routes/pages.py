@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import APIRouter, FastAPI
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 __all__ = ["router", "mount_static", "STATIC", "UI_POLICY", "DOCS_POLICY"]
@@ -45,6 +45,12 @@ _REDOC = """<!doctype html>
 def _page(html: str, policy: str) -> HTMLResponse:
     return HTMLResponse(html, headers={"Content-Security-Policy": policy, "X-Content-Type-Options": "nosniff",
                                        "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"})
+
+
+@router.get("/")
+def root() -> RedirectResponse:
+    """A browser that opens the server's address lands on the inspector."""
+    return RedirectResponse("/ui", status_code=307)
 
 
 @router.get("/ui", response_class=HTMLResponse)
