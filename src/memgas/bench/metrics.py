@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from numbers import Real
-from typing import Any, Collection, Hashable, Mapping, Sequence
+from typing import Any, Collection, Hashable, Mapping, Sequence, TypeGuard
 
 import numpy as np
 
@@ -222,7 +222,7 @@ def locomo_recall(retrieved: Collection[str], evidence: Collection[str]) -> floa
     return hits / len(evidence)
 
 
-def _is_number(v: object) -> bool:
+def _is_number(v: object) -> TypeGuard[Real]:
     return isinstance(v, Real) and not isinstance(v, bool)
 
 
@@ -253,7 +253,7 @@ def aggregate(
             v = row.get(m)
             if not _is_number(v):
                 raise InvalidInputError(f"row {i}: metric {m!r} is {v!r}, not a number")
-            values[i, j] = float(v)  # type: ignore[arg-type]  # a number: _is_number said so
+            values[i, j] = float(v)
 
     def summary(rows: list[int]) -> dict[str, Any]:
         means = values[rows].mean(axis=0) if rows else ()
