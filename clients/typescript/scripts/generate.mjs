@@ -8,8 +8,9 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import openapiTS, { astToString } from "openapi-typescript";
 
+import { python } from "./python.mjs";
+
 const here = dirname(dirname(fileURLToPath(import.meta.url)));
-const python = process.env.MEMGAS_PYTHON || "python3";
 const check = process.argv.includes("--check");
 
 const schema = execFileSync(python, ["-m", "memgas.service.openapi"], { encoding: "utf8" });

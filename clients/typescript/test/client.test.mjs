@@ -1,5 +1,6 @@
 // MemgasClient against a live `memgas serve` started here (on a free loopback port, a new store in a temporary
-// folder), with Node's own test runner. MEMGAS_PYTHON names the Python that has memgas (default python3).
+// folder), with Node's own test runner. The Python that has memgas: scripts/python.mjs ($MEMGAS_PYTHON, else the
+// project's .venv, else python3).
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
@@ -9,8 +10,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 import { AuthError, DuplicateSessionError, InvalidInputError, MemgasClient, MemgasError, NotFoundError } from "../dist/index.js";
+import { python } from "../scripts/python.mjs";
 
-const python = process.env.MEMGAS_PYTHON || "python3";
 let folder, server, baseUrl, adminKey, tenantKey;
 
 const freePort = () => new Promise((resolve) => {
