@@ -203,6 +203,7 @@ def test_locomo_first_sessions_with_an_llm_method_reports_llm_use(tmp_path: Path
     assert main(["bench", "longmemeval", "--max-sessions", "1", "--data", str(data), "--no-progress"]) == 2
 
 
+@pytest.mark.slow
 def test_live_bench_reports_each_checkpoint_from_one_add_and_search_per_session(tmp_path: Path, capsys,
                                                                                 monkeypatch) -> None:
     import numpy as np
@@ -246,6 +247,7 @@ def test_live_bench_reports_each_checkpoint_from_one_add_and_search_per_session(
     assert 0 < result["cold"]["help_s"][0] < result["cold"]["search_s"][0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_backend_puts_every_haystack_in_one_store_as_its_own_user_with_the_same_rankings(
         tmp_path: Path, monkeypatch, backend: str) -> None:
@@ -276,6 +278,7 @@ def test_backend_puts_every_haystack_in_one_store_as_its_own_user_with_the_same_
         assert main([*base, "--backend", str(shared), "--stores", str(tmp_path / "s")]) == 2
 
 
+@pytest.mark.slow
 def test_store_bench_runs_clients_on_their_own_users_and_sessions(tmp_path: Path, capsys) -> None:
     from memgas.store import open_store
 
@@ -295,6 +298,7 @@ def test_store_bench_runs_clients_on_their_own_users_and_sessions(tmp_path: Path
     assert len(sessions) == len(set(sessions)) == 6  # each client adds sessions of its own
 
 
+@pytest.mark.slow
 def test_scale_replays_template_ingests_exactly(tmp_path: Path, embedder) -> None:
     from memgas.bench.backends import run_scale, template_users
     from memgas.methods import MemGAS
@@ -385,6 +389,7 @@ def test_append_costs_time_one_exchange_appended_to_sessions_of_each_length(embe
         append_costs(sessions, embedder, lengths=(2,), appends=0)
 
 
+@pytest.mark.slow
 def test_filters_bench_times_filtered_against_unfiltered_search(tmp_path: Path, capsys) -> None:
     data = lme_file(tmp_path)
     out = tmp_path / "filters"
@@ -422,7 +427,8 @@ def test_ratelimit_bench_counts_what_one_key_gets_through(tmp_path: Path, capsys
     assert row["refused"] > 0 and 0.75 <= row["ratio"] <= 1.25  # the burst and 5 a second, not more
 
 
-def test_users_bench_compares_round_robin_with_a_warm_user(tmp_path: Path, capsys) -> None:
+@pytest.mark.slow
+def test_users_bench_compares_round_robin_with_a_warm_user(tmp_path: Path, capsys, monkeypatch) -> None:
     data = lme_file(tmp_path)
     out = tmp_path / "users"
     assert main(["bench", "users", "--data", str(data), "--users", "3", "--sessions", "2", "--index-cache-mb",
@@ -438,13 +444,16 @@ def test_users_bench_compares_round_robin_with_a_warm_user(tmp_path: Path, capsy
     assert "snapshots off" in capsys.readouterr().out
     (http,) = result["http"]  # a real server answered every search
     assert http["workers"] == 1 and http["round_robin"]["p50_ms"] > 0 and http["warm"]["p50_ms"] > 0
+    monkeypatch.chdir(tmp_path)
     for bad in ("lots", "1:sometimes"):
         assert main(["bench", "users", "--data", str(data), "--index-cache-mb", bad]) == 2
+    assert not (tmp_path / "bench-out").exists()  # a refused command leaves no folder behind
     capsys.readouterr()
     assert main(["bench", "users", "--data", str(data), "--http-workers", "2", "--out", str(out)]) == 2
     assert "needs a PostgreSQL store" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_longreplies_bench_reports_recall_by_the_depth_of_the_fact(tmp_path: Path, capsys) -> None:
     out = tmp_path / "lr"
     assert main(["bench", "longreplies", "--method", "memgas,bm25", "--out", str(out)]) == 0

@@ -73,6 +73,7 @@ def test_a_busy_port_is_one_line_and_exit_1(store: Path) -> None:
         one_line(memgas("serve", "--db", str(store), "--port", str(port)), 1, f"cannot listen on 127.0.0.1:{port}")
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_an_add_is_one_line_exit_130_and_writes_nothing(tmp_path: Path) -> None:
     sessions = [{"session_id": f"s{i}", "messages": [{"role": "user", "content": f"fact {i}: " + "word " * 200}]}
                 for i in range(300)]
@@ -106,6 +107,7 @@ def test_read_commands_never_write_a_file_that_is_no_store(tmp_path: Path, conte
         assert tiny.read_bytes() == content
 
 
+@pytest.mark.slow
 def test_serve_mcp_and_keys_refuse_a_missing_store_unless_told_to_create(tmp_path: Path) -> None:
     missing = tmp_path / "typo.db"
     one_line(memgas("serve", "--db", str(missing)), 2, "no store at")
@@ -118,6 +120,7 @@ def test_serve_mcp_and_keys_refuse_a_missing_store_unless_told_to_create(tmp_pat
     assert [k["scope"] for k in json.loads(listed.stdout)] == ["admin"]  # one JSON document
 
 
+@pytest.mark.slow
 def test_add_in_batches_shows_progress_streams_results_and_resumes(tmp_path: Path) -> None:
     sessions = [{"session_id": f"s{i}", "messages": [{"role": "user", "content": f"I own {i} kayaks"}]}
                 for i in range(10)]
@@ -139,6 +142,7 @@ def test_add_in_batches_shows_progress_streams_results_and_resumes(tmp_path: Pat
     one_line(memgas("add", str(data), "--db", str(db), "--user", "u", "--batch", "0"), 2, "--batch")
 
 
+@pytest.mark.slow
 def test_stdin_stdout_version_query_time_and_compact_stats(store: Path, tmp_path: Path) -> None:
     db = tmp_path / "in.db"
     added = memgas("add", "-", "--db", str(db), "--user", "u",
@@ -203,6 +207,7 @@ def test_an_error_naming_many_ids_stays_short(tmp_path: Path, embedder: Embedder
     assert "and 25 more (30 in all)" in message and len(message) < 200
 
 
+@pytest.mark.slow
 def test_the_store_records_its_method_and_zep_with_its_llm_down_says_so_and_falls_back(tmp_path: Path, stub,  # type: ignore[no-untyped-def]
                                                                                      embedder: Embedder) -> None:
     db = tmp_path / "zep.db"
@@ -223,3 +228,21 @@ def test_the_store_records_its_method_and_zep_with_its_llm_down_says_so_and_fall
     assert stats["method"] == "zep"  # recorded by the store, used without --method
     full = json.loads(memgas("stats", "--db", str(db), "--user", "u", "--llm", spec, "--full", env=env).stdout)
     assert full["method"]["pending_extractions"] >= 1  # counted in this new process too
+
+
+def test_errors_speak_the_command_lines_words(tmp_path: Path) -> None:
+    """Each slip a new user met, answered in flags, not the library's parameter names."""
+    db = str(tmp_path / "m.db")
+    session = tmp_path / "s.json"
+    session.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}), encoding="utf-8")
+    assert memgas("add", str(session), "--user", "a", "--session", "s1", "--db", db).returncode == 0
+    one_line(memgas("add", "-", "--user", "a", "--session", "s1", "--db", db, stdin=session.read_bytes()), 2,
+             "(--skip-existing leaves them out)")
+    one_line(memgas("templates", "list", "--db", db), 2, "give exactly one of --agent, --user")
+    one_line(memgas("export", "--db", db, "--out", str(tmp_path / "missing" / "x.jsonl")), 2,
+             f"the folder {tmp_path / 'missing'} does not exist")
+    assert not (tmp_path / "missing").exists()
+    one_line(memgas("export", "--db", db, "--out", str(tmp_path)), 2, "is a folder")
+    one_line(memgas("serve", "--db", str(tmp_path / "typo.db")), 2, "pass --create to make a new one there")
+    one_line(memgas("keys", "create", "--scope", "admin", "--db", str(tmp_path / "typo.db")), 2, "pass --create")
+    one_line(memgas("search", "x", "--user", "a", "--db", str(tmp_path / "typo.db")), 2, "such as 'memgas add'")

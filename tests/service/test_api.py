@@ -382,6 +382,7 @@ def test_bad_keys_are_limited_per_address_across_two_postgresql_workers(pg_url: 
         srv.stop()
 
 
+@pytest.mark.slow
 def test_answer_and_llm_metrics_with_an_llm_and_503_when_it_fails(stub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     stub.responder = lambda body: '{"answer": "Miso", "sources": [1]}'  # filter and unit prompts fall back
     db = tmp_path / "llm.db"
@@ -488,6 +489,7 @@ def test_a_flood_of_bad_keys_never_refuses_a_valid_key(tmp_path: Path) -> None:
         assert codes == [200] * 30
 
 
+@pytest.mark.slow
 def test_a_request_that_trickles_in_is_closed_at_its_deadline(tmp_path: Path) -> None:
     """A byte every half second once kept a connection open for ever (each byte reset the idle timer): a request's
     head and body must now arrive whole within --request-timeout of its first byte (issue 41's probe)."""
@@ -524,6 +526,7 @@ def test_a_request_that_trickles_in_is_closed_at_its_deadline(tmp_path: Path) ->
         srv.stop()
 
 
+@pytest.mark.slow
 def test_a_head_too_large_gets_431(tmp_path: Path) -> None:
     """A 200 KB header once got a connection reset and no status line."""
     import socket
@@ -547,6 +550,7 @@ def test_a_head_too_large_gets_431(tmp_path: Path) -> None:
         srv.stop()
 
 
+@pytest.mark.slow
 def test_a_connection_that_sends_nothing_is_closed(tmp_path: Path) -> None:
     """A silent client once held its connection forever (uvicorn times out only after a first response)."""
     import socket
@@ -596,6 +600,7 @@ def test_append_takes_the_formats_agents_send(server: LiveServer) -> None:
     assert " · agent/chat · " in context and len(context) <= 4 * 60
 
 
+@pytest.mark.slow
 def test_serve_set_passes_memgas_parameters_and_a_bad_one_creates_nothing(tmp_path: Path) -> None:
     from support.moves import SESSIONS
 
@@ -656,6 +661,7 @@ def test_deeply_nested_filters_are_refused_before_any_recursion(server: LiveServ
         assert error_of(r) == (400, "invalid_input") and "nest at most 32 deep" in r.text
 
 
+@pytest.mark.slow
 def test_first_contact_the_address_opens_the_inspector_and_the_start_up_lines_say_where(tmp_path: Path) -> None:
     """Issue 38's first contact: `GET /` was a JSON 404, the start-up lines named neither /ui nor /docs, and a store
     with no API key served 401 to everything without a word."""
@@ -676,3 +682,21 @@ def test_first_contact_the_address_opens_the_inspector_and_the_start_up_lines_sa
         assert "no API key yet" not in "\n".join(srv.log_lines())  # a store with a key: no warning
     finally:
         srv.stop()
+
+
+def test_a_body_without_a_json_content_type_or_not_json_says_what_to_send(server: LiveServer) -> None:
+    """A request body sent without ``Content-Type: application/json`` was a 422 saying "Input should be a valid
+    dictionary"; it now says what to send, and a body that is no JSON says where it breaks."""
+    headers = {"Authorization": f"Bearer {server.keys['admin']}"}
+    body = json.dumps({"user_id": "ct", "messages": "hello"}).encode()
+    for kind, shown in ((None, "none"), ("text/plain", "text/plain")):
+        sent = {**headers, **({"Content-Type": kind} if kind else {})}
+        r = httpx.post(f"{server.url}/v1/sessions", content=body, headers=sent)
+        assert r.status_code == 422
+        assert r.json()["error"]["message"] == ("the request body must be JSON, sent with the header "
+                                                f"'Content-Type: application/json' (this request's: {shown})")
+    r = httpx.post(f"{server.url}/v1/sessions", content=b'{"user_id": ', headers={**headers,
+                                                                                   "Content-Type": "application/json"})
+    assert r.status_code == 422 and r.json()["error"]["message"].startswith("the request body is not valid JSON (")
+    r = httpx.post(f"{server.url}/v1/search", json={"user_id": "ct"}, headers=headers)
+    assert r.json()["error"]["message"] == "body.query: Field required"  # a JSON body's own errors as before

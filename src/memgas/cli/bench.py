@@ -229,7 +229,6 @@ def _cmd_users(args: argparse.Namespace) -> int:
     from memgas.embed.factory import get_embedder
 
     out = args.out or Path("bench-out") / "users"
-    out.mkdir(parents=True, exist_ok=True)
     sizes = []
     for item in str(args.index_cache_mb or "1024,none,1,1:rebuild").split(","):
         size, _, how = item.strip().lower().partition(":")
@@ -240,6 +239,7 @@ def _cmd_users(args: argparse.Namespace) -> int:
         except ValueError:
             raise InvalidInputError(f"--index-cache-mb: expected MiB values or 'none', each optionally with "
                                     f"':rebuild', got {args.index_cache_mb!r}") from None
+    out.mkdir(parents=True, exist_ok=True)  # once the options are read: a refused command leaves no folder
     embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
     with _backend(args, "memgas_bench_users") as backend:
         target, label = _target(backend, out / "users.db")

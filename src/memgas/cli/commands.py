@@ -27,7 +27,7 @@ from memgas.cli.bench import add_bench_parser
 from memgas.cli.principles import add_parsers as add_principles_parsers
 from memgas.cli.service import add_service_parsers
 from memgas.cli.templates import add_parsers as add_templates_parsers
-from memgas.core.errors import InvalidInputError, MemgasError, NotFoundError
+from memgas.core.errors import DuplicateSessionError, InvalidInputError, MemgasError, NotFoundError
 from memgas.core.validate import check_id, check_query
 from memgas.core.version import __version__
 
@@ -223,8 +223,11 @@ def cmd_add(args: argparse.Namespace) -> int:
     try:
         with undo_created(args.db) as made, _memory(args, create=True) as mem:
             for start in range(0, len(sessions), size):
-                results = mem.add_many(sessions[start:start + size], user_id=args.user,
-                                       skip_existing=args.skip_existing)
+                try:
+                    results = mem.add_many(sessions[start:start + size], user_id=args.user,
+                                           skip_existing=args.skip_existing)
+                except DuplicateSessionError as exc:  # the library names its argument; the command line, its flag
+                    raise DuplicateSessionError(str(exc).replace("skip_existing=True", "--skip-existing")) from None
                 if size < len(sessions):
                     made.keep()  # a committed batch is never undone
                 for r in results:
@@ -371,6 +374,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(json.dumps({"out": "-", **counts}), file=sys.stderr)
         return 0
     out = Path(args.out).expanduser()
+    if out.is_dir():
+        raise InvalidInputError(f"--out {args.out} is a folder: name the dump file to write")
+    if not out.parent.is_dir():
+        raise InvalidInputError(f"--out {args.out}: the folder {out.parent} does not exist (make it first)")
     partial = out.with_name(out.name + ".partial")
     with open_store(args.db) as store:
         try:
@@ -457,7 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("add", help="add sessions from a JSON file")
     common(sp, user_required=True)
-    sp.add_argument("file", help="a JSON file of sessions (see the README), or - for standard input")
+    sp.add_argument("file", help="a JSON file of sessions, or - for standard input: one session {\"messages\": [...], \"session_id\"?, \"timestamp\"?, \"metadata\"?}, a list of them, or {\"sessions\": [...]}")
     sp.add_argument("--session", help="session id (for a file holding one session)")
     sp.add_argument("--timestamp", help="session time, ISO 8601 (for a file holding one session)")
     sp.add_argument("--skip-existing", action="store_true",
@@ -478,7 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--min-score", type=float, default=0.0,
                     help="leave out hits whose relevance (0-1, the query's best cosine with the session) is lower")
     sp.add_argument("--explain", action="store_true", help="show the router's granularity weights and seed scores")
-    sp.add_argument("--filters", metavar="JSON", help="only the sessions that pass this filter, JSON (README, 'Scopes and filters')")
+    sp.add_argument("--filters", metavar="JSON", help="only the sessions that pass this filter, JSON (the docs' guide 'Scopes, filters and scores')")
     sp.set_defaults(func=cmd_search)
 
     sp = sub.add_parser("context", help="print what an agent would read for a question: standing instructions, then "
@@ -492,12 +499,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--query-time", help="when the question is asked, ISO 8601: anchors 'last week' (default now)")
     sp.add_argument("--exclude", action="append", metavar="SESSION_ID",
                     help="leave this session out (the conversation under way); repeatable")
-    sp.add_argument("--filters", metavar="JSON", help="only the sessions that pass this filter, JSON (README, 'Scopes and filters')")
+    sp.add_argument("--filters", metavar="JSON", help="only the sessions that pass this filter, JSON (the docs' guide 'Scopes, filters and scores')")
     sp.set_defaults(func=cmd_context)
 
     sp = sub.add_parser("profile", help="a user's standing instructions and preferences")
     common(sp, user_required=True)
-    sp.add_argument("--filters", metavar="JSON", help="only the sessions that pass this filter, JSON (README, 'Scopes and filters')")
+    sp.add_argument("--filters", metavar="JSON", help="only the sessions that pass this filter, JSON (the docs' guide 'Scopes, filters and scores')")
     sp.add_argument("--json", action="store_true", help="print them as JSON")
     sp.set_defaults(func=cmd_profile)
 
@@ -510,7 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("list", help="list users, or a user's sessions")
     common(sp)
-    sp.add_argument("--filters", metavar="JSON", help="only the sessions that pass this filter, JSON (README, 'Scopes and filters')")
+    sp.add_argument("--filters", metavar="JSON", help="only the sessions that pass this filter, JSON (the docs' guide 'Scopes, filters and scores')")
     sp.add_argument("--limit", type=int, help="at most this many sessions (a page)")
     sp.add_argument("--cursor", help="the sessions after this one: a listed session's cursor")
     sp.add_argument("--order", choices=("oldest", "newest"), default="oldest", help="listing order (default oldest)")

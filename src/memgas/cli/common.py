@@ -37,16 +37,18 @@ def store_file(db: str) -> Path | None:
     return Path(rest[1:] if sep else db).expanduser()
 
 
-def require_store(db: str) -> None:
+def require_store(db: str, *, create_flag: bool = False) -> None:
     """Raise :class:`NotFoundError` when ``db`` names a store file that does not exist, and
     :class:`InvalidInputError` when the file is not an SQLite database: a command that needs a store never
-    makes one of a stranger's file (an empty or one-byte file would become a 72 KB store otherwise)."""
+    makes one of a stranger's file (an empty or one-byte file would become a 72 KB store otherwise).
+    ``create_flag``: the command has ``--create``, which the error then names."""
     path = store_file(db)
     if path is None:
         return
     if not path.exists():
-        raise NotFoundError(f"no store at {db}: the file does not exist "
-                            "(commands that write, such as 'memgas add', create it)")
+        how = ("pass --create to make a new one there" if create_flag
+               else "commands that write, such as 'memgas add', create it")
+        raise NotFoundError(f"no store at {db}: the file does not exist ({how})")
     if path.is_file():
         with path.open("rb") as f:
             head = f.read(len(SQLITE_HEADER))

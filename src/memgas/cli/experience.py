@@ -7,6 +7,7 @@ import argparse
 from typing import TYPE_CHECKING, Any, Callable
 
 from memgas.cli.common import require_store
+from memgas.core.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from memgas.experience.facade import Experience
@@ -21,6 +22,8 @@ def open_experience(args: argparse.Namespace, *, create: bool = False) -> "Exper
     must exist unless ``create`` (read commands never create one)."""
     from memgas.experience.facade import Experience
 
+    if (args.agent is None) == (args.user is None):  # said in the flags' words, before the library's field names
+        raise InvalidInputError("experience belongs to an agent or to a user: give exactly one of --agent, --user")
     if not create:
         require_store(args.db)
     return Experience(args.db, agent_id=args.agent, user_id=args.user, llm=args.llm)

@@ -63,7 +63,7 @@ def open_or_create(args: argparse.Namespace) -> str:
     path = store_file(args.db)
     made = path is not None and not path.exists()
     if made and not args.create:
-        require_store(args.db)
+        require_store(args.db, create_flag=True)
     if path is not None and not made:
         require_store(args.db)  # an existing file that is no SQLite database is refused, untouched
     where = "in memory" if path is None and args.db in (":memory:", "sqlite://") else (
@@ -101,7 +101,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
     from memgas.store import KeyStore, open_store, part
 
     if args.keys_command != "create" or not args.create:  # 'create --create' may make a new store
-        require_store(args.db)
+        require_store(args.db, create_flag=args.keys_command == "create")
     with open_store(args.db) as store:
         if args.keys_command == "create":
             users = None if args.users is None else [u.strip() for u in args.users.split(",") if u.strip()]

@@ -198,6 +198,16 @@ def create_app(memory: Memory, *, auth: bool = True, rate_limit: float | None = 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
+        kind = request.headers.get("content-type", "")
+        if first.get("loc", ())[:1] == ("body",) and "json" not in kind.lower():
+            # FastAPI reads a body without a JSON Content-Type as no object at all: say what the client must send.
+            return error_response(422, "validation_error", "the request body must be JSON, sent with the header "
+                                  f"'Content-Type: application/json' (this request's: {kind or 'none'})",
+                                  request_id(request))
+        if first.get("type") == "json_invalid":
+            detail = (first.get("ctx") or {}).get("error", "")
+            return error_response(422, "validation_error", f"the request body is not valid JSON ({detail}, at "
+                                  f"character {first.get('loc', ('', 0))[-1]})", request_id(request))
         where = ".".join(str(p) for p in first.get("loc", ()))
         message = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request"
         extra = len(exc.errors()) - 1

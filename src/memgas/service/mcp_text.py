@@ -17,6 +17,11 @@ def _date(stamp: str | None) -> str:
     return stamp[:16].replace("T", " ") if stamp else "undated"
 
 
+def _counted(n: int, noun: str) -> str:
+    """``1 message``, ``2 messages``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _clip(text: str, width: int = TURN_CHARS) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1].rsplit(" ", 1)[0] + "…"
@@ -45,7 +50,7 @@ def _scope(row: Mapping[str, Any]) -> str:
 def _sessions(r: Mapping[str, Any]) -> str:
     if not r["sessions"]:
         return "(no sessions yet)"
-    lines = [f"{s['session_id']} · {_date(s['timestamp'])} · {s['messages']} messages{_scope(s)}"
+    lines = [f"{s['session_id']} · {_date(s['timestamp'])} · {_counted(s['messages'], 'message')}{_scope(s)}"
              + (f" · {_clip(s['preview'], 80)}" if s.get("preview") else "") for s in r["sessions"]]
     if r.get("next_cursor"):
         lines.append(f"(more: cursor {r['next_cursor']})")
@@ -54,11 +59,11 @@ def _sessions(r: Mapping[str, Any]) -> str:
 
 def _added(r: Mapping[str, Any]) -> str:
     verb = "created" if r["created"] else "appended to"
-    return f"{verb} session {r['session_id']}: {r['messages']} message{'s' if r['messages'] != 1 else ''}"
+    return f"{verb} session {r['session_id']}: {_counted(r['messages'], 'message')}"
 
 
 def _deleted(r: Mapping[str, Any]) -> str:
-    return f"deleted {r['deleted_sessions']} session{'s' if r['deleted_sessions'] != 1 else ''} of {r['user_id']}"
+    return f"deleted {_counted(r['deleted_sessions'], 'session')} of {r['user_id']}"
 
 
 def _principles(r: Mapping[str, Any]) -> str:

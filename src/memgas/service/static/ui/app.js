@@ -85,7 +85,7 @@ function timeline(sessions) {
     const dot = svg("circle", { cx: 10 + ((t - lo) / span) * (width - 20), cy: 30,
                                 r: Math.min(3 + Math.sqrt(s.messages), 12), fill: "#2f6fde", "fill-opacity": 0.5 });
     const title = svg("title", {});
-    title.textContent = `${s.session_id} · ${when(s.timestamp)} · ${s.messages} messages`;
+    title.textContent = `${s.session_id} · ${when(s.timestamp)} · ${s.messages} message${s.messages === 1 ? "" : "s"}`;
     dot.append(title);
     box.append(dot);
   }
