@@ -1,4 +1,4 @@
-"""Shared test set-up: one real embedder for the whole run, a loopback OpenAI-compatible server (``stub``), a private default LLM response cache per test, and
+"""Shared test set-up: the run's caches in its own temporary folder, one real embedder for the whole run, a loopback OpenAI-compatible server (``stub``), a private default LLM response cache per test, and
 one throwaway PostgreSQL cluster for the whole run (started on first use) with a fresh database per test.
 
 ``Memory(llm=...)`` caches answers in ``llm.sqlite`` beside the embedding cache by default. Tests count
@@ -9,6 +9,9 @@ answer a later test's prompts; the embedding cache stays shared (vectors do not 
 from __future__ import annotations
 
 import itertools
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -31,6 +34,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.pg)
         if service in Path(item.path).parents:
             item.add_marker(pytest.mark.server)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's caches (embeddings, LLM answers, extracted model files) in a temporary folder of its own, never in
+    the user's ``~/.cache``: set before the test modules are read, so every command and server they start inherits
+    it; removed at the end of the run."""
+    folder = Path(tempfile.mkdtemp(prefix="memgas-test-cache-"))
+    os.environ["MEMGAS_CACHE_DIR"] = str(folder)
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 @pytest.fixture(scope="session")

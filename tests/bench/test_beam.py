@@ -103,6 +103,7 @@ def test_a_plain_retrievers_context_is_its_best_turns_whole_then_a_cut_one() -> 
     assert turns_context({"s": s}, [], 60) == ""
 
 
+@pytest.mark.slow
 def test_bench_beam_measures_rankings_and_contexts_per_ability(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMGAS_CACHE_DIR", str(tmp_path / "cache"))

@@ -44,6 +44,7 @@ def test_concurrent_tasks_add_and_search_as_memory_does(tmp_path: Path, embedder
     asyncio.run(scenario())
 
 
+@pytest.mark.slow
 def test_a_long_call_does_not_block_the_event_loop(embedder: Embedder) -> None:
     long_session = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}: " + "kayak " * 120}
                     for i in range(80)]

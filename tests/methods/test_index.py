@@ -176,6 +176,7 @@ def _assert_cold_is_exact(store: object, embedder: object) -> MemGAS:
     return cold
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_a_cold_load_from_a_snapshot_matches_a_fresh_build(backend: str, embedder, tmp_path: Path,
                                                             request: pytest.FixtureRequest) -> None:

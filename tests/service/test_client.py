@@ -181,6 +181,7 @@ def test_every_method_round_trips_with_memorys_types(server: LiveServer, kind: s
     run(scenario, kind, server.url, server.keys["admin"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_ids_with_slashes_dots_and_signs_reach_their_own_session(server: LiveServer, kind: str) -> None:
     ids = ["a/b", ".", "..", "x@y:z", "../v1/users", "a+b", "..."]
@@ -210,6 +211,7 @@ def test_ids_with_slashes_dots_and_signs_reach_their_own_session(server: LiveSer
 ROUTE_LIKE = ["chat", "messages", "0", "1", "batch", "query", "delete", "..", ".", "v1", "sessions", "users", "a", "x:y", "@"]
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(parts=st.lists(st.lists(st.sampled_from(ROUTE_LIKE), min_size=1, max_size=4), min_size=2, max_size=4,
                       unique_by=lambda p: "/".join(p)))
@@ -341,6 +343,7 @@ def test_bad_client_arguments_are_refused() -> None:
         Client("http://127.0.0.1:8000", retries=-1)
 
 
+@pytest.mark.slow
 def test_rate_limited_calls_raise_with_retry_after(tmp_path_factory: pytest.TempPathFactory,
                                                   env: dict[str, str]) -> None:
     tmp = tmp_path_factory.mktemp("limited")

@@ -153,6 +153,7 @@ async def check_bad_arguments(client: Client) -> None:
 # --- stdio -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_stdio_lists_and_calls_every_tool(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with stdio(tmp_path / "m.db") as client:
@@ -196,6 +197,7 @@ def test_stdio_tenant_namespaces_users(tmp_path: Path) -> None:
     assert bad.returncode == 2 and bad.stdout == "" and "invalid scope" in bad.stderr
 
 
+@pytest.mark.slow
 def test_stdio_writes_only_protocol_to_stdout(tmp_path: Path) -> None:
     requests = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
                  "params": {"protocolVersion": "2025-11-25", "capabilities": {},
@@ -222,6 +224,7 @@ def test_stdio_writes_only_protocol_to_stdout(tmp_path: Path) -> None:
         replies[1]["result"]["structuredContent"]["session_id"]
 
 
+@pytest.mark.slow
 def test_stdio_answer_with_an_llm(tmp_path: Path, stub: OpenAIStub) -> None:
     db = tmp_path / "m.db"
     with Memory(db) as memory:
@@ -400,6 +403,7 @@ def test_http_filters_narrow_search_and_pages_of_sessions(served: LiveServer) ->
     run(scenario)
 
 
+@pytest.mark.slow
 def test_stdio_set_passes_memgas_parameters_and_a_bad_one_is_refused(tmp_path: Path) -> None:
     from support.moves import SESSIONS
 

@@ -74,6 +74,7 @@ def enter_key(page: Any, server: LiveServer, key: str) -> None:
     page.click("#keyform button[type=submit]")
 
 
+@pytest.mark.slow
 def test_the_inspector_shows_users_sessions_units_graph_and_search(page: Any, server: LiveServer) -> None:
     response = httpx.get(f"{server.url}/ui")
     assert "script-src 'self'" in response.headers["content-security-policy"]
@@ -144,6 +145,7 @@ def test_the_inspector_shows_users_sessions_units_graph_and_search(page: Any, se
     assert page.outside == [] and page.errors == []
 
 
+@pytest.mark.slow
 def test_a_view_asked_for_earlier_never_replaces_one_asked_for_later(page: Any, server: LiveServer) -> None:
     # The user list that entering a key asks for is held back until a session has been opened meanwhile; once let
     # through, the session must still be what the page shows (it once showed the late user list instead).
@@ -194,6 +196,7 @@ def test_a_delete_asks_first_and_a_tenant_key_sees_only_its_tenant(page: Any, se
     assert page.outside == [] and page.errors == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("path", "rendered"), [("/docs", ".opblock"), ("/redoc", "[data-section-id]")])
 def test_the_api_docs_render_with_no_network(page: Any, server: LiveServer, path: str, rendered: str) -> None:
     page.goto(server.url + path)

@@ -174,6 +174,7 @@ def _check_end_state(list_sessions: Callable[[str], list[str]], reports: list[di
     return figures
 
 
+@pytest.mark.slow
 def test_store_threads_and_processes(tmp_path: Path) -> None:
     db = str(tmp_path / "store.db")
     SQLiteStore(db).close()
