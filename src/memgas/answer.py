@@ -154,7 +154,7 @@ def filter_prompt(question: str, items: Sequence[MemoryItem], question_date: dat
 
     A verdict per memory rather than a list of numbers to keep: asked for a list, both local Qwen
     models listed every number 1..n on every LoCoMo question tried; asked memory by memory, the 1.5B
-    kept the evidence session 3 of 3 times and dropped 9 of the 12 others (BENCHMARKS.md, "QA (issue 4)").
+    kept the evidence session 3 of 3 times and dropped 9 of the 12 others (the benchmark log, "QA (issue 4)").
     """
     when = f"\nThe question is asked on {_date(question_date)}." if question_date else ""
     user = (f"Question: {question}{when}\n\nMemories:\n{render_items(items)}\n\n"

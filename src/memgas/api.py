@@ -130,8 +130,8 @@ def calls(api: type) -> list[tuple[str, inspect.Signature]]:
 
 
 def reference_markdown() -> str:
-    """The declared calls as the rows of a Markdown table (``| call | returns | does |``), the README's API reference:
-    ``tests/system/test_api.py`` fails when the README's rows are not these."""
+    """The declared calls as the rows of a Markdown table (``| call | returns | does |``): the docs site's API
+    reference, written into it when it is built (``scripts/mkdocs_hooks.py``)."""
     rows = []
     for api, prefix in ((MemoryAPI, ""), (KnowledgeGraphAPI, "kg.")):
         for name, sig in calls(api):

@@ -327,7 +327,7 @@ class Memory:
         and, when no other session of the user was added in between, the same association edges (each unit is
         associated with the user's other sessions when it is made). Only what the new messages change is made
         again: their turns, the session chunk they extend, the session's summary and keywords, and those
-        units' edges; the embedding cache answers for the rest (README, "Live conversations").
+        units' edges; the embedding cache answers for the rest (docs, "Live conversations").
 
         Args:
             messages: the new messages, in any format :func:`~memgas.core.transcripts.to_messages` reads.
@@ -460,7 +460,7 @@ class Memory:
 
         The store's rows go, and so do the rows of the embedding cache and the LLM response cache that
         only the deleted sessions produced; every file is checkpointed so their bytes leave the WAL too
-        (README, "What a delete removes"). A delete interrupted after the store's commit finishes
+        (docs, "What a delete removes"). A delete interrupted after the store's commit finishes
         forgetting when it is retried (it then raises :class:`NotFoundError`).
 
         Raises:
@@ -529,7 +529,7 @@ class Memory:
 
         ``filters`` (:mod:`memgas.core.filters`: scope ids, times, metadata) narrow the search to the sessions
         that pass, inside the ranking: ``k`` hits whenever ``k`` sessions pass (and are relevant enough), scored
-        as the method scores a store of those sessions alone (MemGAS: exactly so; README, "Scopes and
+        as the method scores a store of those sessions alone (MemGAS: exactly so; docs, "Scopes and
         filters"). Each hit carries its session's ``metadata``, ``agent_id``, ``run_id`` and ``created_at``.
 
         Raises:

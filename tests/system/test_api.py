@@ -12,12 +12,11 @@ import asyncio
 import dataclasses
 import inspect
 import re
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
-from memgas.api import KnowledgeGraphAPI, MemoryAPI, calls, reference_markdown
+from memgas.api import KnowledgeGraphAPI, MemoryAPI, calls
 from memgas.async_memory import AsyncKnowledgeGraph, AsyncMemory
 from memgas.client import AsyncClient, Client, _AsyncClientKnowledgeGraph, _ClientKnowledgeGraph
 from memgas.core import results
@@ -173,12 +172,6 @@ def test_the_rest_api_follows_the_declaration(openapi: dict[str, Any]) -> None:
 
 def test_the_mcp_tools_follow_the_declaration(mcp_tools: dict[str, set[str]]) -> None:
     assert mcp_differences(mcp_tools) == []
-
-
-def test_the_readmes_api_reference_is_the_declaration() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    block = readme.split("<!-- api:begin", 1)[1].split("-->", 1)[1].split("<!-- api:end -->", 1)[0]
-    assert block.strip() == reference_markdown(), "README's API table is stale: paste memgas.api.reference_markdown()"
 
 
 def _without(face: type, name: str) -> type:

@@ -1,4 +1,5 @@
-"""The ``>>>`` examples of the README and of every docstring run, so the documentation cannot drift from the code.
+"""The ``>>>`` examples of every docstring run, so the documentation cannot drift from the code (the docs site's
+examples run in ``test_docs.py``).
 
 Each file's examples run in a fresh temporary folder (they may write ``memory.db``) with a private cache folder.
 """
@@ -14,7 +15,6 @@ import pytest
 import memgas
 
 PACKAGE = Path(memgas.__file__).parent
-README = Path(__file__).resolve().parents[2] / "README.md"
 #: Every module whose source holds an example.
 WITH_EXAMPLES = sorted(
     ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
@@ -41,10 +41,3 @@ def test_docstring_examples_run(name: str) -> None:
         pytest.skip(f"{name} needs {exc.name}, which is not installed")
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0
-
-
-def test_readme_examples_run() -> None:
-    result = doctest.testfile(str(README), module_relative=False,
-                              optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.failed == 0
-    assert result.attempted >= 5

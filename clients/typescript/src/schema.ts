@@ -904,7 +904,7 @@ export interface components {
             exclude_sessions?: string[];
             /**
              * Filters
-             * @description which sessions: {field: value}, {field: {$eq|$ne|$in|$nin|$gt|$gte|$lt|$lte|$exists: ...}}, $and, $or, $not; fields session_id, timestamp, created_at, agent_id, run_id, else metadata keys (dotted paths); README, 'Scopes and filters'
+             * @description which sessions: {field: value}, {field: {$eq|$ne|$in|$nin|$gt|$gte|$lt|$lte|$exists: ...}}, $and, $or, $not; fields session_id, timestamp, created_at, agent_id, run_id, else metadata keys (dotted paths); docs, 'Scopes, filters and scores'
              */
             filters?: {
                 [key: string]: unknown;
@@ -1144,7 +1144,7 @@ export interface components {
          * MessageIn
          * @description One message of a session: memgas's own shape, an OpenAI chat message (content parts, ``tool_calls``,
          *     the ``tool`` and ``developer`` roles) or an Anthropic message (content blocks); see "The formats agents
-         *     send" in the README for what each becomes. Other keys of those formats (``tool_call_id``, ``id``) are
+         *     send" in the docs (guide "Live conversations") for what each becomes. Other keys of those formats (``tool_call_id``, ``id``) are
          *     accepted and not stored.
          */
         MessageIn: {
@@ -1359,7 +1359,7 @@ export interface components {
             exclude_sessions?: string[];
             /**
              * Filters
-             * @description which sessions: {field: value}, {field: {$eq|$ne|$in|$nin|$gt|$gte|$lt|$lte|$exists: ...}}, $and, $or, $not; fields session_id, timestamp, created_at, agent_id, run_id, else metadata keys (dotted paths); README, 'Scopes and filters'
+             * @description which sessions: {field: value}, {field: {$eq|$ne|$in|$nin|$gt|$gte|$lt|$lte|$exists: ...}}, $and, $or, $not; fields session_id, timestamp, created_at, agent_id, run_id, else metadata keys (dotted paths); docs, 'Scopes, filters and scores'
              */
             filters?: {
                 [key: string]: unknown;
@@ -1509,7 +1509,7 @@ export interface components {
             cursor?: string | null;
             /**
              * Filters
-             * @description which sessions: {field: value}, {field: {$eq|$ne|$in|$nin|$gt|$gte|$lt|$lte|$exists: ...}}, $and, $or, $not; fields session_id, timestamp, created_at, agent_id, run_id, else metadata keys (dotted paths); README, 'Scopes and filters'
+             * @description which sessions: {field: value}, {field: {$eq|$ne|$in|$nin|$gt|$gte|$lt|$lte|$exists: ...}}, $and, $or, $not; fields session_id, timestamp, created_at, agent_id, run_id, else metadata keys (dotted paths); docs, 'Scopes, filters and scores'
              */
             filters?: {
                 [key: string]: unknown;

@@ -4,7 +4,7 @@ A unit vector (L2-normalised, float32) is kept in half the bytes: 768 instead of
 float16 carries 11 significant bits, so a component of a unit vector (at most 1 in size) moves by at most 2⁻¹²
 and cosine similarities by about 1e-4. Measured against int8 codes with one float32 scale per vector (388
 bytes, components off by up to max|v| / 254): on the LongMemEval dev half, float16 changed none of the 209
-rankings, int8 changed 25 and moved official columns by up to 0.005 (BENCHMARKS.md, "Compact vectors"), so
+rankings, int8 changed 25 and moved official columns by up to 0.005 (the benchmark log, "Compact vectors"), so
 stores keep float16.
 
 Every reader sees :func:`from_half` of what was stored, and rounding what it returned gives the same halves again,

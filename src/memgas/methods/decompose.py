@@ -13,7 +13,7 @@ a question with fewer than two parts, or whose decomposition fails, keeps the me
 whole question's cosine.
 
 No rule splits such questions without a model (splitting at "and" / "or" lost on both benchmarks,
-BENCHMARKS.md "Retrieval quality v2"), so the decomposer offered is an LLM (:class:`LLMDecomposer`), one JSON call
+the benchmark log "Retrieval quality v2"), so the decomposer offered is an LLM (:class:`LLMDecomposer`), one JSON call
 per search; off by default.
 
 Use: ``method.decomposer = decompose_stage("llm:local")`` (or ``"llm:openai:<model>@<url>"``).

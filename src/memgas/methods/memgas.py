@@ -100,7 +100,7 @@ class MemGASConfig:
             ``current_ratio`` of the older one, holds at least ``current_lexical`` of its BM25 evidence (the
             question's own words, so the same specifics), and their turns nearest the question have a cosine of at
             least ``current_similarity``. Sessions move, turns keep their own scores. Off by default: it wins on
-            LongMemEval, not on LoCoMo (BENCHMARKS.md, "Newest first").
+            LongMemEval, not on LoCoMo (the benchmark log, "Newest first").
         current_window, current_ratio, current_lexical, current_similarity: see ``current_first``.
         direct_window: PageRank chooses the ``direct_window`` best sessions, and what each of them says itself
             orders them: its best seed plus its session evidence, what it scores without PageRank (``use_ppr`` off).
@@ -110,12 +110,12 @@ class MemGASConfig:
             second. 0 or 1 = off.
         lexical_reply_chars: how much of each reply BM25 reads (the vector reads 300 characters, the BM25 view the
             same by default): more makes facts said deep in long replies findable by their words (measured in
-            BENCHMARKS.md, "Long replies").
+            the benchmark log, "Long replies").
         reply_tail_weight: words of the question that no turn's BM25 view holds are looked up in the rest of each
             reply (past ``lexical_reply_chars``, an index of its own), and that BM25 score, times this weight, is
             added to the turn's: a fact said deep in a long reply is found by the words only it holds, while a
             question whose words the views hold scores exactly as without it (0 = the tails are not read; measured
-            in BENCHMARKS.md, "Long replies"). "No view holds" is over all the user's turns, in a filtered search
+            in the benchmark log, "Long replies"). "No view holds" is over all the user's turns, in a filtered search
             too (the tails keep postings only for such words).
         snapshots: keep each user's index in the store as a snapshot (:meth:`memgas.store.Store.save_snapshot`),
             so that a user this process does not hold (evicted from the index cache, or never searched here) is

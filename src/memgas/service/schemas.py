@@ -40,8 +40,8 @@ ScopeId = Annotated[str, Field(min_length=1, max_length=256, pattern=ID_PATTERN,
                                description="an optional scope of the session (ids as for users)")]
 Filters = Annotated[dict[str, Any] | None, Field(default=None, description=(
     "which sessions: {field: value}, {field: {$eq|$ne|$in|$nin|$gt|$gte|$lt|$lte|$exists: ...}}, $and, $or, $not; "
-    "fields session_id, timestamp, created_at, agent_id, run_id, else metadata keys (dotted paths); README, "
-    "'Scopes and filters'"))]
+    "fields session_id, timestamp, created_at, agent_id, run_id, else metadata keys (dotted paths); docs, "
+    "'Scopes, filters and scores'"))]
 MinSimilarity = Annotated[float | None, Field(ge=-1.0, le=1.0, description=(
     "leave out items whose cosine similarity is below this; default: the method's measured threshold"))]
 
@@ -54,7 +54,7 @@ class _Request(BaseModel):
 class MessageIn(BaseModel):
     """One message of a session: memgas's own shape, an OpenAI chat message (content parts, ``tool_calls``,
     the ``tool`` and ``developer`` roles) or an Anthropic message (content blocks); see "The formats agents
-    send" in the README for what each becomes. Other keys of those formats (``tool_call_id``, ``id``) are
+    send" in the docs (guide "Live conversations") for what each becomes. Other keys of those formats (``tool_call_id``, ``id``) are
     accepted and not stored."""
 
     model_config = ConfigDict(extra="allow", strict=True)

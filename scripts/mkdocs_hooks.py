@@ -1,0 +1,58 @@
+"""mkdocs hooks: the generated and included parts of the docs site, written into its pages as they are built.
+
+``<!-- generated: api -->`` becomes the rows of the declared API (``memgas.api.reference_markdown``),
+``<!-- generated: cli -->`` the command line's reference (``memgas.cli.reference.markdown``), so neither can drift
+from the code; ``<!-- include: FILE -->`` a file of the repository's root (BENCHMARKS.md, CHANGELOG.md), its links
+rewritten to point into the site. ``mkdocs.yml`` names this file under ``hooks``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: The root files the site shows, and the page that shows each (a link to one is a link to its page).
+PAGES_OF_ROOT_FILES = {"BENCHMARKS.md": "benchmarks/index.md", "CHANGELOG.md": "changelog.md",
+                       "README.md": "index.md", "CONTRIBUTING.md": "development.md"}
+
+_INCLUDE = re.compile(r"<!-- include: ([\w.-]+) -->")
+_LINK = re.compile(r"\]\(([^)#\s]+)(#[^)\s]*)?\)")
+
+
+def _site_link(target: str, page: str) -> str | None:
+    """The docs-relative form of a repository-relative link, seen from ``page``; ``None`` to leave it as it is."""
+    if target in PAGES_OF_ROOT_FILES:
+        into = PAGES_OF_ROOT_FILES[target]
+    elif target.startswith("docs/"):
+        into = target[len("docs/"):]
+    else:
+        return None
+    return posixpath.relpath(into, posixpath.dirname(page) or ".")
+
+
+def included(name: str, page: str) -> str:
+    """The root file ``name`` as a part of ``page``, its links made relative to the page."""
+    text = (ROOT / name).read_text(encoding="utf-8")
+
+    def relink(m: re.Match[str]) -> str:
+        link = _site_link(m.group(1), page)
+        return m.group(0) if link is None else f"]({link}{m.group(2) or ''})"
+
+    return _LINK.sub(relink, text)
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    """Replace the markers of a page with what they stand for."""
+    if "<!-- generated: api -->" in markdown:
+        from memgas.api import reference_markdown
+
+        markdown = markdown.replace("<!-- generated: api -->", reference_markdown())
+    if "<!-- generated: cli -->" in markdown:
+        from memgas.cli.reference import markdown as cli_markdown
+
+        markdown = markdown.replace("<!-- generated: cli -->", cli_markdown())
+    return _INCLUDE.sub(lambda m: included(m.group(1), page.file.src_uri), markdown)
