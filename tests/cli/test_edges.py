@@ -230,6 +230,7 @@ def test_the_store_records_its_method_and_zep_with_its_llm_down_says_so_and_fall
     assert full["method"]["pending_extractions"] >= 1  # counted in this new process too
 
 
+@pytest.mark.slow
 def test_errors_speak_the_command_lines_words(tmp_path: Path) -> None:
     """Each slip a new user met, answered in flags, not the library's parameter names."""
     db = str(tmp_path / "m.db")

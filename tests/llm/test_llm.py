@@ -302,6 +302,7 @@ def test_part_files_are_found_in_installed_packages_in_order() -> None:
             assert all(f.is_file() for f in files)
 
 
+@pytest.mark.slow
 def test_local_provider_errors_name_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import sys
 

@@ -60,6 +60,7 @@ def test_vectors_match_sentence_transformers(mpnet: MPNetEmbedder) -> None:
     assert "".join(mpnet.split_to_window("word " * 600)) == "word " * 600
 
 
+@pytest.mark.slow
 @needs_model
 def test_method_ranks_the_matching_session_first(mpnet: MPNetEmbedder, embedder, tmp_path) -> None:
     store = open_store(tmp_path / "m.sqlite")

@@ -118,6 +118,7 @@ def served_site(site: Path) -> Iterator[str]:
     server.shutdown()
 
 
+@pytest.mark.slow
 def test_the_site_requests_nothing_from_outside(site: Path, served_site: str) -> None:
     """Every page in a real Chromium: no request leaves the loopback server, no script error, and the search works
     (its index is the site's own)."""
