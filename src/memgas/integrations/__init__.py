@@ -8,7 +8,10 @@
 - :mod:`memgas.integrations.llamaindex`: ``MemgasMemoryBlock`` (a ``BaseMemoryBlock``); extra ``llamaindex``;
 - :mod:`memgas.integrations.autogen`: ``MemgasMemory`` (an ``autogen_core.memory.Memory``); extra ``autogen``;
 - :mod:`memgas.integrations.openai_agents`: ``MemgasSession`` (the Agents SDK's ``Session``) and ``memgas_tools``;
-  extra ``openai-agents``.
+  extra ``openai-agents``;
+- :mod:`memgas.integrations.pydantic_ai`: ``MemgasHistory`` (a history processor: a window, what leaves it kept, the
+  context added) and ``memgas_toolset``; extra ``pydantic-ai``;
+- :mod:`memgas.integrations.adk`: ``MemgasMemoryService`` (Google ADK's ``BaseMemoryService``); extra ``adk``.
 
 Only the facades are called: an adapter maps the framework's objects to memgas's calls and back.
 """
