@@ -70,7 +70,7 @@ class MemoryAPI(Protocol):
 
     def context(self, query: str, *, user_id: str, k: int = 5, max_tokens: int = 1000,
                 exclude_sessions: Iterable[str] = (), query_time: Timestamp = None, min_score: float | None = None,
-                filters: Mapping[str, Any] | None = None) -> str:
+                filters: Mapping[str, Any] | None = None, in_prompt: Mapping[str, int] | None = None) -> str:
         """Prompt-ready text of what matters from the past for ``query``, within ``max_tokens``."""
 
     def profile(self, *, user_id: str, exclude_sessions: Iterable[str] = (),

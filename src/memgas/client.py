@@ -313,7 +313,7 @@ class _Requests:
     @staticmethod
     def context(query: str, *, user_id: str, k: int = 5, max_tokens: int = 1000, exclude_sessions: Iterable[str] = (),
                 query_time: Timestamp = None, min_score: float | None = None,
-                filters: Mapping[str, Any] | None = None) -> _Call[str]:
+                filters: Mapping[str, Any] | None = None, in_prompt: Mapping[str, int] | None = None) -> _Call[str]:
         """Prompt-ready text of the relevant memories, within ``max_tokens`` (:meth:`Memory.context`).
 
         Raises:
@@ -321,7 +321,8 @@ class _Requests:
         """
         body = _json_body({"user_id": user_id, "query": query, "k": k, "max_tokens": max_tokens,
                            "exclude_sessions": _as_list(exclude_sessions), "query_time": _iso(query_time),
-                           "min_score": min_score, "filters": filters})
+                           "min_score": min_score, "filters": filters,
+                           "in_prompt": None if in_prompt is None else dict(in_prompt)})
         return _Call("POST", "/v1/context", lambda r: str(_json(r)["context"]), body=body)
 
     @staticmethod

@@ -584,7 +584,7 @@ class Memory:
     def context(
         self, query: str, *, user_id: str, k: int = 5, max_tokens: int = 1000, exclude_sessions: Iterable[str] = (),
         query_time: str | datetime | None = None, min_score: float | None = None,
-        filters: Mapping[str, Any] | None = None,
+        filters: Mapping[str, Any] | None = None, in_prompt: Mapping[str, int] | None = None,
     ) -> str:
         """Prompt-ready text of what matters from the past for ``query``, within ``max_tokens`` (one token per four
         characters, rounded up). Empty when nothing stored is relevant and no standing instruction applies.
@@ -600,11 +600,15 @@ class Memory:
         (``k`` does not narrow it), spread over the conversation, in time order.
 
         ``exclude_sessions``, ``query_time`` and ``filters`` are those of :meth:`search`; standing statements of
-        excluded or filtered-out sessions are left out too.
+        excluded or filtered-out sessions are left out too. ``in_prompt`` names what the prompt already holds of
+        a conversation that is memory too: ``{session_id: n}``, its latest ``n`` messages are left out and its older
+        ones may come back (a framework's short-term window over a long conversation; ``exclude_sessions`` leaves a
+        whole conversation out).
 
         Raises:
-            InvalidInputError: as :meth:`search`, ``max_tokens`` not an integer from 1 to 100,000, or
-                ``min_score`` not ``None`` or a number in [0, 1].
+            InvalidInputError: as :meth:`search`, ``max_tokens`` not an integer from 1 to 100,000,
+                ``min_score`` not ``None`` or a number in [0, 1], or ``in_prompt`` not a mapping of session ids to
+                counts from 0 to 1,000,000.
         """
         from memgas.context import ContextOptions, build_context
 
@@ -615,15 +619,27 @@ class Memory:
         if min_score is not None:
             options = replace(options, floor=_check_min_score(min_score))
         when = _asked_at(query_time)
+        held = _check_in_prompt(in_prompt)
         excluded, within = self._read_scope(user_id, exclude_sessions, filters)
         if within is not None and not within:
             return ""
         t0 = time.perf_counter()
         text = build_context(self.method, self.store, user_id, query, max_tokens=max_tokens,
-                             query_time=when, within=within, excluded=excluded, max_sessions=k,
-                             profiles=self._profiles, options=options)
+                             query_time=when, within=within, excluded=excluded, hidden=self._latest(user_id, held),
+                             max_sessions=k, profiles=self._profiles, options=options)
         self._timed("search", time.perf_counter() - t0)
         return text
+
+    def _latest(self, user_id: str, held: Mapping[str, int]) -> set[tuple[str, int]]:
+        """The ``(session_id, index)`` of each named session's latest messages (a session not stored yet: none)."""
+        hidden: set[tuple[str, int]] = set()
+        for session_id, n in held.items():
+            try:
+                count = len(self.store.get_session(user_id, session_id).messages)
+            except NotFoundError:
+                continue
+            hidden.update((session_id, i) for i in range(max(0, count - n), count))
+        return hidden
 
     def profile(self, *, user_id: str, exclude_sessions: Iterable[str] = (),
                 filters: Mapping[str, Any] | None = None) -> list[StandingStatement]:
@@ -918,6 +934,21 @@ def _require_user(store: Store, user_id: str) -> None:
 def _now() -> datetime:
     """The time of an add, for a session given none (UTC)."""
     return datetime.now(timezone.utc)
+
+
+def _check_in_prompt(value: object) -> dict[str, int]:
+    """``in_prompt`` of :meth:`Memory.context`: session ids to how many of their latest messages the prompt holds."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"in_prompt must map session ids to message counts, got {type(value).__name__}")
+    out = {}
+    for session_id, n in value.items():
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 1_000_000:
+            raise InvalidInputError(f"in_prompt[{session_id!r}] must be a count of messages from 0 to 1,000,000, "
+                                    f"got {n!r}")
+        out[check_id("session_id", session_id)] = n
+    return out
 
 
 def _check_min_score(min_score: object) -> float:

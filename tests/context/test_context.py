@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memgas import AsyncMemory, Memory
+from memgas import AsyncMemory, InvalidInputError, Memory
 from memgas.context.assemble import MEMORY_HEADERS, PROFILE_HEADER
 from memgas.embed.base import Embedder
 from memgas.kernels.text import context_tokens
@@ -178,3 +178,27 @@ def test_a_statement_is_embedded_once_when_its_session_is_read(embedder: Embedde
         assert [s.text for s in again] == [s.text for s in first] and counting.texts == 2
         profiles.vectors(again)
         assert counting.texts == 2  # read from the statements, not embedded again
+
+
+def test_in_prompt_leaves_out_a_conversations_latest_messages_and_recalls_its_older_ones(embedder: Embedder) -> None:
+    """A framework's window over a long conversation: the latest messages are in the prompt already (never recalled,
+    the question being asked least of all), the older ones are memory; ``exclude_sessions`` leaves out all of it."""
+    with Memory(embedder=embedder) as mem:
+        mem.append([{"role": "user", "content": "Always answer in metric units."},
+                    {"role": "user", "content": "My locker code is 4512."}, {"role": "assistant", "content": "Noted."}],
+                   user_id="ana", session_id="chat")
+        for i in range(4):
+            mem.append([{"role": "user", "content": f"Tell me fact {i} about tides."},
+                        {"role": "assistant", "content": "They follow the moon."}], user_id="ana", session_id="chat")
+        mem.append("What is my locker code?", user_id="ana", session_id="chat")
+        whole = mem.context("What is my locker code?", user_id="ana")
+        assert "· chat · user: What is my locker code?" in whole  # without it, the question recalls itself
+        held = mem.context("What is my locker code?", user_id="ana", in_prompt={"chat": 9})
+        assert "My locker code is 4512." in held and "What is my locker code?" not in held
+        assert "Always answer in metric units." in held  # an instruction out of the window still heads it
+        assert "Always answer" not in mem.context("What is my locker code?", user_id="ana", in_prompt={"chat": 12})
+        assert mem.context("What is my locker code?", user_id="ana", in_prompt={"chat": 12, "not-yet": 3}) == ""
+        assert mem.context("What is my locker code?", user_id="ana", exclude_sessions=["chat"]) == ""
+        for bad in ({"chat": -1}, {"chat": True}, {"bad id!": 1}, ["chat"]):
+            with pytest.raises(InvalidInputError, match="in_prompt|session_id"):
+                mem.context("x", user_id="ana", in_prompt=bad)  # type: ignore[arg-type]

@@ -5,18 +5,22 @@ conversation."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any, Sequence
 
 import pytest
 
 pytest.importorskip("llama_index.core", reason="llama-index-core is not installed (pip install 'memgas[llamaindex]')")
 
 from llama_index.core.chat_engine import SimpleChatEngine
-from llama_index.core.llms import ChatMessage, MockLLM
+from llama_index.core.llms import (ChatMessage, ChatResponse, CompletionResponse, CustomLLM, LLMMetadata,
+                                    MockLLM)
+from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.memory import Memory as LlamaMemory
 
 from memgas import AsyncMemory, Memory
 from memgas.embed.base import Embedder
 from memgas.integrations.llamaindex import MemgasMemoryBlock
+from support.scenario import QUESTION, check_not_recalled, check_recalled, check_recalled_later, check_window_lost_it, turns
 
 
 def test_put_appends_to_the_session_and_get_recalls_the_other_sessions(embedder: Embedder) -> None:
@@ -66,3 +70,51 @@ def test_what_llamaindex_flushed_from_its_window_is_recalled_from_the_blocks_own
         window = [m for m in prompt if m.role.value != "system"]
         assert all("4512" not in str(m.content) for m in window)  # LlamaIndex's own window no longer holds it
         assert any("My locker code is 4512." in str(m.content) for m in prompt)  # the block's context does
+
+
+class Scripted(CustomLLM):
+    """The test's own LlamaIndex model: answers "Noted." and keeps every prompt it is sent."""
+
+    prompts: list[str] = []
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(is_chat_model=True)
+
+    @llm_chat_callback()
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        self.prompts.append("\n".join(f"{m.role.value}: {m.content}" for m in messages))
+        return ChatResponse(message=ChatMessage(role="assistant", content="Noted."))
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self.prompts.append(prompt)
+        return CompletionResponse(text="Noted.")
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+def _conversation(mem: Memory, user: str, session: str, said: list[str]) -> Scripted:
+    block = MemgasMemoryBlock(memory=mem, user_id=user, session_id=session, max_tokens=300)
+    memory = LlamaMemory.from_defaults(session_id=session, token_limit=400, token_flush_size=100,
+                                       chat_history_token_ratio=0.5, memory_blocks=[block])
+    llm = Scripted(prompts=[])
+    engine = SimpleChatEngine.from_defaults(llm=llm, memory=memory)
+    for text in said:
+        engine.chat(text)
+    return llm
+
+
+@pytest.mark.slow
+def test_the_shared_scenario_in_a_chat_engine(embedder: Embedder) -> None:
+    with Memory(embedder=embedder) as mem:
+        first = _conversation(mem, "ana", "chat-1", turns())
+        prompt = first.prompts[-1]
+        window = "\n".join(line for line in prompt.splitlines() if not line.startswith("system:") and "<memory>" not in
+                           line and " · chat-1 · " not in line)
+        check_window_lost_it(window)
+        check_recalled(prompt)
+        check_recalled_later(_conversation(mem, "ana", "chat-2", [QUESTION]).prompts[-1])
+        check_not_recalled(_conversation(mem, "bo", "chat-3", [QUESTION]).prompts[-1])

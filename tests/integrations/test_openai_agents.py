@@ -18,6 +18,8 @@ from memgas import AsyncMemory, Memory
 from memgas.embed.base import Embedder
 from memgas.integrations.openai_agents import MemgasSession, item_message, memgas_tools
 from support.openai_stub import OpenAIStub, completion_payload
+from support.scenario import (QUESTION, check_not_recalled, check_recalled, check_recalled_later,
+                              check_window_lost_it, turns)
 
 ITEMS: list[dict[str, Any]] = [
     {"role": "user", "content": "What's the weather in Lisbon?"},
@@ -123,3 +125,57 @@ def test_a_sessions_tools_leave_its_own_conversation_out(embedder: Embedder) -> 
         own, unscoped = invoke(search), invoke(everything)
         assert "· monday ·" in own and "· tuesday ·" not in own
         assert "· tuesday ·" in unscoped  # what the tools would recall without the session's id
+
+
+class Scripted(agents.Model):
+    """The test's own model: answers "Noted.", except to the scenario's question, which it first answers with a
+    ``search_memory`` call; every input it is given is kept as text."""
+
+    def __init__(self) -> None:
+        self.inputs: list[str] = []
+
+    async def get_response(self, system_instructions: str | None, input: Any, *args: Any,
+                           **kwargs: Any) -> agents.ModelResponse:
+        from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+
+        items = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
+        self.inputs.append(json.dumps(items, default=str))
+        asked = items[-1].get("content") == QUESTION if isinstance(items[-1], dict) else False
+        if asked:
+            call = ResponseFunctionToolCall(type="function_call", call_id="call_1", name="search_memory",
+                                            arguments=json.dumps({"query": "locker code"}))
+            return agents.ModelResponse(output=[call], usage=agents.Usage(), response_id=None)
+        text = ResponseOutputText(type="output_text", text="Noted.", annotations=[])
+        message = ResponseOutputMessage(type="message", id="msg_1", role="assistant", status="completed",
+                                        content=[text])
+        return agents.ModelResponse(output=[message], usage=agents.Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("the scenario runs without streaming")
+
+
+async def _conversation(mem: Memory, user: str, session_id: str, said: list[str], window: int = 10) -> Scripted:
+    model = Scripted()
+    session = MemgasSession(session_id, mem, user_id=user, window=window)
+    agent = agents.Agent(name="assistant", instructions="Use memory.", model=model, tools=session.tools())
+    for text in said:
+        await agents.Runner.run(agent, text, session=session)
+    return model
+
+
+@pytest.mark.slow
+def test_the_shared_scenario_in_the_runner_loop(embedder: Embedder) -> None:
+    """A 40-turn conversation through ``Runner.run``: the SDK reads the session's latest 10 items, the fact of turn 2
+    comes back through ``search_memory`` from the older part of the same conversation (issue 39: the tools once left
+    the whole conversation out, the fact with it)."""
+    agents.set_tracing_disabled(True)
+    with Memory(embedder=embedder) as mem:
+        first = asyncio.run(_conversation(mem, "ana", "chat-1", turns()))
+        check_window_lost_it(first.inputs[-2])  # the question's first call: the session's window, no tool output
+        check_recalled(first.inputs[-1])  # after search_memory: its output holds the fact
+        again = asyncio.run(_conversation(mem, "ana", "chat-2", [QUESTION]))
+        check_recalled_later(again.inputs[-1])
+        other = asyncio.run(_conversation(mem, "bo", "chat-3", [QUESTION]))
+        check_not_recalled(other.inputs[-1])
+    with pytest.raises(ValueError, match="window"):
+        MemgasSession("x", mem, user_id="ana", window=0)

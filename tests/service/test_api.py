@@ -700,3 +700,16 @@ def test_a_body_without_a_json_content_type_or_not_json_says_what_to_send(server
     assert r.status_code == 422 and r.json()["error"]["message"].startswith("the request body is not valid JSON (")
     r = httpx.post(f"{server.url}/v1/search", json={"user_id": "ct"}, headers=headers)
     assert r.json()["error"]["message"] == "body.query: Field required"  # a JSON body's own errors as before
+
+
+def test_context_in_prompt_over_rest_and_the_client(server: LiveServer) -> None:
+    from memgas import Client
+
+    with Client(server.url, api_key=server.keys["admin"]) as client:
+        client.append([{"role": "user", "content": "My locker code is 4512."}, {"role": "assistant", "content": "Ok."},
+                       {"role": "user", "content": "What is my locker code?"}], user_id="window", session_id="w1")
+        held = client.context("What is my locker code?", user_id="window", in_prompt={"w1": 1})
+        assert "My locker code is 4512." in held and "What is my locker code?" not in held
+    r = call(server, "POST", "/v1/context", server.keys["admin"],
+             json={"user_id": "window", "query": "locker", "in_prompt": {"w1": -1}})
+    assert error_of(r)[0] == 422

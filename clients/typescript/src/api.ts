@@ -19,7 +19,7 @@ export interface MemoryApi {
   /** The ``k`` sessions most relevant to ``query``, best first. */
   search(query: string, options: { userId: string; k?: number; queryTime?: Timestamp; minScore?: number; excludeSessions?: string[]; filters?: Filters }): Promise<Hit[]>;
   /** Prompt-ready text of what matters from the past for ``query``, within ``max_tokens``. */
-  context(query: string, options: { userId: string; k?: number; maxTokens?: number; excludeSessions?: string[]; queryTime?: Timestamp; minScore?: number; filters?: Filters }): Promise<string>;
+  context(query: string, options: { userId: string; k?: number; maxTokens?: number; excludeSessions?: string[]; queryTime?: Timestamp; minScore?: number; filters?: Filters; inPrompt?: Record<string, number> }): Promise<string>;
   /** The user's standing instructions and preferences, oldest first. */
   profile(options: { userId: string; excludeSessions?: string[]; filters?: Filters }): Promise<StandingStatement[]>;
   /** Answer ``question`` from the user's memories with an LLM, citing the sessions used. */

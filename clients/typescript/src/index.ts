@@ -183,7 +183,8 @@ export class MemgasClient implements MemoryApi {
   async context(query: string, options: Options<"context">): Promise<string> {
     return (await this.#call<{ context: string }>("POST", "/v1/context", { body: { user_id: options.userId, query,
       k: options.k ?? 5, max_tokens: options.maxTokens ?? 1000, exclude_sessions: options.excludeSessions ?? [],
-      query_time: iso(options.queryTime), min_score: options.minScore, filters: options.filters } })).context;
+      query_time: iso(options.queryTime), min_score: options.minScore, filters: options.filters,
+      in_prompt: options.inPrompt } })).context;
   }
 
   /** The user's standing instructions and preferences, oldest first (`Memory.profile`). */

@@ -910,6 +910,13 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             /**
+             * In Prompt
+             * @description what the prompt already holds of a conversation: {session_id: n}, its latest n messages are left out, its older ones may come back
+             */
+            in_prompt?: {
+                [key: string]: number;
+            } | null;
+            /**
              * K
              * @description evidence from at most the k most relevant sessions (a question across the conversation reads them all)
              * @default 5

@@ -68,9 +68,11 @@ def _seconds(when: datetime | None) -> float:
 
 
 def _profile(profiles: Profiles, store: Store, user_id: str, query_vector: np.ndarray, budget: int,
-             options: ContextOptions, within: Collection[str] | None, excluded: Collection[str]) -> list[Excerpt]:
+             options: ContextOptions, within: Collection[str] | None, excluded: Collection[str],
+             hidden: Collection[tuple[str, int]]) -> list[Excerpt]:
     """The standing statements shown: the most relevant first, above the profile floor, within ``budget``."""
-    statements = profiles.statements(store, user_id, within=within, excluded=excluded)
+    statements = [s for s in profiles.statements(store, user_id, within=within, excluded=excluded)
+                  if (s.session_id, s.message) not in hidden]
     if not statements or budget <= 0:
         return []
     # an instruction without a condition holds for every request: first, whatever the query
@@ -115,6 +117,7 @@ def build_context(
     query_time: datetime | None = None,
     within: Collection[str] | None = None,
     excluded: Collection[str] = (),
+    hidden: Collection[tuple[str, int]] = (),
     max_sessions: int | None = None,
     profiles: Profiles | None = None,
     options: ContextOptions | None = None,
@@ -131,6 +134,7 @@ def build_context(
         query_time: when the query is asked (for time words and for the past/present reading).
         within: only these sessions (``None``: all).
         excluded: never these sessions (e.g. the conversation under way).
+        hidden: never these messages, as ``(session_id, index)`` (what the prompt already holds of a session).
         max_sessions: evidence from at most this many sessions, the best first (``None``: any).
         profiles: where standing statements come from (``None``: none shown).
         options: the thresholds and sizes (:class:`memgas.context.assemble.ContextOptions`; ``None``: the defaults).
@@ -139,13 +143,14 @@ def build_context(
     mode = context_mode(query, query_time)
     if (mode == "time" and not options.timelines) or (mode in ("now", "relevance") and not options.current_first):
         mode = "past"  # read most relevant first, nothing moved
-    excluded = set(excluded)
+    excluded, hidden = set(excluded), set(hidden)
     budget = max_tokens
     scored = method.scored(store, user_id, query, query_time=query_time, within=within)
     profile: list[Excerpt] = []
     if profiles is not None and options.profile:
         share = int(budget * options.profile_share) - count_tokens(PROFILE_HEADER) - 1
-        profile = _profile(profiles, store, user_id, method.embed_query(query), share, options, within, excluded)
+        profile = _profile(profiles, store, user_id, method.embed_query(query), share, options, within, excluded,
+                           hidden)
         if profile:
             budget -= count_tokens(PROFILE_HEADER) + 1 + sum(count_tokens(e.line(99)) + 1 for e in profile)
     budget -= count_tokens(MEMORY_HEADERS[mode]) + 1
@@ -153,7 +158,7 @@ def build_context(
     if len(scored.scores) and budget > 12:
         terms = query_terms(query)
         candidates = _candidates(scored, store, user_id, query, terms, mode, excluded, max_sessions, options,
-                                 {(e.session_id, e.message) for e in profile})
+                                 {(e.session_id, e.message) for e in profile} | set(hidden))
         memories = order_excerpts(fill(candidates, budget), mode, options.same_subject, _words_needed(terms))
     return render(profile, memories, mode)
 

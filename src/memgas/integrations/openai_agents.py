@@ -10,14 +10,19 @@ the item's own (``developer`` read as ``system``); a call is the assistant's, an
 that reached the session another way (``Memory.append``) come back as plain ``{"role", "content"}`` items.
 ``pop_item`` deletes the last message (the session with it, when it was the only one); ``clear_session`` deletes the
 session.
+
+A long conversation: ``MemgasSession(..., window=N)`` gives the SDK ``SessionSettings(limit=N)``, so the model reads
+the latest ``N`` items as they are, and its tools (:meth:`MemgasSession.tools`) recall the older items of the same
+conversation with every other one (``Memory.context``'s ``in_prompt``: the latest ``N`` messages are what the prompt
+holds). Without a window the SDK reads the whole session, and the tools leave the session out.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
-from agents import FunctionTool, function_tool
+from agents import FunctionTool, SessionSettings, function_tool
 
 from memgas.core.errors import NotFoundError
 from memgas.integrations.calls import AnyMemory, acall
@@ -74,12 +79,14 @@ class MemgasSession:
         session_id: the memgas session (and the SDK session id).
         memory: a ``Memory``, ``AsyncMemory``, ``Client`` or ``AsyncClient``.
         user_id: whose memory.
+        window: how many of the latest items the SDK reads as they are (``None``: all of them).
     """
 
-    session_settings = None  # the SDK's default settings
-
-    def __init__(self, session_id: str, memory: AnyMemory, *, user_id: str) -> None:
-        self.session_id, self.memory, self.user_id = session_id, memory, user_id
+    def __init__(self, session_id: str, memory: AnyMemory, *, user_id: str, window: int | None = None) -> None:
+        if window is not None and window < 1:
+            raise ValueError("window must be at least 1 item")
+        self.session_id, self.memory, self.user_id, self.window = session_id, memory, user_id, window
+        self.session_settings = None if window is None else SessionSettings(limit=window)
 
     async def _messages(self) -> list[dict[str, Any]]:
         try:
@@ -89,10 +96,14 @@ class MemgasSession:
         return [m.to_dict() for m in session.messages]
 
     def tools(self, *, k: int = 5, max_tokens: int = 800) -> list[FunctionTool]:
-        """:func:`memgas_tools` for an agent run with this session: its user's memory, this conversation left out
-        (what the agent already reads in its prompt never comes back as memory)."""
+        """:func:`memgas_tools` for an agent run with this session: its user's memory without what the agent already
+        reads in its prompt (the whole conversation, or with a ``window`` its latest items), which never comes back
+        as memory."""
+        if self.window is None:
+            return memgas_tools(self.memory, user_id=self.user_id, k=k, max_tokens=max_tokens,
+                                exclude_sessions=[self.session_id])
         return memgas_tools(self.memory, user_id=self.user_id, k=k, max_tokens=max_tokens,
-                            exclude_sessions=[self.session_id])
+                            in_prompt={self.session_id: self.window})
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The session's items, oldest first; with ``limit``, the latest ``limit`` of them."""
@@ -124,12 +135,15 @@ class MemgasSession:
 
 
 def memgas_tools(memory: AnyMemory, *, user_id: str, k: int = 5, max_tokens: int = 800,
-                 exclude_sessions: Iterable[str] = ()) -> list[FunctionTool]:
+                 exclude_sessions: Iterable[str] = (), in_prompt: Mapping[str, int] | None = None) -> list[FunctionTool]:
     """Function tools for an Agents SDK agent: ``search_memory`` (what from earlier conversations matters for a
     query, as dated, cited text: :meth:`Memory.context <memgas.memory.Memory.context>`) and ``add_memory`` (store a
     fact as its own session). ``memory`` as for :class:`MemgasSession`; ``exclude_sessions``: the conversations the
-    agent already has in its prompt (:meth:`MemgasSession.tools` leaves out its own), never recalled as memory."""
+    agent already has in its prompt (:meth:`MemgasSession.tools` leaves out its own), never recalled as memory;
+    ``in_prompt``: ``{session_id: n}``, conversations whose latest ``n`` messages the prompt holds (their older ones
+    are memory)."""
     excluded = list(exclude_sessions)
+    held = dict(in_prompt or {})
 
     async def search_memory(query: str) -> str:
         """Find what the user said or was told in earlier conversations.
@@ -138,7 +152,7 @@ def memgas_tools(memory: AnyMemory, *, user_id: str, k: int = 5, max_tokens: int
             query: what to look for, e.g. the user's question.
         """
         text = await acall(memory.context, query[:10_000], user_id=user_id, k=k, max_tokens=max_tokens,
-                           exclude_sessions=excluded)
+                           exclude_sessions=excluded, in_prompt=held or None)
         return text or "(no memories found)"
 
     async def add_memory(text: str) -> str:

@@ -141,6 +141,9 @@ class ContextRequest(SearchRequest):
     min_score: float | None = Field(default=None, ge=0.0, le=1.0,  # type: ignore[assignment]  # None: the floor
                                     description="leave out turns less relevant than this (default: the calibrated "
                                                 "floor)")
+    in_prompt: dict[SessionId, Annotated[int, Field(ge=0, le=1_000_000)]] | None = Field(
+        default=None, max_length=100, description="what the prompt already holds of a conversation: {session_id: n}, "
+                                                  "its latest n messages are left out, its older ones may come back")
 
 
 class StandingOut(BaseModel):

@@ -82,11 +82,11 @@ class ScopedMemory:
 
     def context(self, query: str, *, user_id: str, k: int = 5, max_tokens: int = 1000,
                 exclude_sessions: Iterable[str] = (), query_time: Timestamp = None, min_score: float | None = None,
-                filters: Mapping[str, Any] | None = None) -> str:
+                filters: Mapping[str, Any] | None = None, in_prompt: Mapping[str, int] | None = None) -> str:
         """Prompt-ready text of the relevant memories (:meth:`Memory.context`)."""
         return self.memory.context(query, user_id=self._user(user_id), k=k, max_tokens=max_tokens,
                                    exclude_sessions=exclude_sessions, query_time=query_time, min_score=min_score,
-                                   filters=filters)
+                                   filters=filters, in_prompt=in_prompt)
 
     def profile(self, *, user_id: str, exclude_sessions: Iterable[str] = (),
                 filters: Mapping[str, Any] | None = None) -> list[StandingStatement]:

@@ -27,7 +27,8 @@ _RESULTS = {"Added": "AddResult", "Appended": "AppendResult", "Edited": "Message
 #: Parameter types by name where the annotation alone does not say (a filter, a batch's sessions, messages).
 _BY_NAME = {"messages": "Message[] | string", "sessions": "SessionInput[]", "filters": "Filters",
             "metadata": "Record<string, unknown>", "exclude_sessions": "string[]", "order": '"oldest" | "newest"'}
-_BY_ANNOTATION = {"str": "string", "int": "number", "float": "number", "bool": "boolean", "Timestamp": "Timestamp"}
+_BY_ANNOTATION = {"str": "string", "int": "number", "float": "number", "bool": "boolean", "Timestamp": "Timestamp",
+                  "Mapping[str, int]": "Record<string, number>"}
 #: The result types a knowledge graph returns, named for TypeScript by the call.
 _KG_RESULTS = {"facts": "Fact[]", "history": "Fact[]", "communities": "Community[]", "retry_pending": "number"}
 

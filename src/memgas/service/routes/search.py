@@ -43,7 +43,7 @@ def context(body: ContextRequest, request: Request, mem: ScopedMemory = Depends(
     """Prompt-ready text of what matters for the query: dated, session-cited excerpts within ``max_tokens``."""
     text = mem.context(body.query, user_id=body.user_id, k=body.k, max_tokens=body.max_tokens,
                        exclude_sessions=body.exclude_sessions, query_time=body.query_time, min_score=body.min_score,
-                       filters=body.filters)
+                       filters=body.filters, in_prompt=body.in_prompt)
     request.app.state.memgas.metrics.inc("searches")
     return ContextOut(context=text)
 
