@@ -12,15 +12,21 @@ import pytest
 pytest.importorskip("llama_index.core", reason="llama-index-core is not installed (pip install 'memgas[llamaindex]')")
 
 from llama_index.core.chat_engine import SimpleChatEngine
-from llama_index.core.llms import (ChatMessage, ChatResponse, CompletionResponse, CustomLLM, LLMMetadata,
-                                    MockLLM)
+from llama_index.core.llms import ChatMessage, ChatResponse, CompletionResponse, CustomLLM, LLMMetadata, MockLLM
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.memory import Memory as LlamaMemory
 
 from memgas import AsyncMemory, Memory
 from memgas.embed.base import Embedder
 from memgas.integrations.llamaindex import MemgasMemoryBlock
-from support.scenario import QUESTION, check_not_recalled, check_recalled, check_recalled_later, check_window_lost_it, turns
+from support.scenario import (
+    QUESTION,
+    check_not_recalled,
+    check_recalled,
+    check_recalled_later,
+    check_window_lost_it,
+    turns,
+)
 
 
 def test_put_appends_to_the_session_and_get_recalls_the_other_sessions(embedder: Embedder) -> None:

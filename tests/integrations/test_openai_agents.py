@@ -18,8 +18,14 @@ from memgas import AsyncMemory, Memory
 from memgas.embed.base import Embedder
 from memgas.integrations.openai_agents import MemgasSession, item_message, memgas_tools
 from support.openai_stub import OpenAIStub, completion_payload
-from support.scenario import (QUESTION, check_not_recalled, check_recalled, check_recalled_later,
-                              check_window_lost_it, turns)
+from support.scenario import (
+    QUESTION,
+    check_not_recalled,
+    check_recalled,
+    check_recalled_later,
+    check_window_lost_it,
+    turns,
+)
 
 ITEMS: list[dict[str, Any]] = [
     {"role": "user", "content": "What's the weather in Lisbon?"},
