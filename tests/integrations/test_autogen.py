@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,14 @@ from autogen_core.models import SystemMessage, UserMessage
 from memgas import AsyncMemory, Memory
 from memgas.embed.base import Embedder
 from memgas.integrations.autogen import MemgasMemory
+from support.scenario import (
+    QUESTION,
+    check_not_recalled,
+    check_recalled,
+    check_recalled_later,
+    check_window_lost_it,
+    turns,
+)
 
 
 def test_add_query_update_context_and_clear(embedder: Embedder) -> None:
@@ -71,3 +80,39 @@ def test_the_autogen_extra_installs_what_its_example_imports() -> None:
     wanted = {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0] for r in importlib.metadata.requires("memgas") or ()
               if re.search(r"""extra\s*==\s*["']autogen["']""", r)}
     assert {"autogen-core", "autogen-agentchat", "autogen-ext"} <= wanted, wanted
+
+
+@pytest.mark.slow
+def test_the_shared_scenario_in_an_assistant_agents_loop(embedder: Embedder) -> None:
+    """40 runs of one ``AssistantAgent`` whose model context shows the latest 10 messages: the memory keeps the
+    conversation in its session and the fact of turn 2 reaches the model at turn 40 (``ReplayChatCompletionClient``,
+    its ``create`` wrapped to keep each prompt)."""
+    agents = pytest.importorskip("autogen_agentchat.agents", reason="autogen-agentchat is not installed")
+    replay = pytest.importorskip("autogen_ext.models.replay", reason="autogen-ext is not installed")
+
+    class Recorded(replay.ReplayChatCompletionClient):  # type: ignore[misc,name-defined]
+        prompts: list[tuple[str, str]]
+
+        async def create(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+            every = "\n".join(str(m.content) for m in messages)
+            window = "\n".join(str(m.content) for m in messages if not isinstance(m, SystemMessage))
+            self.prompts.append((every, window))
+            return await super().create(messages, *args, **kwargs)
+
+    async def conversation(mem: Memory, user: str, session: str, said: list[str]) -> list[tuple[str, str]]:
+        client = Recorded(["Noted."] * len(said))
+        client.prompts = []
+        agent = agents.AssistantAgent("assistant", model_client=client,
+                                      model_context=BufferedChatCompletionContext(buffer_size=10),
+                                      memory=[MemgasMemory(mem, user_id=user, session_id=session)])
+        for text in said:
+            await agent.run(task=text)
+        return client.prompts
+
+    with Memory(embedder=embedder) as mem:
+        every, window = asyncio.run(conversation(mem, "ana", "chat-1", turns()))[-1]
+        check_window_lost_it(window)
+        check_recalled(every)
+        assert [m.content for m in mem.get("chat-1", user_id="ana").messages][:2] == [turns()[0], "Noted."]
+        check_recalled_later(asyncio.run(conversation(mem, "ana", "chat-2", [QUESTION]))[-1][0])
+        check_not_recalled(asyncio.run(conversation(mem, "bo", "chat-3", [QUESTION]))[-1][0])
