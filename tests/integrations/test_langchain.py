@@ -14,14 +14,24 @@ pytest.importorskip("langchain_core", reason="langchain-core is not installed (p
 tests_base = pytest.importorskip("langchain_tests.integration_tests",
                                  reason="langchain-tests is not installed (scripts/test installs it)")
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 
 from memgas import AsyncMemory, Memory
 from memgas.embed.factory import get_embedder
 from memgas.integrations.langchain import MemgasChatMessageHistory, MemgasRetriever
+from support.scenario import (
+    QUESTION,
+    check_not_recalled,
+    check_recalled,
+    check_recalled_later,
+    check_window_lost_it,
+    turns,
+)
 
 FACTS = ["My locker code at the gym is 4512.", "I adopted a greyhound called Pixel.", "My sister lives in Bergen.",
          "I am allergic to peanuts.", "I play the cello on Sundays."]
@@ -112,3 +122,53 @@ def test_a_fact_from_one_conversation_reaches_the_models_prompt_in_the_next(embe
         answer = chain.invoke("What is my locker code?")
         assert answer.content == "Your locker code is 4512."
         assert "my locker code is 4512" in prompts[0]  # the stored fact is in what the model read
+
+
+class Recorder(BaseChatModel):
+    """The test's own chat model: answers "Noted." and keeps every prompt it is sent, as text."""
+
+    prompts: list[str] = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "recorder"
+
+    def _generate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        self.prompts.append("\n".join(f"{m.type}: {m.content}" for m in messages))
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("Noted."))])
+
+
+@pytest.mark.slow
+def test_the_shared_scenario_in_a_chain_with_message_history(embedder: Any) -> None:
+    """``RunnableWithMessageHistory`` keeps each conversation in memgas (``MemgasChatMessageHistory``); the chain
+    shows the model the latest 10 messages and what ``MemgasRetriever`` finds for the question (LangChain stores the
+    turn after the chain has run, so the question being asked is not memory yet)."""
+    from langchain_core.prompts import MessagesPlaceholder
+    from langchain_core.runnables.history import RunnableWithMessageHistory
+
+    with Memory(embedder=embedder) as mem:
+        model = Recorder(prompts=[])
+        prompt = ChatPromptTemplate.from_messages([("system", "Memories:\n{memories}"),
+                                                   MessagesPlaceholder("history"), ("human", "{question}")])
+
+        def chain_for(user: str) -> Any:
+            retriever = MemgasRetriever(memory=mem, user_id=user, k=3)
+            recall = RunnableLambda(lambda x: "\n".join(d.page_content for d in retriever.invoke(x["question"])))
+            chain = (RunnablePassthrough.assign(memories=recall, history=lambda x: x["history"][-10:])
+                     | prompt | model)
+            return RunnableWithMessageHistory(
+                chain, lambda session_id: MemgasChatMessageHistory(mem, user_id=user, session_id=session_id),
+                input_messages_key="question", history_messages_key="history")
+
+        def conversation(user: str, session: str, said: list[str]) -> str:
+            chain = chain_for(user)
+            for text in said:
+                chain.invoke({"question": text}, {"configurable": {"session_id": session}})
+            return model.prompts[-1]
+
+        last = conversation("ana", "chat-1", turns())
+        check_window_lost_it(last.split("\nhuman: ", 1)[1])  # what follows the memories: the window and the question
+        check_recalled(last)
+        assert len(mem.get("chat-1", user_id="ana").messages) == 2 * len(turns())
+        check_recalled_later(conversation("ana", "chat-2", [QUESTION]))
+        check_not_recalled(conversation("bo", "chat-3", [QUESTION]))

@@ -6,21 +6,33 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import pytest
 
 pytest.importorskip("langgraph.store.base", reason="langgraph is not installed (pip install 'memgas[langgraph]')")
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
 from langgraph.store.base import BaseStore, Item, SearchItem
 
 from memgas import AsyncMemory, Memory
 from memgas.core.errors import InvalidInputError
 from memgas.embed.base import Embedder
 from memgas.integrations.langgraph import MemgasStore, item_text
+from support.scenario import (
+    QUESTION,
+    check_not_recalled,
+    check_recalled,
+    check_recalled_later,
+    check_window_lost_it,
+    turns,
+)
 
 
 def test_put_get_search_delete_and_namespaces(tmp_path: Path, embedder: Embedder) -> None:
@@ -110,3 +122,57 @@ def test_a_fact_put_in_one_run_reaches_the_models_prompt_in_the_next(embedder: E
         app.invoke({"user": "ana", "question": "Remember: my locker code is 4512."})
         later = app.invoke({"user": "ana", "question": "What is my locker code?"})
         assert "my locker code is 4512" in later["prompt"] and later["answer"] == "Your locker code is 4512."
+
+
+class Recorder(BaseChatModel):
+    """The test's own chat model: answers "Noted." and keeps every prompt it is sent, as text."""
+
+    prompts: list[str] = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "recorder"
+
+    def _generate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        self.prompts.append("\n".join(f"{m.type}: {m.content}" for m in messages))
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("Noted."))])
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[Any], add_messages]
+
+
+@pytest.mark.slow
+def test_the_shared_scenario_in_a_compiled_graph(embedder: Embedder) -> None:
+    """A graph with a checkpointer (the thread: the short-term conversation) and the memgas store (long-term): the
+    node shows the model the thread's latest 10 messages and what the store finds for the question, then puts the
+    user's message into the store; 40 turns later the fact of turn 2 is in the prompt through the store."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    def respond(state: Chat, config: RunnableConfig, *, store: BaseStore) -> dict[str, Any]:
+        user, thread = config["configurable"]["user"], config["configurable"]["thread_id"]
+        asked = state["messages"][-1].content
+        found = store.search((user,), query=asked, limit=3)
+        memory = SystemMessage("Memories:\n" + "\n".join(item.value["text"] for item in found))
+        reply = model.invoke([memory, *state["messages"][-10:]])
+        store.put((user, thread), f"turn-{len(state['messages'])}", {"text": asked})  # after: never the question
+        return {"messages": [reply]}
+
+    model = Recorder(prompts=[])
+    graph = StateGraph(Chat)
+    graph.add_node("respond", respond)
+    graph.add_edge(START, "respond")
+    graph.add_edge("respond", END)
+
+    def conversation(app: Any, user: str, thread: str, said: list[str]) -> str:
+        for text in said:
+            app.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": thread, "user": user}})
+        return model.prompts[-1]
+
+    with Memory(embedder=embedder) as mem:
+        app = graph.compile(checkpointer=InMemorySaver(), store=MemgasStore(mem))
+        prompt = conversation(app, "ana", "chat-1", turns())
+        check_window_lost_it(prompt.split("\n", 1)[1].split("\nhuman: ", 1)[1])  # the thread's messages alone
+        check_recalled(prompt)
+        check_recalled_later(conversation(app, "ana", "chat-2", [QUESTION]))
+        check_not_recalled(conversation(app, "bo", "chat-3", [QUESTION]))
