@@ -6,7 +6,8 @@
   ``MemgasChatMessageHistory`` (a ``BaseChatMessageHistory`` over one session); extra ``langchain``;
 - :mod:`memgas.integrations.langgraph`: ``MemgasStore`` (a ``BaseStore``); extra ``langgraph``;
 - :mod:`memgas.integrations.llamaindex`: ``MemgasMemoryBlock`` (a ``BaseMemoryBlock``); extra ``llamaindex``;
-- :mod:`memgas.integrations.autogen`: ``MemgasMemory`` (an ``autogen_core.memory.Memory``); extra ``autogen``;
+- :mod:`memgas.integrations.autogen`: ``MemgasMemory`` (an ``autogen_core.memory.Memory``, optionally keeping the conversation);
+  extra ``autogen``;
 - :mod:`memgas.integrations.openai_agents`: ``MemgasSession`` (the Agents SDK's ``Session``) and ``memgas_tools``;
   extra ``openai-agents``;
 - :mod:`memgas.integrations.pydantic_ai`: ``MemgasHistory`` (a history processor: a window, what leaves it kept, the
