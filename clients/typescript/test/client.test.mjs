@@ -1,49 +1,18 @@
-// MemgasClient against a live `memgas serve` started here (on a free loopback port, a new store in a temporary
-// folder), with Node's own test runner. The Python that has memgas: scripts/python.mjs ($MEMGAS_PYTHON, else the
-// project's .venv, else python3).
+// MemgasClient against a live `memgas serve` started here (test/server.mjs), with Node's own test runner.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 
 import { AuthError, DuplicateSessionError, InvalidInputError, MemgasClient, MemgasError, NotFoundError } from "../dist/index.js";
-import { python } from "../scripts/python.mjs";
+import { startServer } from "./server.mjs";
 
-let folder, server, baseUrl, adminKey, tenantKey;
-
-const freePort = () => new Promise((resolve) => {
-  const probe = createServer().listen(0, "127.0.0.1", () => { const { port } = probe.address(); probe.close(() => resolve(port)); });
-});
-
-function key(db, scope) {
-  const out = execFileSync(python, ["-m", "memgas.cli", "keys", "create", "--db", db, "--create", "--scope", scope], { encoding: "utf8" });
-  return JSON.parse(out).key;
-}
+let served, baseUrl, adminKey, tenantKey;
 
 before(async () => {
-  folder = mkdtempSync(join(tmpdir(), "memgas-ts-"));
-  const db = join(folder, "memory.db");
-  adminKey = key(db, "admin");
-  tenantKey = key(db, "tenant:acme");
-  const port = await freePort();
-  baseUrl = `http://127.0.0.1:${port}`;
-  server = spawn(python, ["-m", "memgas.cli", "serve", "--db", db, "--port", String(port)],
-                 { stdio: "ignore", env: { ...process.env, MEMGAS_CACHE_DIR: join(folder, "cache") } });
-  const client = new MemgasClient({ baseUrl });
-  for (let i = 0; i < 600; i++) {
-    try { if ((await client.health()).status === "ok") return; } catch { /* not up yet */ }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error("memgas serve did not start");
+  served = await startServer();
+  ({ baseUrl, adminKey, tenantKey } = served);
 });
 
-after(() => {
-  server?.kill();
-  rmSync(folder, { recursive: true, force: true });
-});
+after(() => served?.stop());
 
 test("add, append, search, context, get, list, delete round-trip with typed results", async () => {
   const mem = new MemgasClient({ baseUrl, apiKey: adminKey });
