@@ -12,7 +12,9 @@
   extra ``openai-agents``;
 - :mod:`memgas.integrations.pydantic_ai`: ``MemgasHistory`` (a history processor: a window, what leaves it kept, the
   context added) and ``memgas_toolset``; extra ``pydantic-ai``;
-- :mod:`memgas.integrations.adk`: ``MemgasMemoryService`` (Google ADK's ``BaseMemoryService``); extra ``adk``.
+- :mod:`memgas.integrations.adk`: ``MemgasMemoryService`` (Google ADK's ``BaseMemoryService``); extra ``adk``;
+- :mod:`memgas.integrations.agno`: ``MemgasAgnoMemory`` (a run dependency and a post-hook of an Agno agent); extra
+  ``agno``.
 
 Only the facades are called: an adapter maps the framework's objects to memgas's calls and back.
 """
