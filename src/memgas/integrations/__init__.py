@@ -14,7 +14,9 @@
   context added) and ``memgas_toolset``; extra ``pydantic-ai``;
 - :mod:`memgas.integrations.adk`: ``MemgasMemoryService`` (Google ADK's ``BaseMemoryService``); extra ``adk``;
 - :mod:`memgas.integrations.agno`: ``MemgasAgnoMemory`` (a run dependency and a post-hook of an Agno agent); extra
-  ``agno``.
+  ``agno``;
+- :mod:`memgas.integrations.strands`: ``MemgasMemoryStore`` (a store for Strands' ``MemoryManager``); extra
+  ``strands`` (not beside ``server``: Strands pins ``mcp<2.2``).
 
 Only the facades are called: an adapter maps the framework's objects to memgas's calls and back.
 """
