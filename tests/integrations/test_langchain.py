@@ -139,6 +139,7 @@ class Recorder(BaseChatModel):
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:RunnableWithMessageHistory is deprecated")  # the issue names it; still shipped
 def test_the_shared_scenario_in_a_chain_with_message_history(embedder: Any) -> None:
     """``RunnableWithMessageHistory`` keeps each conversation in memgas (``MemgasChatMessageHistory``); the chain
     shows the model the latest 10 messages and what ``MemgasRetriever`` finds for the question (LangChain stores the
