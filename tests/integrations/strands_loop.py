@@ -1,5 +1,5 @@
 """``MemgasMemoryStore`` inside Strands Agents' own loop, run in the Strands environment (``.venv-strands``; Strands pins
-``mcp<2.2``, which memgas's service cannot share) by ``test_strands.py``: an ``Agent`` with a
+``mcp<2.2``, which memgas's service cannot share) by ``test_own_environments.py``: an ``Agent`` with a
 ``SlidingWindowConversationManager`` of 10 messages and the ``MemoryManager`` plugin over the store, the model a
 Strands ``Model`` of the test's own that records each request: the shared scenario (``tests/support/scenario.py``),
 and the docs' Strands example."""

@@ -220,9 +220,9 @@ def test_every_python_example_runs(page: str, tmp_path: Path, llm_stub: OpenAISt
            "MEMGAS_URL": docs_server.url, "MEMGAS_API_KEY": docs_server.keys["admin"]}
     if page == "guides/postgres.md":
         env["MEMGAS_DB"] = request.getfixturevalue("pg_url")
-    # Strands pins mcp<2.2, which memgas's service cannot share: its block runs in the Strands environment
-    # (tests/integrations/strands_loop.py, run by test_strands.py).
-    source = "\n".join(b for b in blocks(page, "python") if "from strands" not in b)
+    # Strands pins mcp<2.2 and CrewAI openai<3, which memgas's service and the Agents SDK cannot share: their blocks
+    # run in their own environments (tests/integrations/strands_loop.py and crewai_loop.py).
+    source = "\n".join(b for b in blocks(page, "python") if "from strands" not in b and "from crewai" not in b)
     if source:
         ran = subprocess.run([sys.executable, "-c", source], cwd=tmp_path, env=env, capture_output=True, text=True,
                              timeout=600)

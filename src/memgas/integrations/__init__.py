@@ -16,7 +16,9 @@
 - :mod:`memgas.integrations.agno`: ``MemgasAgnoMemory`` (a run dependency and a post-hook of an Agno agent); extra
   ``agno``;
 - :mod:`memgas.integrations.strands`: ``MemgasMemoryStore`` (a store for Strands' ``MemoryManager``); extra
-  ``strands`` (not beside ``server``: Strands pins ``mcp<2.2``).
+  ``strands`` (not beside ``server``: Strands pins ``mcp<2.2``);
+- :mod:`memgas.integrations.crewai`: ``MemgasCrewMemory`` (a CrewAI ``Memory``); extra ``crewai`` (not beside
+  ``openai-agents``: CrewAI pins ``openai<3``).
 
 Only the facades are called: an adapter maps the framework's objects to memgas's calls and back.
 """
