@@ -176,3 +176,31 @@ def test_the_shared_scenario_in_a_compiled_graph(embedder: Embedder) -> None:
         check_recalled(prompt)
         check_recalled_later(conversation(app, "ana", "chat-2", [QUESTION]))
         check_not_recalled(conversation(app, "bo", "chat-3", [QUESTION]))
+
+
+def test_the_index_config_names_the_fields_ranked_and_index_false_keeps_an_item_out_of_queries(
+        embedder: Embedder) -> None:
+    with Memory(embedder=embedder) as mem:
+        store = MemgasStore(mem, index={"dims": 384, "fields": ["note", "place.city"]})
+        store.put(("ana", "m"), "trip", {"note": "I flew to Bergen", "place": {"city": "Bergen"}, "id": 7})
+        store.put(("ana", "m"), "code", {"text": "My locker code is 4512."}, index=False)
+        store.put(("ana", "m"), "pet", {"title": "dog", "body": "I adopted a greyhound called Pixel."},
+                  index=["body"])
+        assert mem.get("lg/m/trip", user_id="ana").messages[0].content == "I flew to Bergen\nBergen"
+        assert mem.get("lg/m/pet", user_id="ana").messages[0].content == "I adopted a greyhound called Pixel."
+        assert [h.key for h in store.search(("ana",), query="what is my locker code?")] != ["code"]
+        assert "code" not in [h.key for h in store.search(("ana",), query="locker code 4512")]
+        assert store.get(("ana", "m"), "code").value["text"] == "My locker code is 4512."  # kept, not ranked
+        assert {h.key for h in store.search(("ana", "m"))} == {"trip", "code", "pet"}  # no query: every item
+        assert store.search(("ana",), query="which dog did I adopt?")[0].key == "pet"
+
+
+def test_an_item_stored_before_the_index_flag_is_still_ranked(embedder: Embedder) -> None:
+    with Memory(embedder=embedder) as mem:
+        store = MemgasStore(mem)
+        store.put(("ana", "m"), "code", {"text": "My locker code is 4512."})
+        old = mem.get("lg/m/code", user_id="ana")
+        meta = {"langgraph": {k: v for k, v in old.metadata["langgraph"].items() if k != "indexed"}}
+        mem.delete("lg/m/code", user_id="ana")
+        mem.add(old.messages[0].content, user_id="ana", session_id="lg/m/code", metadata=meta)
+        assert [h.key for h in store.search(("ana",), query="what is my locker code?")] == ["code"]

@@ -10,6 +10,10 @@ What maps to what:
   whole in the session's metadata, with the namespace, the key and the creation and update times;
 - ``put`` replaces the item (``None`` as the value deletes it) and returns only once memgas has committed and
   indexed it: an item is searchable as soon as ``put`` returns;
+- LangGraph's semantic-search ``index`` config: ``MemgasStore(memory, index={"fields": [...]})`` names the value
+  fields (dotted paths, ``"$"`` for the whole value) whose text memgas ranks, and ``put(..., index=[...])`` names them
+  for one item; ``put(..., index=False)`` keeps an item out of query searches (``get`` and a search without a query
+  still find it). memgas embeds with its own model, so ``dims`` and ``embed`` are not used;
 - ``search(namespace_prefix, query=...)`` ranks the user's items with memgas (``score`` is the hit's relevance,
   0-1) and keeps those under the prefix that match ``filter`` (equality on value keys); without a query, the
   items under the prefix, newest first. ``list_namespaces`` reads the namespaces of the stored items.
@@ -28,7 +32,7 @@ import asyncio
 import json
 import re
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from langgraph.store.base import BaseStore, GetOp, Item, ListNamespacesOp, Op, PutOp, Result, SearchItem, SearchOp
 
@@ -59,8 +63,22 @@ def _session_id(rest: tuple[str, ...], key: str) -> str:
     return sid
 
 
-def item_text(value: dict[str, Any]) -> str:
-    """The text memgas stores and ranks for an item's value (see the module docstring)."""
+def _at(value: Any, path: str) -> Any:
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def item_text(value: dict[str, Any], fields: Sequence[str] | None = None) -> str:
+    """The text memgas stores and ranks for an item's value (see the module docstring): the named ``fields``' texts
+    where given (``"$"``: the whole value), else ``text`` or ``content``, else every field."""
+    named = [f for f in fields or () if f != "$"]
+    if named:
+        parts = [_at(value, f) for f in named]
+        texts = [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, sort_keys=True) for v in parts
+                 if v is not None]
+        if texts:
+            return "\n".join(texts)
     for field in ("text", "content"):
         if isinstance(value.get(field), str) and value[field].strip():
             return value[field]
@@ -74,10 +92,12 @@ class MemgasStore(BaseStore):
 
     Args:
         memory: a ``Memory``, ``AsyncMemory``, ``Client`` or ``AsyncClient``.
+        index: LangGraph's index config; its ``fields`` are the value fields memgas ranks (``None``: as above).
     """
 
-    def __init__(self, memory: AnyMemory) -> None:
+    def __init__(self, memory: AnyMemory, *, index: Mapping[str, Any] | None = None) -> None:
         self.memory = memory
+        self.fields: list[str] | None = None if index is None else list(index.get("fields") or ["$"])
 
     # -- the one operation LangGraph calls ----------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -93,7 +113,7 @@ class MemgasStore(BaseStore):
         if isinstance(op, GetOp):
             return self._get(op.namespace, op.key)
         if isinstance(op, PutOp):
-            self._put(op.namespace, op.key, None if op.value is None else dict(op.value))
+            self._put(op.namespace, op.key, None if op.value is None else dict(op.value), op.index)
             return None
         if isinstance(op, SearchOp):
             return self._search(op)
@@ -131,7 +151,8 @@ class MemgasStore(BaseStore):
         stored = self._stored(user, _session_id(rest, key))
         return None if stored is None or MARK not in stored.metadata else self._item(user, stored.metadata)
 
-    def _put(self, namespace: tuple[str, ...], key: str, value: dict[str, Any] | None) -> None:
+    def _put(self, namespace: tuple[str, ...], key: str, value: dict[str, Any] | None,
+             index: Literal[False] | list[str] | None = None) -> None:
         user, rest = self._split(namespace)
         sid = _session_id(rest, key)
         stored = self._stored(user, sid)
@@ -141,8 +162,10 @@ class MemgasStore(BaseStore):
             return
         now = datetime.now(timezone.utc).isoformat()
         created = stored.metadata[MARK]["created_at"] if stored is not None and MARK in stored.metadata else now
-        meta = {MARK: {"namespace": list(rest), "key": key, "value": value, "created_at": created, "updated_at": now}}
-        call(self.memory.add, [{"role": "user", "content": item_text(value)}], user_id=user, session_id=sid,
+        meta = {MARK: {"namespace": list(rest), "key": key, "value": value, "created_at": created, "updated_at": now,
+                       "indexed": index is not False}}
+        fields = self.fields if index is None or index is False else index
+        call(self.memory.add, [{"role": "user", "content": item_text(value, fields)}], user_id=user, session_id=sid,
              metadata=meta)
 
     def _items(self, user: str) -> list[Session]:
@@ -163,7 +186,8 @@ class MemgasStore(BaseStore):
         if op.query:
             # The namespace prefix and the scalar value conditions go into memgas's filter (inside the ranking);
             # what a filter cannot say (a condition on a nested value, a key with a dot) is checked on the hits.
-            filters: dict[str, Any] = {MARK: {"$exists": True}}
+            # ``$not``: an item stored before ``indexed`` was kept has no such key, and is ranked
+            filters: dict[str, Any] = {MARK: {"$exists": True}, "$not": {f"{MARK}.indexed": False}}
             filters.update({f"{MARK}.namespace.{i}": part for i, part in enumerate(prefix)})
             rest = {}
             for k, v in (op.filter or {}).items():
