@@ -71,17 +71,6 @@ def test_an_assistant_agent_sees_a_fact_from_an_earlier_run(embedder: Embedder) 
     assert any("My locker code is 4512." in text for text in prompt)
 
 
-def test_the_autogen_extra_installs_what_its_example_imports() -> None:
-    """The README's example runs an ``AssistantAgent`` (autogen-agentchat) with a model client (autogen-ext):
-    ``memgas[autogen]`` once brought autogen-core alone."""
-    import importlib.metadata
-    import re
-
-    wanted = {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0] for r in importlib.metadata.requires("memgas") or ()
-              if re.search(r"""extra\s*==\s*["']autogen["']""", r)}
-    assert {"autogen-core", "autogen-agentchat", "autogen-ext"} <= wanted, wanted
-
-
 @pytest.mark.slow
 def test_the_shared_scenario_in_an_assistant_agents_loop(embedder: Embedder) -> None:
     """40 runs of one ``AssistantAgent`` whose model context shows the latest 10 messages: the memory keeps the
