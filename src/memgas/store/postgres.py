@@ -226,12 +226,16 @@ class PostgresStore(SQLStore, RateLimitStore):
         self._takes = 0  # rate-limit takes by this object (every 1000th forgets the buckets that refilled)
         self._pool = None
         try:
-            with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout))) as conn:
+            with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout)),
+                                 prepare_threshold=None) as conn:
                 self.schema_upgrade = self._migrate(conn)
         except psycopg.Error as exc:
             raise MemgasError(f"cannot open PostgreSQL store {_redact(url)}: {' '.join(str(exc).split())}") from exc
+        # No server-side prepared statements (psycopg prepares a query after 5 runs on a connection): behind a
+        # pooler in transaction mode (PgBouncer) the next transaction may run on another server connection, where the
+        # statement does not exist. memgas keeps no other session state: its advisory locks are transaction-scoped.
         self._pool = ConnectionPool(url, min_size=1, max_size=max_connections, timeout=timeout,
-                                    kwargs={"autocommit": True}, open=True, name="memgas")
+                                    kwargs={"autocommit": True, "prepare_threshold": None}, open=True, name="memgas")
 
     @staticmethod
     def _migrate(conn: Any) -> tuple[int, int]:
