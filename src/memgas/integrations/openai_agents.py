@@ -26,6 +26,7 @@ from agents import FunctionTool, SessionSettings, function_tool
 
 from memgas.core.errors import NotFoundError
 from memgas.integrations.calls import AnyMemory, acall
+from memgas.integrations.tools import memory_tools
 
 __all__ = ["MemgasSession", "memgas_tools", "item_message"]
 
@@ -142,26 +143,5 @@ def memgas_tools(memory: AnyMemory, *, user_id: str, k: int = 5, max_tokens: int
     agent already has in its prompt (:meth:`MemgasSession.tools` leaves out its own), never recalled as memory;
     ``in_prompt``: ``{session_id: n}``, conversations whose latest ``n`` messages the prompt holds (their older ones
     are memory)."""
-    excluded = list(exclude_sessions)
-    held = dict(in_prompt or {})
-
-    async def search_memory(query: str) -> str:
-        """Find what the user said or was told in earlier conversations.
-
-        Args:
-            query: what to look for, e.g. the user's question.
-        """
-        text = await acall(memory.context, query[:10_000], user_id=user_id, k=k, max_tokens=max_tokens,
-                           exclude_sessions=excluded, in_prompt=held or None)
-        return text or "(no memories found)"
-
-    async def add_memory(text: str) -> str:
-        """Remember a fact about the user for later conversations.
-
-        Args:
-            text: the fact, in a sentence.
-        """
-        added = await acall(memory.add, [{"role": "user", "content": text}], user_id=user_id)
-        return f"stored as session {added.session_id}"
-
-    return [function_tool(search_memory), function_tool(add_memory)]
+    return [function_tool(f) for f in memory_tools(memory, user_id=user_id, k=k, max_tokens=max_tokens,
+                                                   exclude_sessions=exclude_sessions, in_prompt=in_prompt)]

@@ -35,6 +35,7 @@ from pydantic_ai import messages as pm
 from pydantic_ai.toolsets import FunctionToolset
 
 from memgas.integrations.calls import AnyMemory, acall
+from memgas.integrations.tools import memory_tools
 
 __all__ = ["MemgasHistory", "memgas_toolset", "CONTEXT_HEADER"]
 
@@ -127,25 +128,5 @@ def memgas_toolset(memory: AnyMemory, *, user_id: str, k: int = 5, max_tokens: i
     """A toolset for a Pydantic AI agent: ``search_memory`` (what from earlier conversations matters for a query, as
     dated, cited text) and ``add_memory`` (store a fact as its own session). ``exclude_sessions``: conversations the
     agent already reads in full, never recalled as memory."""
-    excluded = list(exclude_sessions)
-
-    async def search_memory(query: str) -> str:
-        """Find what the user said or was told in earlier conversations.
-
-        Args:
-            query: what to look for, e.g. the user's question.
-        """
-        text = await acall(memory.context, query[:10_000], user_id=user_id, k=k, max_tokens=max_tokens,
-                           exclude_sessions=excluded)
-        return text or "(no memories found)"
-
-    async def add_memory(text: str) -> str:
-        """Remember a fact about the user for later conversations.
-
-        Args:
-            text: the fact, in a sentence.
-        """
-        added = await acall(memory.add, [{"role": "user", "content": text}], user_id=user_id)
-        return f"stored as session {added.session_id}"
-
-    return FunctionToolset([search_memory, add_memory])
+    return FunctionToolset(list(memory_tools(memory, user_id=user_id, k=k, max_tokens=max_tokens,
+                                             exclude_sessions=exclude_sessions)))
