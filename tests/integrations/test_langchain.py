@@ -14,16 +14,15 @@ pytest.importorskip("langchain_core", reason="langchain-core is not installed (p
 tests_base = pytest.importorskip("langchain_tests.integration_tests",
                                  reason="langchain-tests is not installed (scripts/test installs it)")
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 
 from memgas import AsyncMemory, Memory
 from memgas.embed.factory import get_embedder
 from memgas.integrations.langchain import MemgasChatMessageHistory, MemgasRetriever
+from support.recorder import Recorder
 from support.scenario import (
     QUESTION,
     check_not_recalled,
@@ -122,20 +121,6 @@ def test_a_fact_from_one_conversation_reaches_the_models_prompt_in_the_next(embe
         answer = chain.invoke("What is my locker code?")
         assert answer.content == "Your locker code is 4512."
         assert "my locker code is 4512" in prompts[0]  # the stored fact is in what the model read
-
-
-class Recorder(BaseChatModel):
-    """The test's own chat model: answers "Noted." and keeps every prompt it is sent, as text."""
-
-    prompts: list[str] = []
-
-    @property
-    def _llm_type(self) -> str:
-        return "recorder"
-
-    def _generate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
-        self.prompts.append("\n".join(f"{m.type}: {m.content}" for m in messages))
-        return ChatResult(generations=[ChatGeneration(message=AIMessage("Noted."))])
 
 
 @pytest.mark.slow

@@ -12,10 +12,8 @@ import pytest
 
 pytest.importorskip("langgraph.store.base", reason="langgraph is not installed (pip install 'memgas[langgraph]')")
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -25,6 +23,7 @@ from memgas import AsyncMemory, Memory
 from memgas.core.errors import InvalidInputError
 from memgas.embed.base import Embedder
 from memgas.integrations.langgraph import MemgasStore, item_text
+from support.recorder import Recorder
 from support.scenario import (
     QUESTION,
     check_not_recalled,
@@ -122,20 +121,6 @@ def test_a_fact_put_in_one_run_reaches_the_models_prompt_in_the_next(embedder: E
         app.invoke({"user": "ana", "question": "Remember: my locker code is 4512."})
         later = app.invoke({"user": "ana", "question": "What is my locker code?"})
         assert "my locker code is 4512" in later["prompt"] and later["answer"] == "Your locker code is 4512."
-
-
-class Recorder(BaseChatModel):
-    """The test's own chat model: answers "Noted." and keeps every prompt it is sent, as text."""
-
-    prompts: list[str] = []
-
-    @property
-    def _llm_type(self) -> str:
-        return "recorder"
-
-    def _generate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
-        self.prompts.append("\n".join(f"{m.type}: {m.content}" for m in messages))
-        return ChatResult(generations=[ChatGeneration(message=AIMessage("Noted."))])
 
 
 class Chat(TypedDict):

@@ -110,7 +110,7 @@ class MemgasMemory(Memory):
         held = None
         if self.session_id is not None:
             await self._keep(model_context)
-            held = {self.session_id: sum(_said(m.model_dump()) is not None for m in shown)}
+            held = {self.session_id: sum(_said(m) is not None for m in shown)}
         text = await acall(self.memory.context, asked[-1][:10_000], user_id=self.user_id, k=self.k,
                            max_tokens=self.max_tokens, in_prompt=held)
         if not text:
