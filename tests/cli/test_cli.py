@@ -358,8 +358,9 @@ def test_closed_stdout_exits_quietly(db: Path) -> None:
 
 def test_a_postgresql_server_lost_mid_command_is_one_line(capsys: pytest.CaptureFixture[str], pg_url: str,
                                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The server ends the command's connections (as a restart or a failover does) after the store was opened:
-    each command says so in one line with status 1, no traceback, and the add it broke stored nothing."""
+    """The server ends the command's connections (as a restart or a failover does) after the store was opened. A
+    connection lost before a transaction begins is replaced, and the command succeeds; one lost inside a transaction
+    is one line with status 1 (the server unreachable), no traceback, and the add it broke stored nothing."""
     import psycopg
 
     from memgas.store.postgres import PostgresStore
@@ -373,22 +374,34 @@ def test_a_postgresql_server_lost_mid_command_is_one_line(capsys: pytest.Capture
                                   " WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchone()[0]
         assert ended >= 1  # the command's pooled connection
 
+    begun: list[str] = []
+
+    def lost_before(self: PostgresStore, statement: str, _real: Any = PostgresStore._begin) -> Any:
+        begun.append(statement)
+        if len(begun) == 2:  # the pooled connection the first transaction used, ended between two transactions
+            lose_the_server()
+        return _real(self, statement)
+
+    def lost_inside(self: PostgresStore, statement: str, _real: Any = PostgresStore._begin) -> Any:
+        conn = _real(self, statement)
+        lose_the_server()
+        return conn
+
     work = str(_write(tmp_path / "work.json", WORK))
     for method, argv in [("add_session", ["add", work]), ("list_sessions", ["list"]),
                          ("version", ["search", "ferry"]), ("stats", ["stats"])]:
-        # a search always reads the user's version; its units it may take from the index snapshot the add wrote
-        real = getattr(PostgresStore, method)
-
-        def lost(self: PostgresStore, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
-            lose_the_server()
-            return _real(self, *args, **kwargs)
-
         with monkeypatch.context() as patch:
-            patch.setattr(PostgresStore, method, lost)
+            patch.setattr(PostgresStore, "_begin", lost_inside)
             code, out, err = _cli(capsys, *argv, "--db", pg_url, "--user", "ana")
         lines = err.splitlines()
         assert code == 1 and len(lines) == 1 and lines[0].startswith("memgas: error: "), (method, err)
-        assert "terminat" in lines[0] or "closed" in lines[0], lines[0]  # the server's reason, not a bug's
+        assert "unreachable" in lines[0] and "terminat" in lines[0], lines[0]  # the server's reason, not a bug's
+        if method != "add_session":
+            begun.clear()
+            with monkeypatch.context() as patch:
+                patch.setattr(PostgresStore, "_begin", lost_before)
+                code, out, err = _cli(capsys, *argv, "--db", pg_url, "--user", "ana")
+            assert code == 0 and "error" not in err and len(begun) >= 2, (method, err)
     code, out, _ = _cli(capsys, "list", "--db", pg_url, "--user", "ana")
     assert code == 0 and [s["session_id"] for s in json.loads(out)] == ["trip"]
 

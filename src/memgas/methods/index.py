@@ -440,7 +440,7 @@ class IndexCache(Generic[T]):
     def get(self, store: Store, user_id: str) -> T:
         """The index of ``user_id`` in ``store`` as of now, updated, loaded or rebuilt if the store changed."""
         # Store first, then this cache's locks, in every thread (a writer holding the store may call here).
-        with store.reading():
+        with store.reading(user_id):
             key = (store.version(user_id), store.generation)
             hit = self._cached(store, user_id, key)
             if hit is not None and hit[0] == key:

@@ -320,8 +320,11 @@ class Store(ABC):
         return EdgeTable(edges.src[keep], edges.dst[keep], edges.weight[keep])
 
     # -- consistency ---------------------------------------------------------------------------
-    def reading(self) -> AbstractContextManager[None]:
+    def reading(self, user_id: str | None = None) -> AbstractContextManager[None]:
         """A context in which every read of this thread sees one snapshot of the store.
+
+        ``user_id`` says whose data the block reads: a PostgreSQL store with replicas (``read_url``) may then serve
+        it from a replica that already shows every write of that user this store made (else from the primary).
 
         Reads made inside (``version``, ``load_units``, ``list_sessions``, ``get_session`` ...) run in one
         read transaction, so an index built from several reads never mixes two states of the store.

@@ -54,11 +54,15 @@ def unavailable() -> str | None:
 class TempCluster:
     """A running throwaway cluster; :meth:`url` names a database in it (superuser ``postgres``, no password).
 
+    With ``primary``, a streaming replica of that cluster (``pg_basebackup``), hot standby, which applies what it
+    receives ``apply_delay_ms`` late (``recovery_min_apply_delay``): a replica that lags, on purpose.
+
     Raises:
         MemgasError: no server binaries, root without a ``postgres`` user, or a server that does not start.
     """
 
-    def __init__(self, max_connections: int = 200) -> None:
+    def __init__(self, max_connections: int = 200, *, primary: "TempCluster | None" = None,
+                 apply_delay_ms: int = 0) -> None:
         reason = unavailable()
         if reason is not None:
             raise MemgasError(reason)
@@ -74,10 +78,15 @@ class TempCluster:
         self.data = self.dir / "data"
         self.port = free_port()
         try:
-            self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
-                      "--locale=C", "--no-sync")
+            if primary is None:
+                self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
+                          "--locale=C", "--no-sync")
+            else:
+                self._run("pg_basebackup", "-D", str(self.data), "-h", "127.0.0.1", "-p", str(primary.port),
+                          "-U", "postgres", "-R", "-X", "stream", "--no-sync")
             options = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off "
-                       f"-c synchronous_commit=off -c full_page_writes=off -c max_connections={max_connections}")
+                       f"-c synchronous_commit=off -c full_page_writes=off -c max_connections={max_connections} "
+                       f"-c recovery_min_apply_delay={apply_delay_ms}")
             self._run("pg_ctl", "-D", str(self.data), "-l", str(self.dir / "log"), "-o", options, "-w", "start")
         except BaseException:
             shutil.rmtree(self.dir, ignore_errors=True)

@@ -26,6 +26,22 @@ Concurrency: a connection pool shared by the store's threads. :meth:`PostgresSto
 is one transaction holding ``pg_advisory_xact_lock`` on each user it writes, so the writes of one user
 are serialised across every process and those of different users run in parallel.
 
+Replicas and read-your-writes: with ``read_url`` (a keyword, or a ``read_url=`` parameter of the URL, e.g. a PgBouncer
+alias of a load balancer's replica port) a read block for one user (``reading(user_id)``, every read of a user's
+data) may run on a replica. It does only when that replica's snapshot shows the user's last write this store knows of:
+the transaction id of each write this store committed for the user (recorded after ``COMMIT`` returns), or, for a
+user it has not written, the ``users.xid`` its first read of the user found on the primary. The check is
+``pg_visible_in_snapshot`` inside the replica's read transaction, so it holds through a transaction-mode pooler that
+spreads transactions over replicas. A replica that does not show it yet is asked again (2 ms, doubling to 50 ms) until
+``read_wait`` seconds (default 0.5) have passed; then, or when no replica answers, the primary serves the read. So a
+client never misses a write this store acknowledged to it. A write acknowledged by another store (another worker) is
+seen by replicas applying synchronously (``synchronous_commit = remote_apply``, as the cluster in
+:mod:`memgas.bench.hacluster` sets it); with asynchronous replicas it may be missed for as long as they lag.
+
+Connection loss (a failover, a restarted pooler): a block that cannot begin on a pooled connection checks the pool and
+tries once more on a fresh one; a block that loses its connection raises :class:`UnavailableError` (HTTP 503 in the
+service), and a write that loses it at ``COMMIT`` may or may not have committed, whole or not at all.
+
 Forgetting: PostgreSQL has no secure delete. A delete removes the rows from every query at once, but
 measured on PostgreSQL 15 (a deleted secret grepped in the data folder after ``CHECKPOINT``): the text
 stays in the table files after the delete and after a plain ``VACUUM`` (pruning frees the space without
@@ -37,11 +53,12 @@ So a delete does not vacuum (it would not help); an operator who must erase runs
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from memgas.core.errors import InvalidInputError, MemgasError
+from memgas.core.errors import InvalidInputError, MemgasError, UnavailableError
 from memgas.core.types import GRANULARITIES, Session, Unit
 from memgas.core.validate import check_id
 from memgas.store.limits import RateLimitStore
@@ -54,7 +71,7 @@ from memgas.store.sql import (
     compact_unit_vectors,
 )
 
-__all__ = ["PostgresStore", "SCHEMA_VERSION", "MIGRATIONS", "CROSS_USER_STATEMENTS"]
+__all__ = ["PostgresStore", "SCHEMA_VERSION", "MIGRATIONS", "CROSS_USER_STATEMENTS", "split_read_options"]
 
 #: Migrations, in order: ``MIGRATIONS[i]`` upgrades a database from schema version ``i`` to ``i + 1``.
 MIGRATIONS: tuple[tuple[Any, ...], ...] = (
@@ -134,6 +151,8 @@ MIGRATIONS: tuple[tuple[Any, ...], ...] = (
     (SNAPSHOTS_TABLE.format(collate=' COLLATE "C"', blob="BYTEA"), lambda conn: compact_unit_vectors(conn, "%s")),
     # 7: a unit whose text is its turns' texts joined (a turn's, a session chunk's) stores its messages' range instead.
     JOINED_MIGRATION,
+    # 8: the transaction id of each user's last write, which a replica must show before it serves the user's reads.
+    ("ALTER TABLE users ADD COLUMN xid xid8",),
 )
 
 #: One token-bucket step in one statement, on the database's clock (the same for every worker): refill the
@@ -176,6 +195,49 @@ def _redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+def split_read_options(url: str) -> tuple[str, str | None, float | None]:
+    """Take memgas's own parameters out of a PostgreSQL URL: ``(the URL libpq gets, read_url, read_wait)``.
+
+    ``read_url`` (a URL, its ``&`` and ``#`` percent-encoded) names where reads may go; ``read_wait`` is in seconds.
+
+    Raises:
+        InvalidInputError: ``read_wait`` is not a number of seconds in [0, 60].
+    """
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    ours = {k: v for k, v in pairs if k in ("read_url", "read_wait")}
+    if not ours:
+        return url, None, None
+    rest = urlunsplit(parts._replace(query=urlencode([(k, v) for k, v in pairs if k not in ours])))
+    wait = None
+    if "read_wait" in ours:
+        try:
+            wait = float(ours["read_wait"])
+        except ValueError:
+            wait = -1.0
+        if not 0.0 <= wait <= 60.0:
+            raise InvalidInputError(f"read_wait={ours['read_wait']!r}: expected seconds between 0 and 60")
+    return rest, ours.get("read_url") or None, wait
+
+
+def _unreachable(exc: Exception) -> bool:
+    """Whether a driver error means the server is gone or not the primary any more (worth a retry elsewhere), rather
+    than a problem of the statement (a deadlock and a serialisation failure are the statement's)."""
+    import psycopg
+
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        return True  # a write reached a server demoted to replica
+    return isinstance(exc, psycopg.OperationalError) and not isinstance(exc, psycopg.errors.TransactionRollback)
+
+
+def _translated(exc: Exception) -> Exception:
+    """A driver error as memgas raises it: :class:`UnavailableError` where the server is out of reach (see
+    :func:`_unreachable`), else the error itself."""
+    if _unreachable(exc):
+        return UnavailableError(f"the PostgreSQL server is unreachable: {' '.join(str(exc).split()) or type(exc).__name__}")
+    return exc
+
+
 def _no_nul(session: Session, units: Sequence[Unit]) -> None:
     """Refuse text PostgreSQL cannot store (``text`` holds no NUL character)."""
     texts = [m.content for m in session.messages] + [m.name or "" for m in session.messages]
@@ -204,27 +266,43 @@ class PostgresStore(SQLStore, RateLimitStore):
     lock, so concurrent openers do not race). Never use a store object in a child created by ``fork``.
 
     Args:
-        url: a ``postgresql://user[:password]@host[:port]/dbname[?options]`` connection URL.
-        max_connections: the pool's size; each thread inside a block holds one connection.
+        url: a ``postgresql://user[:password]@host[:port]/dbname[?options]`` connection URL; it may carry
+            ``read_url=`` and ``read_wait=`` (see :func:`split_read_options`), which the keywords override.
+        max_connections: the pool's size (each pool's, with replicas); each thread inside a block holds one connection.
         timeout: seconds to wait for a connection (and the first connect) before failing.
+        read_url: where reads of one user may go (replicas, e.g. through a load balancer); see the module docstring.
+        read_wait: seconds a read waits for a replica to show the user's last write before the primary serves it.
 
     Raises:
         MemgasError: the server cannot be reached, or psycopg is not installed (``pip install memgas[postgres]``).
         InvalidInputError: the database holds other tables than a memgas store's, or a newer schema.
     """
 
-    def __init__(self, url: str, *, max_connections: int = 16, timeout: float = 30.0) -> None:
+    #: Users whose last write a store remembers; past it the older half is forgotten (their next read learns it again
+    #: from the primary), so a worker that meets millions of users keeps a bounded map.
+    REMEMBERED_USERS = 100_000
+
+    def __init__(self, url: str, *, max_connections: int = 16, timeout: float = 30.0, read_url: str | None = None,
+                 read_wait: float | None = None) -> None:
         try:
             import psycopg
             from psycopg_pool import ConnectionPool
         except ImportError:
             raise MemgasError("the PostgreSQL store needs psycopg: pip install 'memgas[postgres]'") from None
+        url, url_read, url_wait = split_read_options(url)
+        read_url = read_url or url_read
+        wait = read_wait if read_wait is not None else url_wait
+        self._read_wait: float = 0.5 if wait is None else wait
         self._url = url
         self._state = _ThreadState()
         self._generation = 0
         self._generation_lock = threading.Lock()
         self._takes = 0  # rate-limit takes by this object (every 1000th forgets the buckets that refilled)
-        self._pool = None
+        self._pool = self._replicas = None
+        #: user -> transaction id (xid8, as an int) of the user's last write known here; see the module docstring.
+        self._last_write: dict[str, int] = {}
+        #: Where read blocks for a user ran: on a replica, on the primary after waiting for one, on the primary at once.
+        self.reads = {"replica": 0, "primary_after_wait": 0, "primary": 0}
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout)),
                                  prepare_threshold=None) as conn:
@@ -234,8 +312,14 @@ class PostgresStore(SQLStore, RateLimitStore):
         # No server-side prepared statements (psycopg prepares a query after 5 runs on a connection): behind a
         # pooler in transaction mode (PgBouncer) the next transaction may run on another server connection, where the
         # statement does not exist. memgas keeps no other session state: its advisory locks are transaction-scoped.
-        self._pool = ConnectionPool(url, min_size=1, max_size=max_connections, timeout=timeout,
-                                    kwargs={"autocommit": True, "prepare_threshold": None}, open=True, name="memgas")
+        options = {"autocommit": True, "prepare_threshold": None}
+        self._pool = ConnectionPool(url, min_size=1, max_size=max_connections, timeout=timeout, kwargs=options,
+                                    open=True, name="memgas")
+        if read_url:
+            # Opened lazily (min_size 0) and with a short wait: a replica that cannot be had sends reads to the primary.
+            self._replicas = ConnectionPool(read_url, min_size=0, max_size=max_connections,
+                                            timeout=max(self._read_wait, 0.05), kwargs=options, open=True,
+                                            name="memgas-replicas")
 
     @staticmethod
     def _migrate(conn: Any) -> tuple[int, int]:
@@ -272,14 +356,79 @@ class PostgresStore(SQLStore, RateLimitStore):
             raise MemgasError("the store is closed")
         return self._pool.getconn()
 
+    def _begin(self, statement: str) -> Any:
+        """A primary connection on which ``statement`` (a ``BEGIN``) ran. A pooled connection that a failover or a
+        restarted pooler broke fails at once: the pool is then checked and the block begins once more on a fresh one."""
+        import psycopg
+
+        for attempt in (1, 2):
+            conn = self._getconn()
+            try:
+                conn.execute(statement)
+                return conn
+            except psycopg.Error as exc:
+                self._pool.putconn(conn)  # type: ignore[union-attr]  # a broken connection is dropped, not kept
+                if attempt == 2 or not _unreachable(exc):
+                    raise _translated(exc) from exc
+                self._pool.check()  # type: ignore[union-attr]
+        raise AssertionError("unreachable")
+
     def _rolled_back(self) -> None:
         with self._generation_lock:
             self._generation += 1
 
+    def _remember(self, user_id: str, xid: int, *, learned: bool) -> None:
+        """Record the user's last write (``learned``: read on the primary, kept only if no write of ours is known)."""
+        with self._generation_lock:
+            known = self._last_write
+            if learned and user_id in known:
+                return
+            known.pop(user_id, None)  # re-inserted last: the oldest entries are the first forgotten
+            known[user_id] = xid
+            if len(known) > self.REMEMBERED_USERS:
+                for old in list(known)[: len(known) // 2]:
+                    del known[old]
+
+    def _on_replica(self, user_id: str) -> Any:
+        """A replica connection inside a read-only snapshot that shows the user's last known write, or ``None`` (the
+        user's last write is unknown here, no replica answered, or none showed it within ``read_wait``)."""
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        xid = self._last_write.get(user_id)
+        if xid is None or self._replicas is None:
+            return None
+        deadline = time.monotonic() + self._read_wait
+        delay = 0.002
+        while True:
+            try:
+                conn = self._replicas.getconn()
+            except PoolTimeout:
+                return None
+            try:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                shown = conn.execute("SELECT pg_visible_in_snapshot(%s::xid8, pg_current_snapshot())",
+                                     (str(xid),)).fetchone()
+                if shown and shown[0]:
+                    return conn
+                conn.execute("ROLLBACK")
+            except psycopg.Error:
+                self._replicas.putconn(conn)
+                self._replicas.check()
+                return None
+            self._replicas.putconn(conn)
+            if time.monotonic() + delay > deadline:
+                self.reads["primary_after_wait"] += 1
+                return None
+            time.sleep(delay)
+            delay = min(2 * delay, 0.05)
+
     @contextmanager
-    def _read(self) -> Iterator[Any]:
+    def _read(self, user_id: str | None = None) -> Iterator[Any]:
         """A connection inside one snapshot: the thread's open transaction if any (joined), else a new
-        ``REPEATABLE READ READ ONLY`` transaction ended on exit."""
+        ``REPEATABLE READ READ ONLY`` transaction ended on exit, on a replica where one may serve ``user_id``."""
+        import psycopg
+
         state = self._state
         if state.write_depth or state.read_depth:
             state.read_depth += 1
@@ -288,17 +437,29 @@ class PostgresStore(SQLStore, RateLimitStore):
             finally:
                 state.read_depth -= 1
             return
-        conn = self._getconn()
+        routed = self._replicas is not None and user_id is not None
+        conn = self._on_replica(user_id) if routed else None  # type: ignore[arg-type]
+        pool = self._replicas
+        if conn is not None:
+            self.reads["replica"] += 1
+        else:
+            conn, pool = self._begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"), self._pool
+            if routed:
+                self.reads["primary"] += 1
+                row = conn.execute("SELECT xid::text FROM users WHERE user_id = %s", (user_id,)).fetchone()
+                self._remember(user_id, int(row[0]) if row and row[0] else 0, learned=True)  # type: ignore[arg-type]
         try:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             state.conn, state.read_depth = conn, 1
             try:
                 yield conn
+            except psycopg.Error as exc:
+                raise _translated(exc) from exc
             finally:
                 state.conn, state.read_depth = None, 0
-                conn.execute("ROLLBACK")  # read only: ending it is all there is to do
+                if not conn.closed:
+                    conn.execute("ROLLBACK")  # read only: ending it is all there is to do
         finally:
-            self._pool.putconn(conn)  # type: ignore[union-attr]
+            pool.putconn(conn)  # type: ignore[union-attr]
 
     def _lock_user(self, conn: Any, user_id: str | None) -> None:
         """Take the user's advisory lock (held to the end of the transaction) unless this thread holds it."""
@@ -338,30 +499,38 @@ class PostgresStore(SQLStore, RateLimitStore):
         if state.read_depth:
             raise MemgasError("cannot write inside store.reading(): its snapshot would not see the write; "
                               "use store.writing() for a block that reads and writes")
-        conn = self._getconn()
+        import psycopg
+
+        conn = self._begin("BEGIN")
         try:
-            conn.execute("BEGIN")
             state.conn, state.write_depth, state.locked = conn, 1, [set()]
             try:
                 self._lock_user(conn, user_id)
                 yield conn
+                written = state.locked[0] if self._replicas is not None else set()
+                xid = int(conn.execute("SELECT pg_current_xact_id()::text").fetchone()[0]) if written else 0
                 conn.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 if not conn.closed:
                     conn.execute("ROLLBACK")
                 self._rolled_back()
+                if isinstance(exc, psycopg.Error):
+                    raise _translated(exc) from exc
                 raise
             finally:
                 state.conn, state.write_depth, state.locked = None, 0, []
+            for user in written:  # acknowledged: from now on a replica must show it to serve these users
+                self._remember(user, xid, learned=False)
         finally:
             self._pool.putconn(conn)  # type: ignore[union-attr]
 
     @contextmanager
-    def reading(self) -> Iterator[None]:
+    def reading(self, user_id: str | None = None) -> Iterator[None]:
         """Every read of this thread inside sees one snapshot (a ``REPEATABLE READ READ ONLY`` transaction
-        on one pooled connection). Reentrant; inside :meth:`writing` it joins the write transaction. A
+        on one pooled connection; with ``user_id`` and replicas, on a replica that shows the user's last write, as
+        the module docstring says). Reentrant; inside :meth:`writing` it joins the write transaction. A
         write started inside it (outside ``writing()``) raises :class:`MemgasError`."""
-        with self._read():
+        with self._read(user_id):
             yield
 
     @contextmanager
@@ -420,8 +589,8 @@ class PostgresStore(SQLStore, RateLimitStore):
 
     def _new_version(self, conn: Any, user_id: str) -> None:
         conn.execute(
-            "INSERT INTO users (user_id, version) VALUES (%s, nextval('version_seq'))"
-            " ON CONFLICT (user_id) DO UPDATE SET version = excluded.version",
+            "INSERT INTO users (user_id, version, xid) VALUES (%s, nextval('version_seq'), pg_current_xact_id())"
+            " ON CONFLICT (user_id) DO UPDATE SET version = excluded.version, xid = excluded.xid",
             (user_id,),
         )
 
@@ -494,7 +663,8 @@ class PostgresStore(SQLStore, RateLimitStore):
             raise InvalidInputError(f"edge endpoint {missing[0]} is not a unit of user {user_id!r}")
 
     def close(self) -> None:
-        """Close the pool (idempotent). Any later call raises :class:`MemgasError`."""
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
+        """Close the pools (idempotent). Any later call raises :class:`MemgasError`."""
+        pools, self._pool, self._replicas = (self._pool, self._replicas), None, None
+        for pool in pools:
+            if pool is not None:
+                pool.close()

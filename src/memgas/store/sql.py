@@ -267,8 +267,9 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
         return sql
 
     @abstractmethod
-    def _read(self) -> AbstractContextManager[Any]:
-        """A connection inside one read snapshot (joining this thread's open transaction, if any)."""
+    def _read(self, user_id: str | None = None) -> AbstractContextManager[Any]:
+        """A connection inside one read snapshot (joining this thread's open transaction, if any); ``user_id``: whose
+        data the reads are for (a backend with replicas may serve them from one that has that user's writes)."""
 
     @abstractmethod
     def _write(self, user_id: str | None) -> AbstractContextManager[Any]:
@@ -520,7 +521,7 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
 
     def load_snapshot(self, user_id: str, kind: str) -> tuple[int, bytes] | None:
         """The user's snapshot of ``kind`` as ``(version it is of, data)``, or ``None`` (see :meth:`save_snapshot`)."""
-        with self._read() as conn:
+        with self._read(user_id) as conn:
             row = conn.execute(self._q("SELECT version, data FROM snapshots WHERE user_id = ? AND kind = ?"),
                                (user_id, kind)).fetchone()
         return None if row is None else (int(row[0]), bytes(row[1]))
@@ -586,7 +587,7 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
     # -- reads -------------------------------------------------------------------------------
     def has_user(self, user_id: str) -> bool:
         """Whether the user has any stored session."""
-        with self._read() as conn:
+        with self._read(user_id) as conn:
             return conn.execute(self._q("SELECT 1 FROM users WHERE user_id = ?"), (user_id,)).fetchone() is not None
 
     def list_users(self) -> list[str]:
@@ -603,7 +604,7 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
     def sessions_since(self, user_id: str, version: int) -> tuple[list[SessionInfo], int]:
         """The headers of the user's sessions written (added or rewritten) after the user's ``version``, and how
         many sessions the user has now (so a caller holding the headers of ``version`` can tell a delete)."""
-        with self._read() as conn:
+        with self._read(user_id) as conn:
             count = conn.execute(self._q("SELECT count(*) FROM sessions WHERE user_id = ?"), (user_id,)).fetchone()[0]
         return self._headers("s.user_id = ? AND s.version > ?", (user_id, version), False), int(count)
 
@@ -621,14 +622,15 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
         return out
 
     def _headers(self, where: str, args: tuple[Any, ...], previews: bool) -> list[SessionInfo]:
-        """The headers of the sessions ``s`` that ``where`` selects, in :meth:`list_sessions`'s order."""
+        """The headers of the sessions ``s`` that ``where`` selects (``args[0]`` is their user), in
+        :meth:`list_sessions`'s order."""
         # The preview is the first user message (by the primary key's order), else the first message.
         preview = ("coalesce("
                    f"(SELECT substr(m.content, 1, {PREVIEW_CHARS}) FROM messages m WHERE {self._MESSAGES_OF}"
                    " AND m.role = 'user' ORDER BY m.position LIMIT 1),"
                    f" (SELECT substr(m.content, 1, {PREVIEW_CHARS}) FROM messages m WHERE {self._MESSAGES_OF}"
                    " ORDER BY m.position LIMIT 1))") if previews else "''"
-        with self._read() as conn:
+        with self._read(args[0]) as conn:
             rows = conn.execute(
                 self._q("SELECT s.session_id, s.timestamp, s.n_messages, s.n_turns, s.created_at, s.agent_id,"
                         f" s.run_id, s.metadata, {preview} FROM sessions s WHERE {where}"
@@ -648,7 +650,7 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
         Raises:
             NotFoundError: the user has no such session.
         """
-        with self._read() as conn:
+        with self._read(user_id) as conn:
             row = conn.execute(
                 self._q("SELECT pk, timestamp, metadata, agent_id, run_id FROM sessions"
                         " WHERE user_id = ? AND session_id = ?"),
@@ -702,7 +704,7 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
         kept as a message range to its messages (a search reads its hits' turns so, in one round trip)."""
         wanted = sorted({int(i) for i in ids})
         lines: dict[int, list[str]] = {}
-        with self._read() as conn:
+        with self._read(user_id) as conn:
             for start in range(0, len(wanted), 500):
                 part = wanted[start:start + 500]
                 statement = ("SELECT u.id, u.text, u.msg_start, m.role, m.content, m.name FROM units u LEFT JOIN"
@@ -741,7 +743,7 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
         """The count of the user's units with ids ``<= after_id`` and the units added after, in one
         snapshot (ids are positive and never reused: AUTOINCREMENT in SQLite, a sequence in PostgreSQL); texts
         as for :meth:`load_units`."""
-        with self._read() as conn:
+        with self._read(user_id) as conn:
             dim = self._dim(conn) or 0
             kept = 0 if after_id <= 0 else conn.execute(
                 self._q("SELECT count(*) FROM units WHERE user_id = ? AND id <= ?"), (user_id, int(after_id))
@@ -755,7 +757,7 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
 
     def session_units(self, user_id: str, session_id: str) -> UnitTable:
         """The units of one session, in id order (empty when there is no such session)."""
-        with self._read() as conn:
+        with self._read(user_id) as conn:
             dim = self._dim(conn) or 0
             rows = conn.execute(self._q(self._UNIT_COLUMNS + " WHERE u.user_id = ? AND s.session_id = ? ORDER BY u.id"),
                                 (user_id, session_id)).fetchall()
@@ -764,13 +766,13 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
 
     def unit_ids(self, user_id: str) -> np.ndarray:
         """The ids of the user's units, ascending (int64): what an index compares its rows with after a rewrite."""
-        with self._read() as conn:
+        with self._read(user_id) as conn:
             rows = conn.execute(self._q("SELECT id FROM units WHERE user_id = ? ORDER BY id"), (user_id,)).fetchall()
         return np.fromiter((r[0] for r in rows), np.int64, len(rows))
 
     def load_edges(self, user_id: str) -> EdgeTable:
         """All edges among a user's units, each undirected edge once with ``src < dst``, sorted."""
-        with self._read() as conn:
+        with self._read(user_id) as conn:
             rows = conn.execute(
                 self._q("SELECT src, dst, weight FROM edges WHERE user_id = ? ORDER BY src, dst"), (user_id,)
             ).fetchall()
@@ -780,7 +782,7 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
         """The association between the user's sessions (of ``session_id`` only, when given): ``(session a,
         session b, edges, summed weight, largest weight)`` per linked pair, ``a`` holding an edge's ``src`` unit."""
         one = "" if session_id is None else " AND (sa.session_id = ? OR sb.session_id = ?)"
-        with self._read() as conn:
+        with self._read(user_id) as conn:
             rows = conn.execute(self._q(
                 "SELECT sa.session_id, sb.session_id, count(*), sum(e.weight), max(e.weight) FROM edges e"
                 " JOIN units ua ON ua.id = e.src JOIN units ub ON ub.id = e.dst"
@@ -797,7 +799,7 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
         Read through the ``dst`` index, so the cost follows the edges written since ``after_id``, not
         the user's whole graph.
         """
-        with self._read() as conn:
+        with self._read(user_id) as conn:
             rows = conn.execute(
                 self._q(f"SELECT src, dst, weight FROM {self._EDGES_AFTER_FROM} WHERE user_id = ? AND dst > ?"
                         " ORDER BY src, dst"),
@@ -815,7 +817,7 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
 
     def version(self, user_id: str) -> int:
         """A number that changes with every write to the user's memory (0 for a user without sessions)."""
-        with self._read() as conn:
+        with self._read(user_id) as conn:
             row = conn.execute(self._q("SELECT version FROM users WHERE user_id = ?"), (user_id,)).fetchone()
         return 0 if row is None else int(row[0])
 

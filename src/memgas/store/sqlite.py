@@ -285,7 +285,7 @@ class SQLiteStore(SQLStore):
         return conn
 
     @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
+    def _read(self, user_id: str | None = None) -> Iterator[sqlite3.Connection]:
         """The connection to read from, inside one read transaction: the thread's open write or read
         transaction if there is one (joined), else a new snapshot on its reader, ended on exit."""
         state = self._state
@@ -386,8 +386,8 @@ class SQLiteStore(SQLStore):
         self._wal_dirty = bool(busy)
 
     @contextmanager
-    def reading(self) -> Iterator[None]:
-        """Every read of this thread inside sees one snapshot (one SQLite read transaction).
+    def reading(self, user_id: str | None = None) -> Iterator[None]:
+        """Every read of this thread inside sees one snapshot (one SQLite read transaction); ``user_id`` is not used.
 
         Reentrant; inside :meth:`writing` it joins the write transaction. A write started inside it
         (outside ``writing()``) raises :class:`MemgasError`. In a file the snapshot is this thread's
