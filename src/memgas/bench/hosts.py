@@ -1,0 +1,144 @@
+"""Hosts on one machine for a cluster's tests: network namespaces joined by a bridge, so that what crosses a network
+crosses one, each host with its own address, and a host that can die whole (every process in it killed at once).
+
+Where namespaces cannot be made (not root, no ``ip``, a sandbox without them), each host is an address of its own on
+loopback (``127.77.0.N``) and dies by its processes being killed; :attr:`Hosts.mode` says which.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+from typing import Mapping, Sequence
+
+__all__ = ["Hosts"]
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True, timeout=30)
+
+
+class Hosts:
+    """Named hosts with an address each; :meth:`spawn` runs a program on one, :meth:`kill` kills it whole.
+
+    Args:
+        names: the hosts' names (a few letters and digits each).
+        namespaces: try network namespaces (else loopback addresses at once).
+    """
+
+    def __init__(self, names: Sequence[str], *, namespaces: bool = True) -> None:
+        self.tag = secrets.token_hex(2)  # in every namespace and link name: two clusters never collide
+        self.names = list(names)
+        self._procs: dict[str, list[subprocess.Popen[bytes]]] = {name: [] for name in names}
+        self._made: list[str] = []
+        self.mode = "loopback addresses"
+        net = int(self.tag, 16) % 250 + 1
+        self.address = {name: f"127.77.{net}.{i + 10}" for i, name in enumerate(names)}
+        #: The address of the machine itself, as the hosts reach it.
+        self.gateway = "127.0.0.1"
+        self.network = f"127.77.{net}.0/24"
+        if namespaces:
+            reason = self._namespaces(net)
+            if reason is None:
+                self.mode = "network namespaces"
+            else:
+                self.mode = f"loopback addresses ({reason})"
+
+    def _namespaces(self, net: int) -> str | None:
+        """Make a bridge and one namespace per host on it; ``None`` when done, else why not (all undone)."""
+        if os.geteuid() != 0 or shutil.which("ip") is None:
+            return "network namespaces need root and iproute2"
+        bridge = f"mgb{self.tag}"
+        address = {name: f"10.77.{net}.{i + 10}" for i, name in enumerate(self.names)}
+        try:
+            _ip("link", "add", bridge, "type", "bridge")
+            self._made.append(bridge)
+            _ip("addr", "add", f"10.77.{net}.1/24", "dev", bridge)
+            _ip("link", "set", bridge, "up")
+            for i, name in enumerate(self.names):
+                ns, outside = self.namespace(name), f"mg{self.tag}h{i}"
+                _ip("netns", "add", ns)
+                self._made.append(ns)
+                _ip("link", "add", outside, "type", "veth", "peer", "name", "eth0", "netns", ns)
+                _ip("link", "set", outside, "master", bridge)
+                _ip("link", "set", outside, "up")
+                _ip("-n", ns, "addr", "add", f"{address[name]}/24", "dev", "eth0")
+                _ip("-n", ns, "link", "set", "eth0", "up")
+                _ip("-n", ns, "link", "set", "lo", "up")
+                _ip("-n", ns, "route", "add", "default", "via", f"10.77.{net}.1")
+        except (subprocess.SubprocessError, OSError) as exc:
+            detail = exc.stderr.strip() if isinstance(exc, subprocess.CalledProcessError) else str(exc)
+            self._unmake()
+            return f"no network namespaces here: {detail or exc}"
+        self.address, self.gateway, self.network = address, f"10.77.{net}.1", f"10.77.{net}.0/24"
+        return None
+
+    def namespace(self, name: str) -> str:
+        """The network namespace of a host (when :attr:`mode` is namespaces)."""
+        return f"mg{self.tag}-{name}"
+
+    def command(self, name: str, argv: Sequence[str], user: str | None = None) -> list[str]:
+        """``argv`` as run on host ``name`` (in its namespace), as ``user`` if given."""
+        argv = list(argv)
+        if user is not None and os.geteuid() == 0:
+            argv = ["runuser", "-u", user, "--", *argv]
+        if self.mode == "network namespaces":
+            argv = ["ip", "netns", "exec", self.namespace(name), *argv]
+        return argv
+
+    def spawn(self, name: str, argv: Sequence[str], log: Path, *, user: str | None = None,
+              env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """Start a program on a host, its output appended to ``log``."""
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(self.command(name, argv, user), stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=dict(env) if env is not None else None,
+                                    start_new_session=True)
+        self._procs[name].append(proc)
+        return proc
+
+    def run(self, name: str, argv: Sequence[str], *, user: str | None = None,
+            timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """Run a program on a host to its end."""
+        return subprocess.run(self.command(name, argv, user), capture_output=True, text=True, timeout=timeout)
+
+    def kill(self, name: str) -> None:
+        """The host dies: SIGKILL to every process on it (its namespace's, and every one started on it)."""
+        pids: set[int] = set()
+        if self.mode == "network namespaces":
+            found = subprocess.run(["ip", "netns", "pids", self.namespace(name)], capture_output=True, text=True)
+            pids |= {int(p) for p in found.stdout.split()}
+        for proc in self._procs[name]:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for proc in self._procs[name]:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        self._procs[name] = []
+
+    def _unmake(self) -> None:
+        for made in reversed(self._made):
+            if made.startswith("mgb"):
+                subprocess.run(["ip", "link", "del", made], capture_output=True)
+            else:
+                subprocess.run(["ip", "netns", "del", made], capture_output=True)
+        self._made = []
+
+    def close(self) -> None:
+        """Kill every host and remove the namespaces and the bridge (the veth pairs go with their namespaces)."""
+        for name in self.names:
+            self.kill(name)
+        self._unmake()
