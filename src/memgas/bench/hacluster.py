@@ -23,7 +23,6 @@ import json
 import os
 import pwd
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -66,7 +65,7 @@ def unavailable() -> str | None:
 def _get(url: str, timeout: float = 2.0) -> tuple[int, Any]:
     """``(status, JSON body or None)`` of a GET; status 0 when nothing answered."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as reply:  # noqa: S310  (a URL this module made)
+        with urllib.request.urlopen(url, timeout=timeout) as reply:
             return reply.status, json.loads(reply.read() or b"null")
     except urllib.error.HTTPError as exc:
         return exc.code, None
@@ -266,6 +265,8 @@ class HACluster:
             self.start_worker(worker)
         _wait("workers did not all answer", lambda: all(self.worker_up(w) for w in self.workers), 180,
               lambda: self._tail(*self.workers))
+        _wait("router did not reach every worker", lambda: self.routed() == set(self.workers), 60,
+              lambda: self._tail("haproxy"))
 
     def start_worker(self, worker: str) -> None:
         """Start (or start again) a worker host's ``memgas serve``."""
@@ -273,6 +274,17 @@ class HACluster:
                 self.address(worker), "--port", "8080", *self._worker_options]
         env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "NO_PROXY": "*"}
         self.hosts.spawn(worker, argv, self._log(worker), env=env)
+
+    def routed(self) -> set[str]:
+        """The workers the router sends requests to now (a request without a user id goes round robin)."""
+        seen = set()
+        for _ in range(4 * len(self.workers)):
+            try:
+                with urllib.request.urlopen(f"{self.url}/healthz", timeout=2) as reply:
+                    seen.add(reply.headers.get("X-Memgas-Worker", ""))
+            except OSError:
+                pass
+        return seen
 
     def worker_up(self, worker: str) -> bool:
         """Whether a worker answers ``/healthz``."""

@@ -31,8 +31,8 @@ def readyz(request: Request) -> JSONResponse:
 
 @router.get("/metrics", response_class=PlainTextResponse)
 def metrics(request: Request, who: Principal = Depends(principal)) -> PlainTextResponse:
-    """Request counts and latencies, adds, searches, answers, LLM calls and tokens, and what the search-index cache
-    holds (admin key)."""
+    """Request counts and latencies, adds, searches, answers, LLM calls and tokens, what the search-index cache
+    holds, and, on a PostgreSQL store with replicas, where its reads ran (admin key)."""
     who.require_admin()
     state = request.app.state.memgas
     extra = {}
@@ -40,6 +40,9 @@ def metrics(request: Request, who: Principal = Depends(principal)) -> PlainTextR
     if llm is not None:
         extra = {"llm_calls": llm["calls"], "llm_cached_calls": llm["cached"], "llm_failures": llm["failures"],
                  "llm_prompt_tokens": llm["prompt_tokens"], "llm_completion_tokens": llm["completion_tokens"]}
+    routed = getattr(state.memory.store, "reads", None)  # a PostgresStore's: replica, primary_after_wait, primary
+    if routed is not None:
+        extra.update({f"store_reads_{where}": n for where, n in routed.items()})
     held = state.memory.index_cache()
     gauges = {"index_cache_bytes": held["bytes"], "index_cache_users": held["users"],
               "index_builds": held["builds"], "index_snapshot_loads": held["snapshot_loads"]}
