@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 from memgas.cli.common import memgas_options
-from memgas.core.errors import InvalidInputError
+from memgas.core.errors import InvalidInputError, MemgasError
 
 __all__ = ["add_bench_parser", "cmd_bench", "context_options"]
 
@@ -35,7 +36,7 @@ def add_bench_parser(sub: Any) -> None:
     sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
     sp.add_argument("dataset", choices=("locomo", "longmemeval", "beam", "cost", "live", "kg", "store", "scale", "http",
                                         "bot", "principles", "multilingual", "filters", "adapters", "ratelimit", "users",
-                                        "longreplies"),
+                                        "longreplies", "cluster"),
                     help="a retrieval benchmark; 'beam': BEAM's long conversations (--scales), every method's "
                          "ranking and the context an agent reads (--contexts), per ability; 'cost': add/search cost on "
                          "LongMemEval-S sessions; 'live': add then "
@@ -57,7 +58,12 @@ def add_bench_parser(sub: Any) -> None:
                          "need --backend or --pg-temp); 'users': round-robin searches over --users users (default 12) of "
                          "--sessions sessions (default 100) against a warm user, at --index-cache-mb sizes (default "
                          "1024,none,1,1:rebuild); 'longreplies': facts said deep inside long assistant replies, found "
-                         "or not, by depth (the shipped sample; --method, --set for MemGAS)")
+                         "or not, by depth (the shipped sample; --method, --set for MemGAS); 'cluster': three PostgreSQL nodes under "
+                         "Patroni, a router and three workers started here (Debian's patroni, etcd-server, haproxy, "
+                         "pgbouncer; root for network namespaces): --users users (default 1000) of --sessions sessions "
+                         "(default 10) searched round robin through the router, writes/s and searches/s with 3, 2 and 1 "
+                         "workers at --clients clients (default 8), replica lag, bytes per session, and --drills failovers "
+                         "(default 5)")
     sp.add_argument("--sessions", type=int, default=None,
                     help="cost, live: sessions to add to one user (default 500; live: the last checkpoint); "
                          "store: sessions each client adds (default 10); scale: sessions per user (default 20); "
@@ -76,6 +82,8 @@ def add_bench_parser(sub: Any) -> None:
     sp.add_argument("--http-workers", type=_ks, default=None, metavar="N[,N...]",
                     help="users: also search over HTTP, a `memgas serve --workers N` for each N (default: in-process only)")
     sp.add_argument("--users", type=_ks, default=None, help="scale: user counts to measure at (default 100,1000,10000)")
+    sp.add_argument("--drills", type=int, default=5,
+                    help="cluster: times the primary's host is killed under load (default 5; then once its PostgreSQL)")
     sp.add_argument("--checkpoints", type=_ks, default=None,
                     help="live: stored-session counts to report at (default 50,500,2000,5000)")
     sp.add_argument("--window", type=int, default=50,
@@ -252,6 +260,40 @@ def _cmd_users(args: argparse.Namespace) -> int:
     command = command_line("memgas bench users")
     text = f"Command: `{command}`\n\nStore: {label}; {os.cpu_count()} CPU cores. {users_markdown(result)}"
     _write_results(out, "users", command, text, {"store": label, **result})
+    print(text)
+    return 0
+
+
+def _cmd_cluster(args: argparse.Namespace) -> int:
+    """``bench cluster``: a cluster started here from Debian's packages (:mod:`memgas.bench.hacluster`)."""
+    from memgas.bench.cluster import cluster_markdown, run_cluster
+    from memgas.bench.hacluster import unavailable
+    from memgas.bench.report import command_line
+    from memgas.core.paths import default_cache_path
+    from memgas.embed.cache import EmbeddingCache
+    from memgas.embed.factory import get_embedder
+
+    reason = unavailable()
+    if reason:
+        raise MemgasError(reason)
+    try:
+        cache_mb = float(args.index_cache_mb or 100)
+    except ValueError:
+        raise InvalidInputError(f"--index-cache-mb: expected one size in MiB, got {args.index_cache_mb!r}") from None
+    if args.drills < 0:
+        raise InvalidInputError(f"--drills must be >= 0, got {args.drills}")
+    data = _longmemeval_data(args)
+    out = args.out or Path("bench-out") / "cluster"
+    out.mkdir(parents=True, exist_ok=True)
+    embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
+    result = run_cluster(data, embedder, users=(args.users or [1000])[0],
+                         sessions=10 if args.sessions is None else args.sessions, cache_mb=cache_mb,
+                         clients=(args.clients or [8])[0], drills=args.drills,
+                         progress=lambda line: None if args.no_progress else print(f"bench cluster: {line}",
+                                                                                    file=sys.stderr, flush=True))
+    command = command_line("memgas bench cluster")
+    text = f"Command: `{command}`\n\n{os.cpu_count()} CPU cores. {cluster_markdown(result)}"
+    _write_results(out, "cluster", command, text, result)
     print(text)
     return 0
 
@@ -608,6 +650,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _cmd_ratelimit(args)
     if args.dataset == "users":
         return _cmd_users(args)
+    if args.dataset == "cluster":
+        return _cmd_cluster(args)
     if args.dataset in ("store", "scale"):
         return _cmd_store(args)
     if args.dataset == "http":
