@@ -1,8 +1,8 @@
 """mkdocs hooks: the generated and included parts of the docs site, written into its pages as they are built.
 
 ``<!-- generated: api -->`` becomes the rows of the declared API (``memgas.api.reference_markdown``),
-``<!-- generated: cli -->`` the command line's reference (``memgas.cli.reference.markdown``), so neither can drift
-from the code; ``<!-- include: FILE -->`` a file of the repository's root (BENCHMARKS.md, CHANGELOG.md), its links
+``<!-- generated: cli -->`` the command line's reference (``memgas.cli.reference.markdown``), ``<!-- generated:
+deploy -->`` the cluster's configuration files (``memgas.deploy.files_markdown``), so none can drift from the code; ``<!-- include: FILE -->`` a file of the repository's root (BENCHMARKS.md, CHANGELOG.md), its links
 rewritten to point into the site. ``mkdocs.yml`` names this file under ``hooks``.
 """
 
@@ -55,4 +55,8 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         from memgas.cli.reference import markdown as cli_markdown
 
         markdown = markdown.replace("<!-- generated: cli -->", cli_markdown())
+    if "<!-- generated: deploy -->" in markdown:
+        from memgas.deploy import files_markdown
+
+        markdown = markdown.replace("<!-- generated: deploy -->", files_markdown())
     return _INCLUDE.sub(lambda m: included(m.group(1), page.file.src_uri), markdown)

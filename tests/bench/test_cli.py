@@ -506,3 +506,16 @@ def test_llm_units_write_a_retrieval_runs_summaries_and_keywords_into_stores_of_
         assert json.loads((tmp_path / "out" / "results.json").read_text())["config"]["llm_units"]["written"] == 0
     assert main(argv[:-3]) == 0  # extractive units: stores of another key, beside these
     assert len({d.name for d in (stores / "longmemeval").iterdir()} - {key}) == 1
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--drills", "-1"], "--drills must be >= 0"),
+    (["--seconds", "0"], "--seconds must be > 0"),
+    (["--index-cache-mb", "lots"], "--index-cache-mb: expected one size"),
+])
+def test_cluster_bench_refuses_bad_options_in_one_line(tmp_path: Path, capsys, argv: list[str], says: str) -> None:
+    """Before any cluster starts: nothing is made (no output folder)."""
+    out = tmp_path / "cluster"
+    assert main(["bench", "cluster", "--data", str(lme_file(tmp_path)), "--out", str(out), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0] and not out.exists()

@@ -84,6 +84,8 @@ def add_bench_parser(sub: Any) -> None:
     sp.add_argument("--users", type=_ks, default=None, help="scale: user counts to measure at (default 100,1000,10000)")
     sp.add_argument("--drills", type=int, default=5,
                     help="cluster: times the primary's host is killed under load (default 5; then once its PostgreSQL)")
+    sp.add_argument("--seconds", type=float, default=8.0,
+                    help="cluster: how long each load phase (appends, then searches) runs (default 8)")
     sp.add_argument("--checkpoints", type=_ks, default=None,
                     help="live: stored-session counts to report at (default 50,500,2000,5000)")
     sp.add_argument("--window", type=int, default=50,
@@ -273,22 +275,24 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     from memgas.embed.cache import EmbeddingCache
     from memgas.embed.factory import get_embedder
 
-    reason = unavailable()
-    if reason:
-        raise MemgasError(reason)
     try:
         cache_mb = float(args.index_cache_mb or 100)
     except ValueError:
         raise InvalidInputError(f"--index-cache-mb: expected one size in MiB, got {args.index_cache_mb!r}") from None
     if args.drills < 0:
         raise InvalidInputError(f"--drills must be >= 0, got {args.drills}")
+    if not args.seconds > 0:
+        raise InvalidInputError(f"--seconds must be > 0, got {args.seconds:g}")
     data = _longmemeval_data(args)
+    reason = unavailable()
+    if reason:
+        raise MemgasError(reason)
     out = args.out or Path("bench-out") / "cluster"
     out.mkdir(parents=True, exist_ok=True)
     embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
     result = run_cluster(data, embedder, users=(args.users or [1000])[0],
                          sessions=10 if args.sessions is None else args.sessions, cache_mb=cache_mb,
-                         clients=(args.clients or [8])[0], drills=args.drills,
+                         clients=(args.clients or [8])[0], drills=args.drills, load_s=args.seconds,
                          progress=lambda line: None if args.no_progress else print(f"bench cluster: {line}",
                                                                                     file=sys.stderr, flush=True))
     command = command_line("memgas bench cluster")

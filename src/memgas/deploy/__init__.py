@@ -13,7 +13,7 @@ from __future__ import annotations
 from importlib.resources import files
 from string import Template
 
-__all__ = ["render", "FILES"]
+__all__ = ["render", "FILES", "files_markdown"]
 
 #: The templates, by name.
 FILES = ("patroni.yml", "etcd.env", "haproxy.cfg", "pgbouncer.ini", "systemd/memgas.service")
@@ -27,3 +27,13 @@ def render(template: str, /, **values: object) -> str:
     """
     text = files(__name__).joinpath(template).read_text(encoding="utf-8")
     return Template(text).substitute({k: str(v) for k, v in values.items()})
+
+
+def files_markdown() -> str:
+    """Every template as a Markdown section with its text in a code block (the deployment guide shows them)."""
+    out = []
+    for name in FILES:
+        text = files(__name__).joinpath(name).read_text(encoding="utf-8")
+        kind = {"yml": "yaml", "ini": "ini", "service": "ini"}.get(name.rsplit(".", 1)[-1], "text")
+        out.append(f"### `{name}`\n\n```{kind}\n{text.rstrip()}\n```\n")
+    return "\n".join(out)
