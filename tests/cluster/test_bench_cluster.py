@@ -36,6 +36,6 @@ def test_the_cluster_bench_measures_every_part_and_loses_nothing(tmp_path: Path,
         sum(sizes[t] for t in ("messages", "units", "edges", "sessions", "snapshots", "users")))
     host, postgres = result["drills"]
     assert host["promoted"] != host["killed"] and postgres["acknowledged"] > 0
-    assert result["failover"]["lost"] == 0 and result["failover"]["acknowledged"] == host["acknowledged"] + \
+    assert result["failover"]["lost"] == 0 and result["failover"]["stale"] == 0 and result["failover"]["acknowledged"] == host["acknowledged"] + \
         postgres["acknowledged"]
     assert "| 1 (host) |" in printed and "| 2 (PostgreSQL) |" in printed and "writes/s" in printed

@@ -51,6 +51,8 @@ def test_the_cluster_is_three_nodes_with_two_synchronous_replicas(cluster: HAClu
         settings = dict(conn.execute("SELECT name, setting FROM pg_settings WHERE name IN"
                                      " ('synchronous_commit', 'synchronous_standby_names')").fetchall())
     assert settings["synchronous_commit"] == "remote_apply" and settings["synchronous_standby_names"].startswith("2")
+    config = httpx.get(f"http://{cluster.address(cluster.NODES[0])}:8008/config", timeout=10).json()
+    assert config["synchronous_mode"] and config["synchronous_mode_strict"]
 
 
 def test_each_user_stays_on_one_worker_until_it_is_lost(cluster: HACluster) -> None:
@@ -107,7 +109,7 @@ def test_the_primary_host_killed_under_load_loses_no_acknowledged_write(cluster:
     primary, started again, rejoins as a synchronous replica."""
     drill = run_drill(cluster, kill="host", tag="host")
     assert drill.promoted != drill.killed
-    assert drill.lost == [] and drill.duplicated == [] and drill.out_of_order == 0
+    assert drill.lost == [] and drill.stale == [] and drill.duplicated == [] and drill.out_of_order == 0
     assert drill.acknowledged > 0 and drill.searches > 0
     assert drill.downtime_s < 60, drill.row()
     cluster.restart_node(drill.killed)
@@ -120,6 +122,6 @@ def test_the_primary_postgresql_killed_under_load_loses_no_acknowledged_write(cl
     """kill -9 of the primary's PostgreSQL alone: Patroni, alive on that node, restarts it (crash recovery) faster
     than a failover would take; nothing acknowledged is lost either way."""
     drill = run_drill(cluster, kill="postgres", tag="pg")
-    assert drill.lost == [] and drill.duplicated == [] and drill.out_of_order == 0
+    assert drill.lost == [] and drill.stale == [] and drill.duplicated == [] and drill.out_of_order == 0
     assert drill.acknowledged > 0
     cluster.wait_replicas(2)

@@ -176,13 +176,12 @@ def run_cluster(data: Path, embedder: Any, *, users: int = 1000, sessions: int =
             out["load"][k] = _load(cluster, clients, load_s, f"l{k}")
             if k > 1:
                 cluster.kill_host(f"w{k}")
-                deadline = time.monotonic() + 30
-                while cluster.routed() != {f"w{i + 1}" for i in range(k - 1)} and time.monotonic() < deadline:
-                    time.sleep(0.5)
+                cluster.wait_routed({f"w{i + 1}" for i in range(k - 1)})
         progress("round robin, 1 worker")
         out["round_robin"][1] = _round_robin(cluster, query, ids, rounds, probes)
         for worker in ("w2", "w3"):
             cluster.start_worker(worker)
+        cluster.wait_routed()
         out["drills"] = []
         for d in range(drills + 1):
             kill = "host" if d < drills else "postgres"
@@ -196,6 +195,7 @@ def run_cluster(data: Path, embedder: Any, *, users: int = 1000, sessions: int =
     out["failover"] = {"downtime_median_s": statistics.median(r["downtime_s"] for r in hosts) if hosts else None,
                        "promoted_median_s": statistics.median(r["promoted_after_s"] for r in hosts) if hosts else None,
                        "lost": sum(r["lost"] for r in out["drills"]),
+                       "stale": sum(r["stale"] for r in out["drills"]),
                        "acknowledged": sum(r["acknowledged"] for r in out["drills"])}
     return out
 
@@ -225,13 +225,13 @@ def cluster_markdown(r: dict[str, Any]) -> str:
     f = r["failover"]
     lines += ["", "Failover drills (writers append, searchers search, the primary killed under them):", "",
               "| drill | killed | promoted | promoted after (s) | longest time without a write (s) | acknowledged | "
-              "failed | lost | doubled |", "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+              "failed | lost | read stale | doubled |", "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for i, d in enumerate(r["drills"]):
         what = "host" if i < len(r["drills"]) - 1 else "PostgreSQL"
         lines.append(f"| {i + 1} ({what}) | {d['killed']} | {d['promoted']} | {d['promoted_after_s']:.1f} | "
-                     f"{d['downtime_s']:.1f} | {d['acknowledged']} | {d['failed']} | {d['lost']} | {d['duplicated']} |")
+                     f"{d['downtime_s']:.1f} | {d['acknowledged']} | {d['failed']} | {d['lost']} | {d['stale']} | {d['duplicated']} |")
     if f["downtime_median_s"] is not None:
         lines += ["", f"Host killed: median {f['downtime_median_s']:.1f} s without a write, a replica promoted after "
                       f"{f['promoted_median_s']:.1f} s (median); acknowledged writes lost in all drills: "
-                      f"**{f['lost']}** of {f['acknowledged']}."]
+                      f"**{f['lost']}** of {f['acknowledged']}; missing from a read but in the database: {f['stale']}."]
     return "\n".join(lines) + "\n"

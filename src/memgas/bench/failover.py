@@ -29,7 +29,8 @@ class Drill:
     promoted: str = ""
     acknowledged: int = 0
     failed: int = 0
-    lost: list[str] = field(default_factory=list)  # acknowledged writes missing afterwards
+    lost: list[str] = field(default_factory=list)  # acknowledged writes the primary's database lacks afterwards
+    stale: list[str] = field(default_factory=list)  # acknowledged writes the primary has, missing from a read after
     duplicated: list[str] = field(default_factory=list)
     out_of_order: int = 0  # sessions whose acknowledged messages are not in the order they were written
     searches: int = 0
@@ -119,14 +120,22 @@ def run_drill(cluster: HACluster, *, kill: str = "host", writers: int = 4, searc
 
 
 def _check(cluster: HACluster, drill: Drill, acked: dict[str, list[str]], sent: dict[str, list[str]]) -> None:
-    """Read every session back through the router: acknowledged messages all there, in order, nothing twice."""
+    """Read every session back through the router: acknowledged messages all there, in order, nothing twice. One
+    missing from that read is looked up on the primary itself: *lost* if it lacks it too, else a *stale* read."""
+    import psycopg
+
     from memgas.client import Client
 
-    with Client(cluster.url, cluster.key, timeout=30, retries=5) as client:
+    with Client(cluster.url, cluster.key, timeout=30, retries=5) as client, \
+            psycopg.connect(cluster.node_url(cluster.primary() or ""), autocommit=True) as primary:
         for user, texts in acked.items():
             stored = [m.content for m in client.get("log", user_id=user).messages] if sent[user] else []
             present = set(stored)
-            drill.lost += [t for t in texts if t not in present]
+            for text in texts:
+                if text not in present:
+                    found = primary.execute("SELECT count(*) FROM messages WHERE user_id = %s AND content = %s",
+                                            (user, text)).fetchone()
+                    (drill.stale if found and found[0] else drill.lost).append(text)
             drill.duplicated += sorted({t for t in stored if stored.count(t) > 1})
             order = [t for t in stored if t in set(texts)]
             drill.out_of_order += order != [t for t in texts if t in present]

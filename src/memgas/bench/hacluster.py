@@ -263,10 +263,7 @@ class HACluster:
             self.key, _ = create_key(part(store, KeyStore), "admin", name="cluster")
         for worker in self.workers:
             self.start_worker(worker)
-        _wait("workers did not all answer", lambda: all(self.worker_up(w) for w in self.workers), 180,
-              lambda: self._tail(*self.workers))
-        _wait("router did not reach every worker", lambda: self.routed() == set(self.workers), 60,
-              lambda: self._tail("haproxy"))
+        self.wait_routed()
 
     def start_worker(self, worker: str) -> None:
         """Start (or start again) a worker host's ``memgas serve``."""
@@ -274,6 +271,12 @@ class HACluster:
                 self.address(worker), "--port", "8080", *self._worker_options]
         env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "NO_PROXY": "*"}
         self.hosts.spawn(worker, argv, self._log(worker), env=env)
+
+    def wait_routed(self, workers: set[str] | None = None, timeout: float = 180.0) -> None:
+        """Wait until the router sends requests to exactly ``workers`` (default: all), each answering."""
+        want = set(self.workers) if workers is None else workers
+        _wait("workers were not all routed", lambda: all(self.worker_up(w) for w in want) and self.routed() == want,
+              timeout, lambda: self._tail("haproxy", *want))
 
     def routed(self) -> set[str]:
         """The workers the router sends requests to now (a request without a user id goes round robin)."""

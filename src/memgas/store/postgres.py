@@ -35,8 +35,9 @@ user it has not written, the ``users.xid`` its first read of the user found on t
 spreads transactions over replicas. A replica that does not show it yet is asked again (2 ms, doubling to 50 ms) until
 ``read_wait`` seconds (default 0.5) have passed; then, or when no replica answers, the primary serves the read. So a
 client never misses a write this store acknowledged to it. A write acknowledged by another store (another worker) is
-seen by replicas applying synchronously (``synchronous_commit = remote_apply``, as the cluster in
-:mod:`memgas.bench.hacluster` sets it); with asynchronous replicas it may be missed for as long as they lag.
+seen by replicas that applied it before it was acknowledged (synchronous standbys with ``synchronous_commit =
+remote_apply``, the only replicas the cluster of :mod:`memgas.bench.hacluster` reads from); with asynchronous
+replicas it may be missed for as long as they lag.
 
 Connection loss (a failover, a restarted pooler): a block that cannot begin on a pooled connection checks the pool and
 tries once more on a fresh one; a block that loses its connection raises :class:`UnavailableError` (HTTP 503 in the
