@@ -29,8 +29,8 @@ export interface paths {
         };
         /**
          * Metrics
-         * @description Request counts and latencies, adds, searches, answers, LLM calls and tokens, and what the search-index cache
-         *     holds (admin key).
+         * @description Request counts and latencies, adds, searches, answers, LLM calls and tokens, what the search-index cache
+         *     holds, and, on a PostgreSQL store with replicas, where its reads ran (admin key).
          */
         get: operations["metrics_metrics_get"];
         put?: never;

@@ -390,6 +390,10 @@ class PostgresStore(SQLStore, RateLimitStore):
                 for old in list(known)[: len(known) // 2]:
                     del known[old]
 
+    def _count(self, where: str) -> None:
+        with self._generation_lock:  # the store's threads share the counts
+            self.reads[where] += 1
+
     def _on_replica(self, user_id: str) -> Any:
         """A replica connection inside a read-only snapshot that shows the user's last known write, or ``None`` (the
         user's last write is unknown here, no replica answered, or none showed it within ``read_wait``)."""
@@ -419,7 +423,7 @@ class PostgresStore(SQLStore, RateLimitStore):
                 return None
             self._replicas.putconn(conn)
             if time.monotonic() + delay > deadline:
-                self.reads["primary_after_wait"] += 1
+                self._count("primary_after_wait")
                 return None
             time.sleep(delay)
             delay = min(2 * delay, 0.05)
@@ -442,11 +446,11 @@ class PostgresStore(SQLStore, RateLimitStore):
         conn = self._on_replica(user_id) if routed else None  # type: ignore[arg-type]
         pool = self._replicas
         if conn is not None:
-            self.reads["replica"] += 1
+            self._count("replica")
         else:
             conn, pool = self._begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"), self._pool
             if routed:
-                self.reads["primary"] += 1
+                self._count("primary")
                 row = conn.execute("SELECT xid::text FROM users WHERE user_id = %s", (user_id,)).fetchone()
                 self._remember(user_id, int(row[0]) if row and row[0] else 0, learned=True)  # type: ignore[arg-type]
         try:
