@@ -2,8 +2,9 @@
 
 ``<!-- generated: api -->`` becomes the rows of the declared API (``memgas.api.reference_markdown``),
 ``<!-- generated: cli -->`` the command line's reference (``memgas.cli.reference.markdown``), ``<!-- generated:
-deploy -->`` the cluster's configuration files (``memgas.deploy.files_markdown``), so none can drift from the code; ``<!-- include: FILE -->`` a file of the repository's root (BENCHMARKS.md, CHANGELOG.md), its links
-rewritten to point into the site. ``mkdocs.yml`` names this file under ``hooks``.
+deploy -->`` the cluster's configuration files (``memgas.deploy.files_markdown``), so none can drift from the code;
+``<!-- include: FILE -->`` a file of the repository's root (BENCHMARKS.md, CHANGELOG.md), its links rewritten to point
+into the site. ``mkdocs.yml`` names this file under ``hooks``.
 """
 
 from __future__ import annotations

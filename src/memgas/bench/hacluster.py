@@ -77,7 +77,7 @@ def _wait(what: str, ready: Callable[[], bool], timeout: float, logs: Callable[[
     deadline = time.monotonic() + timeout
     while not ready():
         if time.monotonic() > deadline:
-            raise MemgasError(f"the cluster's {what} not within {timeout:g} s{logs()}")
+            raise MemgasError(f"the cluster's {what} within {timeout:g} s{logs()}")
         time.sleep(0.2)
 
 
@@ -152,6 +152,10 @@ class HACluster:
                 out.append(f"\n--- {name}.log\n" + "\n".join(path.read_text("utf-8", "replace").splitlines()[-15:]))
         return "".join(out)
 
+    def _node_logs(self) -> str:
+        """The tails of the database nodes' Patroni logs."""
+        return self._tail(*(f"patroni-{node}" for node in self.NODES))
+
     def _start(self) -> None:
         for node in self.NODES:
             self._write_node(node)
@@ -159,8 +163,8 @@ class HACluster:
             self._start_etcd(node)
         for node in self.NODES:
             self._start_patroni(node)
-        _wait("database nodes were", lambda: self._members_ready(len(self.NODES)), 180,
-              lambda: self._tail(*(f"patroni-{n}" for n in self.NODES), *(f"etcd-{n}" for n in self.NODES)))
+        _wait("database nodes were not ready", lambda: self._members_ready(len(self.NODES)), 180,
+              lambda: self._node_logs() + self._tail(*(f"etcd-{n}" for n in self.NODES)))
         self._create_database()
         self._start_router()
         self._start_workers()
@@ -211,12 +215,11 @@ class HACluster:
                     None)
 
     def _members_ready(self, n: int) -> bool:
+        """Whether ``n`` members run: one primary and ``n - 1`` synchronous standbys."""
         members = self.members()
         leader = [m for m in members if m.get("role") == "leader" and m.get("state") == "running"]
-        streaming = [m for m in members if m.get("role") in ("sync_standby", "replica")
-                     and m.get("state") in ("streaming", "running")]
-        sync = [m for m in members if m.get("role") == "sync_standby"]
-        return len(leader) == 1 and len(streaming) == n - 1 and len(sync) == n - 1
+        sync = [m for m in members if m.get("role") == "sync_standby" and m.get("state") in ("streaming", "running")]
+        return len(leader) == 1 and len(sync) == n - 1
 
     def _create_database(self) -> None:
         import psycopg
@@ -313,13 +316,13 @@ class HACluster:
         def ready() -> bool:
             leader = self.primary()
             return leader is not None and leader != other_than and self._router_ready()
-        _wait("primary was not back", ready, timeout, lambda: self._tail(*(f"patroni-{n}" for n in self.NODES)))
+        _wait("primary was not back", ready, timeout, self._node_logs)
         return self.primary()  # type: ignore[return-value]
 
     def wait_replicas(self, n: int = 2, timeout: float = 180.0) -> None:
         """Wait until ``n`` replicas stream from the primary and are synchronous."""
         _wait(f"{n} synchronous replicas were not there", lambda: self._members_ready(n + 1), timeout,
-              lambda: self._tail(*(f"patroni-{n}" for n in self.NODES)))
+              self._node_logs)
 
     # -- stop ---------------------------------------------------------------------------------
     def stop(self) -> None:

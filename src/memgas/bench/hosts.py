@@ -38,8 +38,6 @@ class Hosts:
         self.mode = "loopback addresses"
         net = int(self.tag, 16) % 250 + 1
         self.address = {name: f"127.77.{net}.{i + 10}" for i, name in enumerate(names)}
-        #: The address of the machine itself, as the hosts reach it.
-        self.gateway = "127.0.0.1"
         self.network = f"127.77.{net}.0/24"
         if namespaces:
             reason = self._namespaces(net)
@@ -74,7 +72,7 @@ class Hosts:
             detail = exc.stderr.strip() if isinstance(exc, subprocess.CalledProcessError) else str(exc)
             self._unmake()
             return f"no network namespaces here: {detail or exc}"
-        self.address, self.gateway, self.network = address, f"10.77.{net}.1", f"10.77.{net}.0/24"
+        self.address, self.network = address, f"10.77.{net}.0/24"
         return None
 
     def namespace(self, name: str) -> str:
@@ -99,11 +97,6 @@ class Hosts:
                                     start_new_session=True)
         self._procs[name].append(proc)
         return proc
-
-    def run(self, name: str, argv: Sequence[str], *, user: str | None = None,
-            timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-        """Run a program on a host to its end."""
-        return subprocess.run(self.command(name, argv, user), capture_output=True, text=True, timeout=timeout)
 
     def kill(self, name: str) -> None:
         """The host dies: SIGKILL to every process on it (its namespace's, and every one started on it)."""
