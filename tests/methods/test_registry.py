@@ -297,3 +297,22 @@ def test_bm25_baseline_takes_its_parameters(embedder, filled) -> None:
     np.testing.assert_allclose(tuned.score(store, "u", q).scores,
                                LexicalIndex(docs.table.texts, k1=0.9, b=0.4).scores(q), rtol=0, atol=1e-12)
     assert not np.allclose(default.score(store, "u", q).scores, tuned.score(store, "u", q).scores)
+
+
+def test_the_message_anchors_rank_messages_and_read_their_best_ones_until_the_budget(embedder, filled) -> None:
+    store, _ = filled
+    vector, hybrid = get_method("vector-messages", embedder), get_method("hybrid-messages", embedder)
+    question = "How much does my corgi weigh?"
+    cosine = vector.score(store, "u", question)
+    fused = hybrid.score(store, "u", question)
+    n = sum(len(store.get_session("u", s).messages) for s in TOPICS)
+    assert len(cosine.scores) == len(fused.scores) == n  # one row per message, not per turn
+    texts = cosine.index.table.texts
+    assert texts[int(np.argmax(cosine.scores))] == texts[int(np.argmax(fused.scores))]
+    assert "corgi" in texts[int(np.argmax(cosine.scores))].lower()
+    assert not np.array_equal(np.argsort(-cosine.scores), np.argsort(-fused.scores))  # BM25 moved something
+    block = vector.context(store, "u", question, max_tokens=60)
+    lines = block.splitlines()
+    assert lines[0].startswith("Memories from earlier conversations") and "corgi" in lines[1].lower()
+    assert sum(len(line) for line in lines) <= 4 * 60 + 4  # within the budget (one token per four characters)
+    assert len(vector.context(store, "u", question, max_tokens=400).splitlines()) > len(lines)

@@ -64,8 +64,9 @@ def _pieces(block: str, need: int) -> dict[str, int]:
 
 def context_metrics(gold: Mapping[str, Sequence[str]], block: str, prefix: str) -> dict[str, float]:
     """The context measures of one question: ``recall`` (share of the gold messages shown), ``any`` (at least one),
-    ``all`` (every one), ``tokens`` (the block's size) and, with ``updated_info`` and ``original_info`` groups that
-    share no message, ``current_first`` (updated shown, above every shown original).
+    ``all`` (every one), ``tokens`` (the block's size), with ``updated_info`` and ``original_info`` groups that
+    share no message, ``current_first`` (updated shown, above every shown original), and with ``speaker_a`` or
+    ``speaker_b`` groups, ``recall_speaker_a`` / ``recall_speaker_b`` (the share of that side's gold messages).
 
     >>> m = context_metrics({"original_info": ["I live in Buckman"], "updated_info": ["I moved to Sellwood"]},
     ...                     "I moved to Sellwood. I live in Buckman", "ctx_")
@@ -78,6 +79,9 @@ def context_metrics(gold: Mapping[str, Sequence[str]], block: str, prefix: str) 
            f"{prefix}any": float(any(p is not None for p in flat)),
            f"{prefix}all": float(bool(flat) and all(p is not None for p in flat)),
            f"{prefix}tokens": float(count_tokens(block))}
+    for side in ("speaker_a", "speaker_b"):  # LoCoMo's evidence by who said it
+        if at.get(side):
+            out[f"{prefix}recall_{side}"] = sum(p is not None for p in at[side]) / len(at[side])
     # a question whose original and updated evidence share a message (a dataset slip) has no order to measure
     if "updated_info" in at and "original_info" in at and not set(gold["updated_info"]) & set(gold["original_info"]):
         new = [p for p in at["updated_info"] if p is not None]

@@ -408,7 +408,7 @@ def _locomo_question(
         scorable=skip is None,
         skip_reason=skip,
         conv_id=conv_id,
-        gold_messages={"all": [by_id[sid].messages[p].content for sid, p in places]} if places else {},
+        gold_messages=_by_side([by_id[sid].messages[p] for sid, p in places]),
         gold_places={"all": places} if places else {},
     )
 
@@ -458,6 +458,15 @@ def load_locomo(path: Path, limit: int | None = None) -> tuple[list[BenchConvers
         speakers = (str(conv["speaker_a"]), str(conv["speaker_b"]))
         conversations.append(BenchConversation(conv_id, speakers, sessions, questions))
     return conversations, report
+
+
+def _by_side(said: Sequence[Message]) -> dict[str, list[str]]:
+    """LoCoMo's gold messages grouped by who said them: ``speaker_a`` (stored as the user) and ``speaker_b`` (as the
+    assistant), so the context measures can be read per side (:func:`memgas.bench.context.context_metrics`)."""
+    out: dict[str, list[str]] = {}
+    for m in said:
+        out.setdefault("speaker_a" if m.role == "user" else "speaker_b", []).append(m.content)
+    return out
 
 
 def evidence_speakers(question: BenchQuestion) -> set[str]:

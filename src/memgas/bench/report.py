@@ -245,6 +245,16 @@ def context_tables(result: BenchResult) -> list[str]:
             for m in methods:
                 cells = [_present_mean(qs, m, metric) for _, qs in groups]
                 lines.append(f"| {m} | " + " | ".join("-" if c is None else f"{c[0]:.3f}" for c in cells) + " |")
+    sides = [f"ctx{b}_recall_{side}" for b in budgets for side in ("speaker_a", "speaker_b")]
+    by_side = {m: [_present_mean(result.questions, m, c) for c in sides] for m in methods}
+    if any(v is not None for r in by_side.values() for v in r):
+        lines += ["", "Context, share of gold messages in the context by who said them (LoCoMo's speaker_a, stored as "
+                  "the user, and speaker_b; n = questions with such evidence):", "",
+                  "| method | " + " | ".join(f"{s.removeprefix('recall_')} at {b}" for b in budgets
+                                           for s in ("recall_speaker_a", "recall_speaker_b")) + " |",
+                  "|---|" + "---:|" * len(sides)]
+        for m, r in by_side.items():
+            lines.append(f"| {m} | " + " | ".join("-" if c is None else f"{c[0]:.3f} (n={c[1]})" for c in r) + " |")
     if len(scales) > 1:
         lines += _scale_timing(result, methods, scales)
     first = [f"ctx{b}_current_first" for b in budgets] + ["turn_current_first"]

@@ -33,7 +33,7 @@ from memgas.embed.base import Embedder
 from memgas.embed.cache import CachedEmbedder
 from memgas.kernels.tense import asks_about_the_past
 from memgas.llm.base import track_usage
-from memgas.methods import METHODS, NEEDS_LLM, MemGAS, MemoryMethod, get_method
+from memgas.methods import METHODS, NEEDS_LLM, MemGAS, MemoryMethod, MessageMethod, get_method
 from memgas.store import Store, open_store
 
 __all__ = ["BenchResult", "run_longmemeval", "run_locomo", "run_groups", "DEFAULT_DATA", "versions"]
@@ -218,6 +218,7 @@ def run_groups(
     if contexts:
         config["contexts"] = {"budgets": list(contexts), "memgas": "memgas.context.build_context, k=5",
                               "options": asdict(context_options or ContextOptions()),
+                              "messages": "MessageMethod.context (best messages, one line each, in rank order)",
                               "others": "memgas.bench.context.turns_context (best turns whole, in rank order)"}
     result = BenchResult(dataset, {**config, "ingest": ingest,
                                    "methods": {m: methods[m].config() for m in method_names}})
@@ -288,6 +289,9 @@ def run_groups(
                             block = build_context(method, store, user_id, q.question, max_tokens=budget,
                                                   query_time=q.question_date, max_sessions=5, profiles=profiles,
                                                   options=context_options)
+                        elif isinstance(method, MessageMethod):  # a message store's own context
+                            block = method.context(store, user_id, q.question, max_tokens=budget,
+                                                   query_time=q.question_date)
                         else:
                             block = turns_context(by_id, ranking.turns, budget)
                         result.timing[m].setdefault("context_s", []).append(time.perf_counter() - t3)

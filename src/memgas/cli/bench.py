@@ -16,7 +16,7 @@ __all__ = ["add_bench_parser", "cmd_bench", "context_options"]
 
 DEFAULT_METHODS = (
     "memgas,memgas-no-assoc,memgas-no-router,memgas-no-ppr,memgas-no-lexical,memgas-no-session,"
-    "bm25,bm25-all,dense-session,dense-turn,dense-summary,dense-keyword"
+    "bm25,bm25-all,dense-session,dense-turn,dense-summary,dense-keyword,vector-messages,hybrid-messages"
 )
 
 

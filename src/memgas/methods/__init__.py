@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from memgas.methods.hmem import HMem
     from memgas.methods.memgas import MemGAS, MemGASConfig
     from memgas.methods.memtree import MemTree
+    from memgas.methods.messages import MessageMethod
     from memgas.methods.mpc import MPC
     from memgas.methods.mpnet import MPNetMethod
     from memgas.methods.raptor import Raptor
@@ -43,6 +44,7 @@ _LAZY: dict[str, str] = {
     "Zep": "zep",
     "MPC": "mpc", "AMem": "amem", "HippoRAG": "hipporag", "HMem": "hmem",
     "FullHistory": "fullhistory", "MPNetMethod": "mpnet", "RecurSum": "recursum", "Comedy": "comedy",
+    "MessageMethod": "messages",
 }
 
 __all__ = ["METHODS", "MethodSpec", "get_method", "MemoryMethod", "IngestStats", *_LAZY, "NEEDS_LLM", "QA_ONLY",
@@ -90,6 +92,8 @@ METHODS: dict[str, MethodSpec] = {
     "dense-turn": MethodSpec("DenseMethod", {"granularity": "turn"}),
     "dense-summary": MethodSpec("DenseMethod", {"granularity": "summary"}),
     "dense-keyword": MethodSpec("DenseMethod", {"granularity": "keyword"}),
+    "vector-messages": MethodSpec("MessageMethod", {"hybrid": False}),
+    "hybrid-messages": MethodSpec("MessageMethod", {"hybrid": True}),
     "sgmem": MethodSpec("SGMem", {}),
     "memtree": MethodSpec("MemTree", {}, describes_groups=True),
     "raptor": MethodSpec("Raptor", {}, describes_groups=True),
