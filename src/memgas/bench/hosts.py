@@ -90,11 +90,13 @@ class Hosts:
 
     def spawn(self, name: str, argv: Sequence[str], log: Path, *, user: str | None = None,
               env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
-        """Start a program on a host, its output appended to ``log``."""
+        """Start a program on a host, its output appended to ``log``. A program run as another ``user`` starts in
+        ``/``: the caller's working directory (a checkout in a private home folder) may be closed to that user, and
+        PostgreSQL's bootstrap fails where it cannot change back into it."""
         with open(log, "ab") as out:
             proc = subprocess.Popen(self.command(name, argv, user), stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=dict(env) if env is not None else None,
-                                    start_new_session=True)
+                                    start_new_session=True, cwd="/" if user is not None else None)
         self._procs[name].append(proc)
         return proc
 
