@@ -19,6 +19,13 @@ from memgas.kernels.standing import INSTRUCTION, PREFERENCE, standing_statements
     ("I've decided to go with server-side rendering for now.", PREFERENCE),
     ("My preference is dark mode.", PREFERENCE),
     ("I prefer Excel, can you help me set up a budget sheet?", PREFERENCE),  # a preference inside a request
+    # the phrasings of a new user's loop (issue 47): a label before the instruction, a diet said as a trait
+    ("Quick setup note: always answer me in metric units.", INSTRUCTION),
+    ("Note: always answer me in metric units.", INSTRUCTION),
+    ("I'm vegetarian.", PREFERENCE),
+    ("I don't eat meat.", PREFERENCE),
+    ("Sara loves spicy food.", PREFERENCE),  # someone the user cooks for
+    ("I chose to update my will digitally for flexibility.", PREFERENCE),
 ])
 def test_statements_that_hold_from_then_on(text: str, kind: str) -> None:
     found = standing_statements(text)
@@ -31,9 +38,18 @@ def test_statements_that_hold_from_then_on(text: str, kind: str) -> None:
     "Can you help me plan a trip to Lisbon?",
     "It never rains here in July.",
     "We prefer to meet at noon, said my boss.",  # not the user in the first person
+    "Note: I went home early.",  # a label before a sentence that asks nothing to hold
+    "I don't know the answer.",
 ])
 def test_other_sentences_are_not(text: str) -> None:
     assert standing_statements(text) == []
+
+
+def test_a_greeting_before_a_labelled_instruction_leaves_it_an_instruction_for_every_request() -> None:
+    text = "Hi! Quick setup note: always answer me in metric units."
+    found = standing_statements(text)
+    assert [(s.kind, text[s.start:s.end], s.always) for s in found] == [
+        (INSTRUCTION, "Quick setup note: always answer me in metric units.", True)]
 
 
 def test_each_sentence_of_a_message_on_its_own_with_its_place() -> None:

@@ -19,7 +19,9 @@ __all__ = ["Standing", "standing_statements", "INSTRUCTION", "PREFERENCE"]
 INSTRUCTION = "instruction"
 PREFERENCE = "preference"
 
-_LEAD = r"^(?:(?:ok(?:ay)?|so|and|also|please|oh|hey|btw|by the way|one more thing|remember)[,:;!]?\s+)*"
+#: What may come before an instruction's first word: a label ("Quick setup note:", "Reminder:"), then fillers.
+_LEAD = (r"^(?:[a-z][\w' -]{0,30}:\s+)?"
+         r"(?:(?:ok(?:ay)?|so|and|also|please|oh|hey|btw|by the way|one more thing|remember)[,:;!]?\s+)*")
 _INSTRUCTION = re.compile(
     _LEAD + r"(?:always|never|don'?t ever|do not ever|make sure (?:to|you) always|be sure to always)\b"
     r"|\b(?:from now on|going forward|from here on(?: out)?|in (?:the )?future,? (?:please|always|never|don'?t))\b"
@@ -31,10 +33,16 @@ _PREFERENCE = re.compile(
     r"|\bmy (?:preference|preferred)\b|\b(?:a|my|strong) preference for\b"
     r"|\bI (?:really )?(?:like|love|enjoy|hate|dislike|can'?t stand) (?:it when|to|using|working|having|\w+ing)\b"
     r"|\bI (?:don'?t|do not) (?:like|want|enjoy)\b"
-    r"|\bI(?:'ve| have)? (?:chosen|decided|opted) (?:to|for|against)\b|\bI aim (?:for|to)\b"
+    r"|\bI(?:'ve| have)? (?:chose|chosen|decided|opted) (?:to|for|against)\b|\bI aim (?:for|to)\b"
     r"|\bI(?:'m| am) (?:trying|aiming|determined) to (?:keep|stick|stay|avoid|limit)\b"
     r"|\bI(?:'m| am) sticking (?:with|to)\b"
-    r"|\bI want to (?:keep|stick|avoid|limit)\b",
+    r"|\bI want to (?:keep|stick|avoid|limit)\b|\bsticking with\b"
+    # what the user is or never does, as a lasting trait: "I'm vegetarian", "I don't eat meat", "I never fly"
+    r"|\bI(?:'m| am) (?:an? |strictly |mostly )?(?:vegetarian|vegan|pescatarian|teetotal|allergic|lactose[- ]"
+    r"intolerant|gluten[- ]free|diabetic|colou?r[- ]?blind|left[- ]handed|(?:a )?(?:morning|night) (?:person|owl))\b"
+    r"|\bI (?:don'?t|do not|never|can'?t|cannot) (?:eat|drink|fly|drive|use|wear|watch|read)\b"
+    # someone the user speaks of prefers something: "Sara loves spicy food", "Crystal, who prefers mild flavors"
+    r"|(?:\bwho|\b[A-Z][a-z]+) (?:prefers|loves|enjoys|hates|dislikes|can'?t stand)\b",
     re.IGNORECASE)
 
 
