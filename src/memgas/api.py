@@ -50,7 +50,7 @@ class MemoryAPI(Protocol):
 
     def append(self, messages: Any, *, user_id: str, session_id: str, timestamp: Timestamp = None,
                metadata: dict[str, Any] | None = None, agent_id: str | None = None, run_id: str | None = None,
-               return_context: bool = False, context_tokens: int = 1000) -> Appended:
+               return_context: bool = False, context_tokens: int = 1000, window: int = 20) -> Appended:
         """Add messages to the end of a session, creating it when it does not exist: call it every turn."""
 
     def update_message(self, session_id: str, index: int, content: str, *, user_id: str) -> Edited:

@@ -260,7 +260,7 @@ class _Requests:
     @staticmethod
     def append(messages: Any, *, user_id: str, session_id: str, timestamp: Timestamp = None,
                metadata: dict[str, Any] | None = None, agent_id: str | None = None, run_id: str | None = None,
-               return_context: bool = False, context_tokens: int = 1000) -> _Call[Appended]:
+               return_context: bool = False, context_tokens: int = 1000, window: int = 20) -> _Call[Appended]:
         """Add messages to the end of a session, making it if new (:meth:`Memory.append`).
 
         Raises:
@@ -268,7 +268,7 @@ class _Requests:
         """
         body = _json_body({"user_id": user_id, "messages": _as_list(messages), "timestamp": _iso(timestamp),
                            "metadata": metadata, "agent_id": agent_id, "run_id": run_id,
-                           "return_context": return_context, "context_tokens": context_tokens})
+                           "return_context": return_context, "context_tokens": context_tokens, "window": window})
         return _Call("POST", f"/v1/sessions/{_segment('session_id', session_id)}/messages", _appended, body=body)
 
     @staticmethod

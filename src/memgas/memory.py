@@ -320,6 +320,7 @@ class Memory:
         run_id: str | None = None,
         return_context: bool = False,
         context_tokens: int = 1000,
+        window: int = 20,
     ) -> Appended:
         """Add messages to the end of a session, creating it when it does not exist: call it every turn.
 
@@ -339,21 +340,26 @@ class Memory:
             agent_id, run_id: the scope of a new session (as :meth:`add`'s); on a later append, left out or the
                 stored ones (a session does not move to another agent or run).
             return_context: also return ``"context"``: :meth:`context` for the last user message appended (or
-                the last message), leaving this session out. One call per turn: persist, then recall.
+                the last message). One call per turn: persist, then recall.
             context_tokens: the context's budget (``max_tokens`` of :meth:`context`).
+            window: how many of this session's latest messages the prompt holds (those just appended among them):
+                they are left out of the context and the session's older messages are memory like any other
+                (``in_prompt`` of :meth:`context`), so one long chat gets its own beginning back.
 
         Returns:
             :class:`~memgas.core.results.Appended`: whether the session was ``created``, its message count now, the
             units and edges this call wrote, and the ``context`` when asked.
 
         Raises:
-            InvalidInputError: bad messages, ids, timestamp or metadata, or scope ids other than the stored
-                session's (nothing is written).
+            InvalidInputError: bad messages, ids, timestamp or metadata, scope ids other than the stored
+                session's, or (with ``return_context``) a budget or window that is not a count from 1 (nothing is
+                written).
         """
         check_id("user_id", user_id)
         check_id("session_id", session_id)
         if return_context:  # checked before anything is written: a refusal writes nothing
             check_count("max_tokens", context_tokens, 100_000)
+            check_count("window", window, 1_000_000)
         new = make_session(messages, user_id=user_id, session_id=session_id,
                            timestamp=_now() if timestamp is None else timestamp, metadata=metadata,
                            agent_id=agent_id, run_id=run_id)
@@ -386,7 +392,7 @@ class Memory:
         if return_context:
             last = next((m for m in reversed(new.messages) if m.role == "user"), new.messages[-1])
             context = self.context(last.content[:MAX_QUERY_CHARS], user_id=user_id, max_tokens=context_tokens,
-                                   exclude_sessions=[session_id])
+                                   in_prompt={session_id: max(window, len(new.messages))})
         return Appended(session_id, stored is None, len(session.messages), stats.n_units, stats.n_edges,
                         round(seconds, 4), context)
 
@@ -591,9 +597,10 @@ class Memory:
 
         The block is chosen by the evidence each turn carries (:func:`memgas.context.build_context`): the user's
         standing instructions and preferences first (:meth:`profile`, the most relevant, within 30% of the
-        budget), then excerpts from the best turns of the ``k`` most relevant sessions, one dated, cited line per
-        message: the user's own words first, a reply only where it holds the query's words, a long message cut to
-        the part that matches. Turns whose relevance (cosine with the query) is below ``min_score`` stay out
+        budget), then excerpts from the best turns of the ``k`` most relevant sessions (and, where they leave budget,
+        of the others after them), one dated, cited line per message: the user's own words first (every person's
+        in a conversation between people, :mod:`memgas.kernels.people`), a reply only where it holds the query's
+        words, a message that only asks after what says something, a long message cut to the part that matches. Turns whose relevance (cosine with the query) is below ``min_score`` stay out
         (``None``: the calibrated floor, :class:`memgas.context.ContextOptions`). Of two excerpts about the same
         thing the newer is shown first and the older marked ``(earlier)``, unless the question asks about the past;
         a question that asks across the conversation (an order, a summary) gets a timeline: turns from every session

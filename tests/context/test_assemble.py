@@ -10,9 +10,10 @@ from memgas.context.assemble import MEMORY_HEADERS, PROFILE_HEADER, Excerpt, fil
 from memgas.kernels.text import context_tokens
 
 
-def ex(sid: str, message: int, text: str, priority: float, day: int, vector=None, turn: int = -1) -> Excerpt:
+def ex(sid: str, message: int, text: str, priority: float, day: int, vector=None, turn: int = -1,
+       relevance: float = 0.0) -> Excerpt:
     return Excerpt(sid, message, "user", text, datetime(2024, 3, day), priority, (float(day), message),
-                   None if vector is None else np.asarray(vector, float), turn)
+                   None if vector is None else np.asarray(vector, float), turn, relevance=relevance)
 
 
 def test_fill_takes_by_priority_passes_over_what_does_not_fit_and_never_a_message_twice() -> None:
@@ -70,9 +71,25 @@ def test_two_excerpts_that_hold_the_same_question_words_speak_of_the_same_thing(
     assert [e.session_id for e, _ in order_excerpts([old, new], "relevance", 0.9, 0)] == ["old", "new"]
 
 
-def test_a_question_about_now_reads_what_is_relevant_newest_first() -> None:
-    old = ex("march", 0, "I live in Buckman", 0, 5, [1.0, 0.0, 0.0])
-    other = ex("bread", 0, "My sourdough doubled", 1, 9, [0.0, 1.0, 0.0])
-    new = ex("april", 0, "I'm moving to Sellwood", 2, 20, [0.8, 0.0, 0.6])
+def test_a_question_about_now_reads_the_current_state_first_and_never_the_unrelated_newest() -> None:
+    old = ex("march", 0, "I live in Buckman", 0, 5, [1.0, 0.0, 0.0], relevance=0.3)
+    other = ex("hike", 0, "We hiked Mount Hood", 1, 30, [0.0, 1.0, 0.0], relevance=0.28)  # the newest, unrelated
+    new = ex("april", 0, "I'm moving to Sellwood", 2, 20, [0.8, 0.0, 0.6], relevance=0.4)
+    # by relevance to what is asked (not by the method's priority), the newer state above what it replaced
     assert [(e.session_id, early) for e, early in order_excerpts([old, other, new], "now", 0.6)] == [
-        ("april", False), ("bread", False), ("march", True)]
+        ("april", False), ("march", True), ("hike", False)]
+    assert [e.session_id for e, _ in order_excerpts([old, other, new], "relevance", 0.9)] == ["march", "hike", "april"]
+
+
+def test_only_a_later_statement_marks_a_line_earlier() -> None:
+    answer = ex("may", 0, "I live in Sellwood now", 0, 5, [1.0, 0.0], relevance=0.5)
+    asked = Excerpt("june", 0, "user", "Which city do I live in now?", datetime(2024, 3, 9), 3, (9.0, 0),
+                    np.array([1.0, 0.0]), 0, frozenset(), True, 0.9)
+    same_time = ex("may", 4, "Sellwood is in Portland", 1, 5, [1.0, 0.0], turn=2, relevance=0.4)
+    order = order_excerpts([answer, asked, same_time], "now", 0.6)
+    # a later question replaces no answer and reads after what says something; one session time is one state
+    assert [(e.session_id, e.message, early) for e, early in order] == [
+        ("may", 0, False), ("may", 4, False), ("june", 0, False)]
+    said = Excerpt("june", 0, "user", "I moved to Lisbon", datetime(2024, 3, 9), 3, (9.0, 0), np.array([1.0, 0.0]), 0)
+    assert [(e.session_id, early) for e, early in order_excerpts([answer, said], "now", 0.6)] == [
+        ("june", False), ("may", True)]

@@ -154,6 +154,12 @@ def test_each_mechanism_can_be_turned_off_for_measuring(embedder: Embedder) -> N
         assert lines[0] == PROFILE_HEADER and "(earlier)" in block() and "7788" in lines[3]
         assert PROFILE_HEADER not in block(profile=False)
         assert "(earlier)" not in block(current_first=False) and MEMORY_HEADERS["past"] in block(current_first=False)
+        # k = 1: the best session first; what budget it leaves, the other's relevant turns fill (not when turned off)
+        one = build_context(mem.method, mem.store, "u", "What is my locker code?", max_tokens=300, max_sessions=1)
+        assert "4512" in one and "7788" in one
+        only = build_context(mem.method, mem.store, "u", "What is my locker code?", max_tokens=300, max_sessions=1,
+                             options=ContextOptions(beyond_k=False))
+        assert ("4512" in only) != ("7788" in only)
 
 
 def test_a_statement_is_embedded_once_when_its_session_is_read(embedder: Embedder) -> None:

@@ -9,7 +9,7 @@ export interface MemoryApi {
   /** Store several sessions of one user in one transaction: all of them, or none. */
   addMany(sessions: SessionInput[], options: { userId: string; skipExisting?: boolean }): Promise<AddResult[]>;
   /** Add messages to the end of a session, creating it when it does not exist: call it every turn. */
-  append(messages: Message[] | string, options: { userId: string; sessionId: string; timestamp?: Timestamp; metadata?: Record<string, unknown>; agentId?: string; runId?: string; returnContext?: boolean; contextTokens?: number }): Promise<AppendResult>;
+  append(messages: Message[] | string, options: { userId: string; sessionId: string; timestamp?: Timestamp; metadata?: Record<string, unknown>; agentId?: string; runId?: string; returnContext?: boolean; contextTokens?: number; window?: number }): Promise<AppendResult>;
   /** Replace the content of message ``index`` (0-based) of a session. */
   updateMessage(sessionId: string, index: number, content: string, options: { userId: string }): Promise<MessageChange>;
   /** Delete message ``index`` (0-based) of a session (the session with its last message). */

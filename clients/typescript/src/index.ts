@@ -158,7 +158,8 @@ export class MemgasClient implements MemoryApi {
   append(messages: Message[] | string, options: Options<"append">): Promise<AppendResult> {
     return this.#call("POST", `/v1/sessions/${segment(options.sessionId)}/messages`, { body: { user_id: options.userId,
       messages, timestamp: iso(options.timestamp), metadata: options.metadata, agent_id: options.agentId,
-      run_id: options.runId, return_context: options.returnContext ?? false, context_tokens: options.contextTokens ?? 1000 } });
+      run_id: options.runId, return_context: options.returnContext ?? false, context_tokens: options.contextTokens ?? 1000,
+      window: options.window ?? 20 } });
   }
 
   /** Replace the content of message `index` of a session (`Memory.update_message`). */

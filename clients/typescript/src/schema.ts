@@ -840,6 +840,12 @@ export interface components {
              * @description whose memory: 1-256 letters, digits and . : @ / + - _
              */
             user_id: string;
+            /**
+             * Window
+             * @description how many of this session's latest messages the prompt holds: left out of that context, the older ones are memory
+             * @default 20
+             */
+            window: number;
         };
         /**
          * AppendResult

@@ -26,7 +26,8 @@ __all__ = ["Excerpt", "ContextOptions", "fill", "order_excerpts", "render", "PRO
 
 PROFILE_HEADER = "Standing instructions and preferences (said earlier; they still hold):"
 MEMORY_HEADERS = {
-    "now": "Memories from earlier conversations (newest first; a newer one may update an older one):",
+    "now": "Memories from earlier conversations (most relevant first; the newest of a subject above what it "
+           "updates):",
     "relevance": "Memories from earlier conversations (most relevant first; a newer one above what it updates):",
     "time": "Memories from earlier conversations (in time order):",
     "past": "Memories from earlier conversations (most relevant first):",
@@ -52,6 +53,8 @@ class ContextOptions:
         same_subject: two excerpts (both relevant to the query) whose turns' vectors have at least this cosine speak
             of the same thing.
         turns: the most turns read for one context.
+        beyond_k: where the ``k`` most relevant sessions leave budget, the relevant turns of other sessions fill it,
+            after every turn of those ``k`` (``False``: only the ``k`` sessions).
         timeline_runs: a question across the conversation takes the best turn of each of this many stretches of it
             (in time), then the second best of each, and so on.
         timeline_floor: the floor of such a question: its subject is the conversation itself, and its evidence
@@ -72,6 +75,7 @@ class ContextOptions:
     timeline_runs: int = 12
     timeline_floor: float = 0.1
     turns: int = 150
+    beyond_k: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +84,9 @@ class Excerpt:
 
     ``priority`` orders the taking (lower first); ``when`` orders in time (session time as seconds, then message
     position); ``vector`` is its turn's unit vector (for "the same thing"), ``None`` where unknown; ``turn`` is the
-    turn's index in its session (-1: unknown); ``words`` are the query's words the shown text holds.
+    turn's index in its session (-1: unknown); ``words`` are the query's words the shown text holds; ``asks``:
+    the message only asks (:func:`memgas.kernels.people.only_asks`), so it replaces nothing said before it;
+    ``relevance`` is its turn's cosine with the question (how a question about now orders).
     """
 
     session_id: str
@@ -93,6 +99,8 @@ class Excerpt:
     vector: np.ndarray | None = None
     turn: int = -1
     words: frozenset[str] = frozenset()
+    asks: bool = False
+    relevance: float = 0.0
 
     def line(self, n: int, earlier: bool = False) -> str:
         """The excerpt as one numbered line of the block."""
@@ -131,13 +139,15 @@ def order_excerpts(taken: Sequence[Excerpt], mode: str, same_subject: float,
                    shared_words: int = 0) -> list[tuple[Excerpt, bool]]:
     """The taken excerpts in reading order, each with whether it is marked ``(earlier)``.
 
-    ``mode`` ``"time"``: oldest first. ``"past"``: by priority. ``"now"`` (a question about how things stand now, of
-    excerpts that all passed the relevance floor): newest first. ``"relevance"``: by priority, except that an excerpt
-    moves up to just above the best older excerpt about the same thing, which is then marked ``(earlier)``: the
-    current state is read before what it replaced. Two excerpts (both chosen for the question) speak of the same thing
-    by meaning (their turns' vectors at cosine ≥ ``same_subject``) or by the question's words (at least
-    ``shared_words`` of them in both; 0: not by words): "the commits merged into main" said in a message about
-    authentication updates what a message about releases said.
+    ``mode`` ``"time"``: oldest first. ``"past"``: by priority. ``"relevance"``: by priority, and ``"now"`` (a question
+    about how things stand now) by relevance, the most relevant to what is asked first (what only asks last), except that an excerpt moves
+    up to just above the best older excerpt about the same thing, which is then marked ``(earlier)``: the current
+    state is read before what it replaced. Only a line
+    of a later time replaces one (the lines of one session time are one state), and never a message that only asks
+    (a question replaces no answer). Two excerpts (both chosen for the question) speak of the same thing by meaning
+    (their turns' vectors at cosine ≥ ``same_subject``) or by the question's words (at least ``shared_words`` of
+    them in both; 0: not by words): "the commits merged into main" said in a message about authentication updates
+    what a message about releases said.
 
     >>> old = Excerpt("s1", 0, "user", "I live in Buckman", None, 0, (1.0, 0), np.array([1.0, 0.0]))
     >>> new = Excerpt("s2", 0, "user", "I moved to Sellwood", None, 5, (2.0, 0), np.array([0.8, 0.6]))
@@ -146,24 +156,19 @@ def order_excerpts(taken: Sequence[Excerpt], mode: str, same_subject: float,
     """
     if mode == "time":
         return [(e, False) for e in sorted(taken, key=lambda e: e.when)]
-    ranked = sorted(taken, key=lambda e: e.priority)
-    if mode == "now":  # newest turn first; a turn's own messages in their order
-        ranked = sorted(ranked, key=lambda e: (-e.when[0], -e.turn, e.when[1]))
-    elif mode != "relevance":
+    ranked = sorted(taken, key=(lambda e: (e.asks, -e.relevance)) if mode == "now" else (lambda e: e.priority))
+    if mode not in ("relevance", "now"):
         return [(e, False) for e in ranked]
-    key = [float(e.priority) for e in ranked]
+    key = [float(i) for i in range(len(ranked))]
     earlier = [False] * len(ranked)
     for i, a in enumerate(ranked):
         for j, b in enumerate(ranked):
-            same_turn = (a.session_id, a.turn) == (b.session_id, b.turn)  # a reply updates not its own question
-            if not b.when > a.when or same_turn:
+            if b.asks or not b.when[0] > a.when[0]:  # b must say something, at a later time than a
                 continue
             by_meaning = a.vector is not None and b.vector is not None and float(a.vector @ b.vector) >= same_subject
             if by_meaning or 0 < shared_words <= len(a.words & b.words):  # b is newer and about the same thing as a
                 earlier[i] = True
                 key[j] = min(key[j], key[i] - 0.5)
-    if mode == "now":
-        return list(zip(ranked, earlier))
     order = sorted(range(len(ranked)), key=lambda i: (key[i], -ranked[i].when[0], -ranked[i].when[1]))
     return [(ranked[i], earlier[i]) for i in order]
 

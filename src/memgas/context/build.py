@@ -4,7 +4,10 @@
 (:meth:`memgas.methods.base.MemoryMethod.scored`); turns below the relevance floor stay out (unless they hold most
 of the query's words: :func:`_relevant`); of the others, best first, each user message is a candidate (its best part
 when long) and each reply one after the user messages of a few better turns, cut to the part that holds the query's
-words (and left out when it holds none). A question that
+words (and left out when it holds none). In a conversation between people (:func:`memgas.kernels.people.people_of`)
+every person's words are taken as the user's; a question that names one of them takes their words first. A message
+that only asks (:func:`memgas.kernels.people.only_asks`) is no evidence of its answer: it is taken after the
+statements of a few better turns, as a reply is. A question that
 asks across the conversation (:func:`memgas.kernels.tense.asks_across_time`) takes the best turns of every session
 in turn, shorter, and reads them in time order. The user's standing instructions and preferences
 (:class:`memgas.context.profile.Profiles`) head the block, the most relevant first. See :mod:`memgas.context.assemble`
@@ -28,16 +31,11 @@ from memgas.context.assemble import (
     render,
 )
 from memgas.context.profile import Profiles
+from memgas.context.question import Question, context_mode
 from memgas.core.types import Session, Turn
-from memgas.kernels.excerpt import excerpt, query_terms
+from memgas.kernels.excerpt import excerpt
 from memgas.kernels.lexical import tokenize
-from memgas.kernels.tense import (
-    asks_about_now,
-    asks_about_replies,
-    asks_about_the_past,
-    asks_across_time,
-    asks_for_a_summary,
-)
+from memgas.kernels.people import named_in, only_asks, people_of
 from memgas.kernels.text import context_tokens as count_tokens
 from memgas.methods.base import MemoryMethod
 from memgas.methods.index import UserIndex
@@ -45,22 +43,6 @@ from memgas.methods.ranking import Scored
 from memgas.store import Store, texts_of
 
 __all__ = ["build_context", "context_mode"]
-
-
-def context_mode(query: str, when: datetime | None = None) -> str:
-    """How a context for ``query`` is read: ``"time"`` (across the conversation: in time order), ``"past"`` (about an
-    earlier state: most relevant first, nothing moved), ``"now"`` (how things stand now: what is relevant, newest
-    first) or ``"relevance"`` (most relevant first, the newer of two excerpts about the same thing above the older).
-
-    >>> [context_mode(q) for q in ("In what order did I plan the trip?", "Where did I live before?",
-    ...                            "Where do I live these days?", "What does Melanie paint?")]
-    ['time', 'past', 'now', 'relevance']
-    """
-    if asks_across_time(query):
-        return "time"
-    if asks_about_the_past(query, when):
-        return "past"
-    return "now" if asks_about_now(query, when) else "relevance"
 
 
 def _seconds(when: datetime | None) -> float:
@@ -140,7 +122,8 @@ def build_context(
         options: the thresholds and sizes (:class:`memgas.context.assemble.ContextOptions`; ``None``: the defaults).
     """
     options = options or ContextOptions()
-    mode = context_mode(query, query_time)
+    question = Question.read(query, query_time)
+    mode = question.mode
     if (mode == "time" and not options.timelines) or (mode in ("now", "relevance") and not options.current_first):
         mode = "past"  # read most relevant first, nothing moved
     excluded, hidden = set(excluded), set(hidden)
@@ -156,37 +139,30 @@ def build_context(
     budget -= count_tokens(MEMORY_HEADERS[mode]) + 1
     memories: list[tuple[Excerpt, bool]] = []
     if len(scored.scores) and budget > 12:
-        terms = query_terms(query)
-        candidates = _candidates(scored, store, user_id, query, terms, mode, excluded, max_sessions, options,
+        candidates = _candidates(scored, store, user_id, question, mode, excluded, max_sessions, options,
                                  {(e.session_id, e.message) for e in profile} | set(hidden))
-        memories = order_excerpts(fill(candidates, budget), mode, options.same_subject, _words_needed(terms))
+        memories = order_excerpts(fill(candidates, budget), mode, options.same_subject, question.words_needed)
     return render(profile, memories, mode)
 
 
-def _words_needed(terms: frozenset[str]) -> int:
-    """How many of the query's words a text must hold to be about what the query asks: half of them, and two."""
-    return max(2, -(-len(terms) // 2))
-
-
-def _relevant(index: UserIndex, rows: np.ndarray, relevance: np.ndarray, terms: frozenset[str],
+def _relevant(index: UserIndex, rows: np.ndarray, relevance: np.ndarray, question: Question,
               floor: float) -> np.ndarray:
     """Which of ``rows`` (turns) pass the floor: by meaning (their cosine with the query at least ``floor``) or by
     words (at least half the query's words, and two, in the turn's text: what a turn's vector does not see, such as
     the depths of a long reply, still counts)."""
     keep = relevance[rows] >= floor
     below = np.flatnonzero(~keep)
-    need = _words_needed(terms)
+    terms, need = question.terms, question.words_needed
     if len(below) and len(terms) >= need:
         texts = texts_of(index.table.texts, [int(r) for r in rows[below]])
         keep[below] = [len(terms & set(words)) >= need for words in tokenize(texts)]
     return keep
 
 
-def _candidates(scored: Scored, store: Store, user_id: str, query: str, terms: frozenset[str], mode: str,
+def _candidates(scored: Scored, store: Store, user_id: str, question: Question, mode: str,
                 excluded: set[str], max_sessions: int | None, options: ContextOptions,
                 shown: set[tuple[str, int]]) -> list[Excerpt]:
-    """The excerpts the evidence part may take, with their priorities (see the module docstring); ``terms`` are the
-    query's (:func:`memgas.kernels.excerpt.query_terms`)."""
+    """The excerpts the evidence part may take, with their priorities (see the module docstring)."""
     index, scores = scored.index, scored.scores
     relevance = scored.relevance if scored.relevance is not None else np.zeros(len(scores))
     rows = index.masks["turn"]
@@ -194,8 +170,10 @@ def _candidates(scored: Scored, store: Store, user_id: str, query: str, terms: f
     rows = rows[np.argsort(-scores[rows], kind="stable")][: 4 * options.turns]
     # across the conversation the subject is broad: a turn less relevant than the floor may still say where it went,
     # so a timeline takes such turns too (above its own, lower floor), after the relevant ones
-    rows = rows[_relevant(index, rows, relevance, terms, options.timeline_floor if mode == "time" else options.floor)]
-    below_floor = set(rows[relevance[rows] < options.floor].tolist()) if mode == "time" else set()
+    rows = rows[_relevant(index, rows, relevance, question,
+                          options.timeline_floor if mode == "time" else options.floor)]
+    # turns taken only after every other: a timeline's below the floor, and those beyond the k best sessions
+    after = set(rows[relevance[rows] < options.floor].tolist()) if mode == "time" else set()
     if excluded:
         rows = rows[[index.sessions[index.session_of[r]] not in excluded for r in rows]]
     if max_sessions is not None and mode != "time":  # a timeline spans the conversation: every session may add to it
@@ -203,20 +181,28 @@ def _candidates(scored: Scored, store: Store, user_id: str, query: str, terms: f
         for r in rows:
             first.setdefault(int(index.session_of[r]), None)
         keep = set(list(first)[:max_sessions])
-        rows = rows[[int(index.session_of[r]) in keep for r in rows]]
+        inside = np.array([int(index.session_of[r]) in keep for r in rows], bool)
+        if options.beyond_k:  # what budget the k sessions leave, the others' relevant turns fill, after them
+            after = set(rows[~inside].tolist())
+            rows = np.concatenate([rows[inside], rows[~inside]])
+        else:
+            rows = rows[inside]
     spread = mode == "time"
     rows = _turn_order(index, rows, options.timeline_runs if spread else 0)[: options.turns]
     # a reply follows its own user message where the question asks what the assistant said
-    lag = 0 if asks_about_replies(query) else options.reply_lag
-    summary = asks_for_a_summary(query) or asks_about_replies(query)  # a timeline of both sides
-    sessions: dict[str, tuple[Session, tuple[Turn, ...]]] = {}  # each quoted session read, and cut into turns, once
+    lag = 0 if question.replies else options.reply_lag
+    summary = question.summary or question.replies  # a timeline of both sides
+    terms = question.terms
+    # each quoted session read, cut into turns, and its people found, once
+    sessions: dict[str, tuple[Session, tuple[Turn, ...], frozenset[str], frozenset[str]]] = {}
     out: list[Excerpt] = []
     for rank, r in enumerate(rows):
         sid = index.table.session_ids[r]
         if sid not in sessions:
             read = store.get_session(user_id, sid)
-            sessions[sid] = (read, read.turns)
-        session, turns = sessions[sid]
+            people = people_of(read.metadata, [(m.role, m.name) for m in read.messages])
+            sessions[sid] = (read, read.turns, people, named_in(question.text, people))
+        session, turns, people, named = sessions[sid]
         t = int(index.table.turn_start[r])
         if t >= len(turns):  # the index is older than the session's last rewrite
             continue
@@ -226,14 +212,21 @@ def _candidates(scored: Scored, store: Store, user_id: str, query: str, terms: f
             at = turn.msg_start + offset
             if (sid, at) in shown:
                 continue
-            is_user = m.role == "user"
-            if spread and not is_user and not summary:  # a timeline of what the user brought up
+            author = (m.name or "").casefold()
+            said = m.role == "user" or (m.role == "assistant" and author in people)  # a person's words
+            if spread and not said and not summary:  # a timeline of what the people brought up
                 continue
-            cap = options.timeline_chars if spread else options.user_chars if is_user else options.reply_chars
+            cap = options.timeline_chars if spread else options.user_chars if said else options.reply_chars
             text, hits = excerpt(m.content, terms, cap)
-            if not is_user and hits == 0:
+            if not said and hits == 0:
                 continue
-            priority = (rank if is_user else rank + lag + 0.5) + (len(rows) if r in below_floor else 0)
+            asks = said and only_asks(m.content)
+            if said and not asks:  # the words of the person a question names first, then the others'
+                priority = rank + (0.25 if named and author not in named else 0.0)
+            else:  # a reply, or a message that only asks, after the statements of a few better turns
+                priority = rank + lag + 0.5
+            priority += len(rows) if r in after else 0
             out.append(Excerpt(sid, at, m.name or m.role, text, session.timestamp, priority,
-                               (_seconds(session.timestamp), at), vector, t, terms & set(tokenize([text])[0])))
+                               (_seconds(session.timestamp), at), vector, t, terms & set(tokenize([text])[0]),
+                               asks, float(relevance[r])))
     return out

@@ -207,10 +207,29 @@ def check_metadata(value: object) -> dict[str, Any]:
             f"metadata must be a JSON object (a dict with string keys), got {type(value).__name__}"
         )
     clean: dict[str, Any] = _json_value(value, "metadata", 1)
+    _check_participants(clean.get("participants"))
     size = len(json.dumps(clean, ensure_ascii=False, allow_nan=False).encode("utf-8"))
     if size > MAX_METADATA_BYTES:
         raise InvalidInputError(f"metadata of {size:,} bytes as JSON is over the limit of {MAX_METADATA_BYTES:,}")
     return clean
+
+
+def _check_participants(value: object) -> None:
+    """``metadata["participants"]``, where given: who takes part in the session (:mod:`memgas.kernels.people`), a
+    list of the people's names or an object of names to ``"person"`` or ``"agent"``."""
+    if value is None:
+        return
+    if isinstance(value, Mapping):
+        for name, kind in value.items():
+            if not name.strip() or kind not in ("person", "agent"):
+                raise InvalidInputError(f"metadata.participants[{name!r}] must be 'person' or 'agent' under a "
+                                        f"non-blank name, got {kind!r}")
+    elif isinstance(value, (list, tuple)):
+        if not all(isinstance(n, str) and n.strip() for n in value):
+            raise InvalidInputError("metadata.participants must list the people's names as non-blank strings")
+    else:
+        raise InvalidInputError(f"metadata.participants must be a list of names or an object of names to 'person' "
+                                f"or 'agent', got {type(value).__name__}")
 
 
 def _json_value(value: object, where: str, depth: int) -> Any:

@@ -180,6 +180,9 @@ class AppendRequest(_Request):
     run_id: ScopeId | None = Field(default=None, description="a new session's run (a stored one keeps its own)")
     return_context: bool = Field(default=False, description="also return the context for the last user message")
     context_tokens: int = Field(default=1000, ge=1, le=100_000, description="that context's budget")
+    window: int = Field(default=20, ge=1, le=1_000_000,
+                        description="how many of this session's latest messages the prompt holds: left out of that "
+                                    "context, the older ones are memory")
 
 
 class AppendResult(BaseModel):

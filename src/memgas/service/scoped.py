@@ -53,11 +53,11 @@ class ScopedMemory:
 
     def append(self, messages: Any, *, user_id: str, session_id: str, timestamp: Timestamp = None,
                metadata: dict[str, Any] | None = None, agent_id: str | None = None, run_id: str | None = None,
-               return_context: bool = False, context_tokens: int = 1000) -> Appended:
+               return_context: bool = False, context_tokens: int = 1000, window: int = 20) -> Appended:
         """Add messages to the end of a session, making it if new (:meth:`Memory.append`)."""
         return self.memory.append(messages, user_id=self._user(user_id), session_id=session_id, timestamp=timestamp,
                                   metadata=metadata, agent_id=agent_id, run_id=run_id,
-                                  return_context=return_context, context_tokens=context_tokens)
+                                  return_context=return_context, context_tokens=context_tokens, window=window)
 
     def update_message(self, session_id: str, index: int, content: str, *, user_id: str) -> Edited:
         """Replace one message's content (:meth:`Memory.update_message`)."""

@@ -39,7 +39,7 @@ def append_messages(session_id: SessionPath, body: AppendRequest, request: Reque
     """Add messages to the end of a session: 201 when it created the session, 200 when it extended it."""
     result = mem.append(messages_payload(body.messages), user_id=body.user_id, session_id=session_id,
                         timestamp=body.timestamp, metadata=body.metadata, agent_id=body.agent_id, run_id=body.run_id,
-                        return_context=body.return_context, context_tokens=body.context_tokens)
+                        return_context=body.return_context, context_tokens=body.context_tokens, window=body.window)
     if result.created:
         response.status_code = status.HTTP_201_CREATED
         request.app.state.memgas.metrics.inc("adds")
