@@ -168,6 +168,11 @@ def test_every_method_round_trips_with_memorys_types(server: LiveServer, kind: s
         assert PROFILE_HEADER in await done(mem.context("Tell me a joke", user_id=user, min_score=0.9))
         assert [h.session_id for h in await done(mem.search("where do I live?", user_id=user,
                                                             exclude_sessions=["live/chat"]))] == ["work"]
+        # one long chat: only its latest `window` messages are the prompt's, the older ones come back as memory
+        older = await done(mem.append("Which city did I move to?", user_id=user, session_id="live/chat",
+                                      return_context=True, window=2))
+        assert " · live/chat · user: I moved to Lisbon in March." in older.context
+        assert "French" not in older.context.split("Memories")[-1]  # the latest two are the prompt's
         with pytest.raises(InvalidInputError, match="index"):
             await done(mem.delete_message("live/chat", -1, user_id=user))
         with pytest.raises(InvalidInputError, match="no message 9"):
