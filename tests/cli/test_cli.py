@@ -462,3 +462,11 @@ def test_an_import_error_without_an_interrupt_is_not_called_one(monkeypatch: pyt
     monkeypatch.setattr("memgas.cli.commands.cmd_list", broken)
     with pytest.raises(ImportError, match="nowhere"):
         main(["list", "--db", "none.db", "--user", "u"])
+
+
+def test_a_mistyped_flag_is_named_not_the_required_one_it_left_out(capsys: pytest.CaptureFixture[str],
+                                                                   db: Path) -> None:
+    _refused(_cli(capsys, "search", "ferry", "--usr", "ana", "--db", str(db)), "unrecognized arguments: --usr")
+    _refused(_cli(capsys, "search", "ferry", "--db", str(db)), "the following arguments are required: --user")
+    code, out, err = _cli(capsys, "search", "ferry", "--us", "ana", "--db", str(db))  # an abbreviation argparse takes
+    assert code == 0 and err == "" and "ferry" in out.lower()

@@ -427,9 +427,22 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line, like every other error of the command."""
+    """An argument parser whose errors are one line, like every other error of the command, and name a mistyped
+    flag (``--usr``) rather than the required one it left out (argparse checks what is required first)."""
+
+    _given: Sequence[str] = ()
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
+        if message.startswith("the following arguments are required"):
+            unknown = [a for a in self._given if a.startswith("-") and a != "-" and not a[1:2].isdigit()
+                       and a.split("=", 1)[0] not in self._option_string_actions]
+            if unknown:
+                message = f"unrecognized arguments: {' '.join(unknown)}"
         self.exit(2, f"memgas: error: {message} (see '{self.prog} --help')\n")
 
 
