@@ -210,7 +210,9 @@ class Memory:
                 for display, ordering and time expressions in queries; years 1000 to 8999. Default: the time
                 of the add (UTC), so "last week" in a later query can match it.
             metadata: a JSON object kept with the session (see :func:`memgas.core.validate.check_metadata`
-                for its limits).
+                for its limits). Its ``participants`` says who takes part: ``{"Alice": "person", "Bob": "person",
+                "Jarvis": "agent"}`` or a list of the people's names; in a conversation between people every
+                person's words are evidence like the user's (:mod:`memgas.kernels.people`).
             agent_id, run_id: optional scope ids (the agent that held the conversation, one run of a workflow),
                 stored with the session, returned on its hits and listings, and filterable (``filters``).
 
