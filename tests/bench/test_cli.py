@@ -519,3 +519,40 @@ def test_cluster_bench_refuses_bad_options_in_one_line(tmp_path: Path, capsys, a
     assert main(["bench", "cluster", "--data", str(lme_file(tmp_path)), "--out", str(out), *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0] and not out.exists()
+
+
+def test_locomo_contexts_are_read_by_who_said_the_evidence_with_the_message_anchors_beside(
+        tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("MEMGAS_CACHE_DIR", str(tmp_path / "cache"))
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([locomo_sample()]))
+    out = tmp_path / "out"
+    assert main(["bench", "locomo", "--data", str(data), "--out", str(out), "--contexts", "1000",
+                 "--method", "memgas,vector-messages,hybrid-messages", "--no-progress"]) == 0
+    q0, _, q5 = json.loads((out / "results.json").read_text())["questions"]
+    for method in ("memgas", "vector-messages", "hybrid-messages"):
+        said_by_bob, said_by_ann = q0["methods"][method]["metrics"], q5["methods"][method]["metrics"]
+        # D1:3 is Bob's (speaker_b), D2:1 Ann's (speaker_a): a tiny conversation fits whole in 1,000 tokens
+        assert said_by_bob["ctx1000_recall_speaker_b"] == 1.0 and "ctx1000_recall_speaker_a" not in said_by_bob
+        assert said_by_ann["ctx1000_recall_speaker_a"] == 1.0 and "ctx1000_recall_speaker_b" not in said_by_ann
+    report = (out / "report.md").read_text()
+    assert "by who said them" in report and "| hybrid-messages | " in report
+
+
+def test_latency_times_search_and_context_on_an_existing_store(tmp_path: Path, capsys, embedder) -> None:
+    from memgas import Memory
+
+    db = tmp_path / "m.db"
+    with Memory(db, embedder=embedder) as mem:
+        for i, topic in enumerate(("hiking in the alps", "baking sourdough bread", "learning the cello")):
+            mem.add([{"role": "user", "content": f"Tell me more about {topic}, please."},
+                     {"role": "assistant", "content": "Sure."}], user_id=f"u{i % 2}", session_id=f"s{i}")
+    out = tmp_path / "out"
+    assert main(["bench", "latency", "--backend", str(db), "--requests", "4", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("3 questions of 2 users") and "| p50 |" in printed  # every user message there is
+    result = json.loads((out / "results.json").read_text())
+    assert len(result["search_ms"]) == len(result["context_ms"]) == 3
+    assert result["ratio_p50"] == pytest.approx(result["context_p50_ms"] / result["search_p50_ms"])
+    assert main(["bench", "latency", "--out", str(out)]) == 2  # no store named: one line
+    assert "pass --backend" in capsys.readouterr().err

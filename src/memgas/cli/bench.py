@@ -36,7 +36,7 @@ def add_bench_parser(sub: Any) -> None:
     sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
     sp.add_argument("dataset", choices=("locomo", "longmemeval", "beam", "cost", "live", "kg", "store", "scale", "http",
                                         "bot", "principles", "multilingual", "filters", "adapters", "ratelimit", "users",
-                                        "longreplies", "cluster"),
+                                        "longreplies", "cluster", "latency"),
                     help="a retrieval benchmark; 'beam': BEAM's long conversations (--scales), every method's "
                          "ranking and the context an agent reads (--contexts), per ability; 'cost': add/search cost on "
                          "LongMemEval-S sessions; 'live': add then "
@@ -63,7 +63,9 @@ def add_bench_parser(sub: Any) -> None:
                          "pgbouncer; root for network namespaces): --users users (default 1000) of --sessions sessions "
                          "(default 10) searched round robin through the router, writes/s and searches/s with 3, 2 and 1 "
                          "workers at --clients clients (default 8), replica lag, bytes per session, and --drills failovers "
-                         "(default 5)")
+                         "(default 5); 'latency': search and context p50 / p95 and their ratio on an existing store "
+                         "(--backend: a SQLite file or postgresql:// URL), --requests questions drawn from its own "
+                         "user messages (default 20)")
     sp.add_argument("--sessions", type=int, default=None,
                     help="cost, live: sessions to add to one user (default 500; live: the last checkpoint); "
                          "store: sessions each client adds (default 10); scale: sessions per user (default 20); "
@@ -114,7 +116,7 @@ def add_bench_parser(sub: Any) -> None:
     sp.add_argument("--backend", default=None, metavar="URL",
                     help="locomo, longmemeval: ingest every haystack into this store (e.g. postgresql://user@host/db), "
                          "each as its own user, afresh each run; store, http: the store measured (default: a SQLite "
-                         "file in --out)")
+                         "file in --out); latency: the existing store timed")
     sp.add_argument("--pg-temp", action="store_true",
                     help="run on a throwaway PostgreSQL cluster (initdb/pg_ctl on a free loopback port, removed "
                          "afterwards) instead of --backend")
@@ -481,6 +483,32 @@ def _cmd_longreplies(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_latency(args: argparse.Namespace) -> int:
+    """``bench latency``: search and context timings of the existing store ``--backend``."""
+    from memgas.bench.latency import latency_markdown, run_latency
+    from memgas.bench.report import command_line
+    from memgas.cli.common import require_store
+    from memgas.memory import Memory
+
+    if args.backend is None:
+        raise InvalidInputError("bench latency times an existing store: pass --backend <SQLite file or URL>")
+    require_store(args.backend)
+    requests = 20 if args.requests is None else args.requests
+    if requests < 1:
+        raise InvalidInputError("--requests must be a positive integer")
+    with Memory(args.backend) as mem:
+        result = run_latency(mem, requests)
+    if not result["questions"]:
+        raise InvalidInputError(f"{args.backend} holds no user message to ask about")
+    table = latency_markdown(result)
+    out = args.out or Path("bench-out") / "latency"
+    out.mkdir(parents=True, exist_ok=True)
+    command = command_line("memgas bench latency")
+    _write_results(out, "latency", command, f"Command: `{command}`\n\n{table}\n", result)
+    print(table)
+    return 0
+
+
 def _cmd_http(args: argparse.Namespace) -> int:
     """``bench http``: on ``--backend``, ``--pg-temp`` or a fresh SQLite file in ``--out``."""
     from memgas.bench.report import command_line
@@ -656,6 +684,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _cmd_users(args)
     if args.dataset == "cluster":
         return _cmd_cluster(args)
+    if args.dataset == "latency":
+        return _cmd_latency(args)
     if args.dataset in ("store", "scale"):
         return _cmd_store(args)
     if args.dataset == "http":
