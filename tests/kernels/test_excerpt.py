@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from memgas.kernels.excerpt import around, best_window, excerpt, query_terms, sentence_spans
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memgas.kernels.excerpt import around, best_sentences, best_window, excerpt, query_terms, sentence_spans
 
 FILLER = "The weather was mild and we talked about nothing much at all. " * 40
 
@@ -49,3 +52,33 @@ def test_around_grows_a_sentence_by_its_neighbours_within_the_limit() -> None:
     assert shown == "Hello there. Always answer in French. Thanks. …" and b - a <= 60
     long = "x" * 30 + " " + "Always use metric units " * 20
     assert len(around(long, 31, len(long), 50)[0]) <= 50 + 4
+
+
+def _reference_sentences(spans: list[tuple[int, int]], have: list[set[str]], max_chars: int) -> tuple[int, int, int]:
+    """The run search as first written: every start sentence grown as far as it fits, its terms gathered anew (the
+    kernel's two pointers must choose the same run)."""
+    best = (-1, 0, 0)
+    for i in range(len(spans)):
+        seen: set[str] = set()
+        j = i
+        while j < len(spans) and spans[j][1] - spans[i][0] <= max_chars:
+            seen |= have[j]
+            j += 1
+        if j == i:
+            j, seen = i + 1, have[i]
+        if len(seen) > best[0]:
+            best = (len(seen), i, j)
+    return best
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 120), st.sets(st.sampled_from("abcdef"), max_size=4)), min_size=1,
+                max_size=30), st.integers(1, 300))
+def test_the_two_pointer_run_search_chooses_what_growing_every_start_chooses(
+        sentences: list[tuple[int, set[str]]], max_chars: int) -> None:
+    spans, at = [], 0
+    for length, _ in sentences:
+        spans.append((at, at + length))
+        at += length + 1
+    have = [terms for _, terms in sentences]
+    assert best_sentences(spans, have, max_chars) == _reference_sentences(spans, have, max_chars)

@@ -229,3 +229,15 @@ def test_skipped_tokens_get_no_postings_and_the_others_score_as_without_skip() -
         np.testing.assert_array_equal(lean.scores(q), full.scores(q))  # lengths still count the skipped tokens
     assert not lean.scores("corgi trail").any() and lean.absent("corgi trail vet") == {"corgi", "trail"}
     assert "corgi" not in lean.to_arrays()[0] and lean.memory_bytes() < full.memory_bytes()
+
+
+def test_token_sets_are_tokenize_as_sets_kept_for_the_latest_texts() -> None:
+    from memgas.kernels.lexical import _TokenSets
+
+    sets = _TokenSets(max_texts=2, max_chars=40)
+    texts = ["My locker code is 4512.", "The gym moved to Lisbon.", "Sunny by the river.", "long words " * 10]
+    first = sets(texts)
+    assert first == [frozenset(w) for w in tokenize(texts)]
+    assert sets(texts[2:3])[0] is first[2]  # kept: not tokenized again
+    assert sets(texts[:1])[0] is not first[0]  # the oldest went: two are kept
+    assert sets(texts[3:])[0] == first[3] and sets(texts[3:])[0] is not first[3]  # over max_chars: never kept

@@ -34,7 +34,7 @@ from memgas.context.profile import Profiles
 from memgas.context.question import Question, context_mode
 from memgas.core.types import Session, Turn
 from memgas.kernels.excerpt import excerpt
-from memgas.kernels.lexical import tokenize
+from memgas.kernels.lexical import token_sets
 from memgas.kernels.people import named_in, only_asks, people_of
 from memgas.kernels.text import context_tokens as count_tokens
 from memgas.methods.base import MemoryMethod
@@ -155,7 +155,7 @@ def _relevant(index: UserIndex, rows: np.ndarray, relevance: np.ndarray, questio
     terms, need = question.terms, question.words_needed
     if len(below) and len(terms) >= need:
         texts = texts_of(index.table.texts, [int(r) for r in rows[below]])
-        keep[below] = [len(terms & set(words)) >= need for words in tokenize(texts)]
+        keep[below] = [len(terms & words) >= need for words in token_sets(texts)]
     return keep
 
 
@@ -227,6 +227,6 @@ def _candidates(scored: Scored, store: Store, user_id: str, question: Question, 
                 priority = rank + lag + 0.5
             priority += len(rows) if r in after else 0
             out.append(Excerpt(sid, at, m.name or m.role, text, session.timestamp, priority,
-                               (_seconds(session.timestamp), at), vector, t, terms & set(tokenize([text])[0]),
+                               (_seconds(session.timestamp), at), vector, t, terms & token_sets([text])[0],
                                asks, float(relevance[r])))
     return out

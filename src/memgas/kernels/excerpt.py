@@ -9,11 +9,13 @@ of strings; no model.
 from __future__ import annotations
 
 import re
-from typing import Collection
+from collections import Counter
+from functools import lru_cache
+from typing import Collection, Sequence
 
-from memgas.kernels.lexical import tokenize
+from memgas.kernels.lexical import token_sets, tokenize
 
-__all__ = ["sentence_spans", "query_terms", "best_window", "excerpt", "around"]
+__all__ = ["sentence_spans", "query_terms", "best_window", "best_sentences", "excerpt", "around"]
 
 #: A sentence ends at ., ! or ? followed by white space, or at a line break (code and lists are line-shaped).
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -36,6 +38,17 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         if m is not None:
             start = m.end()
     return spans
+
+
+def _spans(text: str) -> tuple[tuple[int, int], ...]:
+    """:func:`sentence_spans` of a long text (the whole text as one where it has none), kept for the texts of up to
+    20,000 characters read most recently: a context cuts the same long messages question after question."""
+    return _kept_spans(text) if len(text) <= 20_000 else tuple(sentence_spans(text)) or ((0, len(text)),)
+
+
+@lru_cache(maxsize=4096)
+def _kept_spans(text: str) -> tuple[tuple[int, int], ...]:
+    return tuple(sentence_spans(text)) or ((0, len(text)),)
 
 
 def query_terms(query: str) -> frozenset[str]:
@@ -74,29 +87,46 @@ def best_window(text: str, terms: Collection[str], max_chars: int) -> tuple[int,
     ('My locker code is 4512. Bye', 3)
     """
     if len(text) <= max_chars:
-        return 0, len(text), len(set(terms) & set(tokenize([text])[0])) if terms else 0
-    spans = sentence_spans(text) or [(0, len(text))]
-    words = tokenize([text[a:b] for a, b in spans])
-    have = [set(w) & set(terms) for w in words]
-    best = (-1, 0, 0)  # (hits, first sentence, last sentence exclusive)
-    for i in range(len(spans)):
-        seen: set[str] = set()
-        j = i
-        while j < len(spans) and spans[j][1] - spans[i][0] <= max_chars:
-            seen |= have[j]
-            j += 1
-        if j == i:  # one sentence over the window
-            j = i + 1
-            seen = have[i]
-        if len(seen) > best[0]:
-            best = (len(seen), i, j)
-    hits, i, j = best
+        return 0, len(text), len(token_sets([text])[0] & set(terms)) if terms else 0
+    spans = _spans(text)
+    wanted = set(terms)
+    have = [w & wanted for w in token_sets([text[a:b] for a, b in spans])]
+    hits, i, j = best_sentences(spans, have, max_chars)
     start, end = spans[i][0], spans[j - 1][1]
     if end - start > max_chars:
         lowered = text[start:end].lower()
         first = min((p for p in (lowered.find(t[:4]) for t in have[i]) if p >= 0), default=0) + start
         return (*_cut_at_words(text, start, end, max_chars, first), hits)
     return (*_filled(text, start, end, max_chars), hits)
+
+
+def best_sentences(spans: Sequence[tuple[int, int]], have: Sequence[Collection[str]],
+                   max_chars: int) -> tuple[int, int, int]:
+    """``(hits, first, end)``: of the runs of consecutive sentences (``spans``, each holding the terms ``have``)
+    at most ``max_chars`` long from the first's start to the last's end, the one with the most distinct terms, the
+    earliest of equals (a sentence longer than ``max_chars`` is a run of its own); ``end`` is exclusive.
+
+    Each start's run is grown as far as it fits; its end never moves back as the start moves on, so two pointers
+    find them all, ``held`` counting per term the run's sentences that hold it.
+
+    >>> best_sentences([(0, 10), (11, 20), (21, 30)], [set(), {"a"}, {"b"}], 19)
+    (2, 1, 3)
+    """
+    best = (-1, 0, 0)
+    held: Counter[str] = Counter()
+    j = 0
+    for i in range(len(spans)):
+        j = max(j, i)
+        while j < len(spans) and spans[j][1] - spans[i][0] <= max_chars:
+            held.update(have[j])
+            j += 1
+        hits, end = (len(have[i]), i + 1) if j == i else (len(held), j)  # j == i: one sentence over the window
+        if hits > best[0]:
+            best = (hits, i, end)
+        if j > i:
+            held.subtract(have[i])
+            held += Counter()  # drop the terms no sentence of the run holds any more
+    return best
 
 
 def _filled(text: str, start: int, end: int, max_chars: int) -> tuple[int, int]:

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import re
 import threading
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from functools import cache
 from itertools import count
 from typing import Any, Container, Sequence
 
 import numpy as np
 
-__all__ = ["tokenize", "LexicalIndex"]
+__all__ = ["tokenize", "token_sets", "LexicalIndex"]
 
 
 #: Words as bm25s finds them (``(?u)\b\w\w+\b``): runs of two or more word characters. Without the
@@ -106,6 +106,36 @@ def tokenize(texts: Sequence[str]) -> list[list[str]]:
     words = list(map(stems.__getitem__, tokens.tolist()))
     ends = np.cumsum(lengths).tolist()
     return [words[start:end] for start, end in zip([0, *ends], ends)]
+
+
+class _TokenSets:
+    """Each text's set of tokens (:func:`tokenize`), kept for the texts read most recently: a context reads the same
+    turns and messages question after question, and their words do not change."""
+
+    def __init__(self, max_texts: int = 8192, max_chars: int = 20_000) -> None:
+        self._held: OrderedDict[str, frozenset[str]] = OrderedDict()
+        self._max_texts, self._max_chars = max_texts, max_chars
+        self._lock = threading.Lock()
+
+    def __call__(self, texts: Sequence[str]) -> list[frozenset[str]]:
+        with self._lock:
+            found = [self._held.get(t) for t in texts]
+            for t, f in zip(texts, found):
+                if f is not None:
+                    self._held.move_to_end(t)
+        missing = list(dict.fromkeys(t for t, f in zip(texts, found) if f is None))
+        made = dict(zip(missing, map(frozenset, tokenize(missing))))
+        with self._lock:
+            for t, words in made.items():
+                if len(t) <= self._max_chars:
+                    self._held[t] = words
+            while len(self._held) > self._max_texts:
+                self._held.popitem(last=False)
+        return [f if f is not None else made[t] for t, f in zip(texts, found)]
+
+
+#: The distinct tokens of each text (:func:`tokenize`'s, as sets), the most recently read texts' kept in memory.
+token_sets = _TokenSets()
 
 
 def _joined(pieces: list[np.ndarray]) -> np.ndarray:
