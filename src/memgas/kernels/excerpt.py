@@ -9,7 +9,6 @@ of strings; no model.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from functools import lru_cache
 from typing import Collection, Sequence
 
@@ -107,25 +106,33 @@ def best_sentences(spans: Sequence[tuple[int, int]], have: Sequence[Collection[s
     earliest of equals (a sentence longer than ``max_chars`` is a run of its own); ``end`` is exclusive.
 
     Each start's run is grown as far as it fits; its end never moves back as the start moves on, so two pointers
-    find them all, ``held`` counting per term the run's sentences that hold it.
+    find them all, ``held`` counting per term the run's sentences that hold it; the first run that holds every term
+    any sentence holds ends the search.
 
     >>> best_sentences([(0, 10), (11, 20), (21, 30)], [set(), {"a"}, {"b"}], 19)
     (2, 1, 3)
     """
     best = (-1, 0, 0)
-    held: Counter[str] = Counter()
+    most = len(set().union(*have))  # no run holds more: the search may stop once one does
+    held: dict[str, int] = {}
     j = 0
     for i in range(len(spans)):
         j = max(j, i)
         while j < len(spans) and spans[j][1] - spans[i][0] <= max_chars:
-            held.update(have[j])
+            for t in have[j]:
+                held[t] = held.get(t, 0) + 1
             j += 1
         hits, end = (len(have[i]), i + 1) if j == i else (len(held), j)  # j == i: one sentence over the window
         if hits > best[0]:
             best = (hits, i, end)
+            if hits == most:
+                break
         if j > i:
-            held.subtract(have[i])
-            held += Counter()  # drop the terms no sentence of the run holds any more
+            for t in have[i]:  # the run's first sentence leaves it
+                if held[t] == 1:
+                    del held[t]
+                else:
+                    held[t] -= 1
     return best
 
 
