@@ -82,14 +82,20 @@ def test_a_question_about_now_reads_the_current_state_first_and_never_the_unrela
 
 
 def test_only_a_later_statement_marks_a_line_earlier() -> None:
-    answer = ex("may", 0, "I live in Sellwood now", 0, 5, [1.0, 0.0], relevance=0.5)
+    answer = ex("may", 0, "I live in Sellwood now", 0, 5, [1.0, 0.0], turn=0, relevance=0.5)
     asked = Excerpt("june", 0, "user", "Which city do I live in now?", datetime(2024, 3, 9), 3, (9.0, 0),
                     np.array([1.0, 0.0]), 0, frozenset(), True, 0.9)
-    same_time = ex("may", 4, "Sellwood is in Portland", 1, 5, [1.0, 0.0], turn=2, relevance=0.4)
-    order = order_excerpts([answer, asked, same_time], "now", 0.6)
-    # a later question replaces no answer and reads after what says something; one session time is one state
+    next_turn = ex("may", 2, "Sellwood is in Portland", 1, 5, [1.0, 0.0], turn=1, relevance=0.3)
+    same_time = ex("may-b", 0, "Sellwood is quiet", 2, 5, [1.0, 0.0], turn=0, relevance=0.3)
+    order = order_excerpts([answer, asked, next_turn, same_time], "now", 0.6)
+    # a later question replaces no answer and reads after what says something; the next turn of a session and
+    # another session of the same time are the same moment
     assert [(e.session_id, e.message, early) for e, early in order] == [
-        ("may", 0, False), ("may", 4, False), ("june", 0, False)]
+        ("may", 0, False), ("may", 2, False), ("may-b", 0, False), ("june", 0, False)]
     said = Excerpt("june", 0, "user", "I moved to Lisbon", datetime(2024, 3, 9), 3, (9.0, 0), np.array([1.0, 0.0]), 0)
     assert [(e.session_id, early) for e, early in order_excerpts([answer, said], "now", 0.6)] == [
         ("june", False), ("may", True)]
+    # a few turns on in one long session, the conversation has moved on: a later statement there replaces
+    later = ex("may", 9, "I moved again, to Lisbon", 3, 5, [1.0, 0.0], turn=3, relevance=0.2)
+    assert [(e.message, early) for e, early in order_excerpts([answer, later], "relevance", 0.6)] == [
+        (9, False), (0, True)]

@@ -26,8 +26,7 @@ __all__ = ["Excerpt", "ContextOptions", "fill", "order_excerpts", "render", "PRO
 
 PROFILE_HEADER = "Standing instructions and preferences (said earlier; they still hold):"
 MEMORY_HEADERS = {
-    "now": "Memories from earlier conversations (most relevant first; the newest of a subject above what it "
-           "updates):",
+    "now": "Memories from earlier conversations (the current state first; a newer one above what it updates):",
     "relevance": "Memories from earlier conversations (most relevant first; a newer one above what it updates):",
     "time": "Memories from earlier conversations (in time order):",
     "past": "Memories from earlier conversations (most relevant first):",
@@ -52,6 +51,8 @@ class ContextOptions:
         profile_floor: a standing statement less relevant than this (cosine with the query) is not shown.
         same_subject: two excerpts (both relevant to the query) whose turns' vectors have at least this cosine speak
             of the same thing.
+        now_margin: a question about how things stand now reads first, newest first, the excerpts whose turns' cosine
+            with it is within this of the best one's.
         turns: the most turns read for one context.
         beyond_k: where the ``k`` most relevant sessions leave budget, the relevant turns of other sessions fill it,
             after every turn of those ``k`` (``False``: only the ``k`` sessions).
@@ -72,6 +73,7 @@ class ContextOptions:
     profile_share: float = 0.3
     profile_floor: float = 0.1
     same_subject: float = 0.45
+    now_margin: float = 0.1
     timeline_runs: int = 12
     timeline_floor: float = 0.1
     turns: int = 150
@@ -135,19 +137,21 @@ def fill(candidates: Sequence[Excerpt], budget: int) -> list[Excerpt]:
     return taken
 
 
-def order_excerpts(taken: Sequence[Excerpt], mode: str, same_subject: float,
-                   shared_words: int = 0) -> list[tuple[Excerpt, bool]]:
+def order_excerpts(taken: Sequence[Excerpt], mode: str, same_subject: float, shared_words: int = 0,
+                   margin: float = 0.1) -> list[tuple[Excerpt, bool]]:
     """The taken excerpts in reading order, each with whether it is marked ``(earlier)``.
 
-    ``mode`` ``"time"``: oldest first. ``"past"``: by priority. ``"relevance"``: by priority, and ``"now"`` (a question
-    about how things stand now) by relevance, the most relevant to what is asked first (what only asks last), except that an excerpt moves
-    up to just above the best older excerpt about the same thing, which is then marked ``(earlier)``: the current
-    state is read before what it replaced. Only a line
-    of a later time replaces one (the lines of one session time are one state), and never a message that only asks
-    (a question replaces no answer). Two excerpts (both chosen for the question) speak of the same thing by meaning
-    (their turns' vectors at cosine ≥ ``same_subject``) or by the question's words (at least ``shared_words`` of
-    them in both; 0: not by words): "the commits merged into main" said in a message about authentication updates
-    what a message about releases said.
+    ``mode`` ``"time"``: oldest first. ``"past"``: by priority. ``"relevance"``: by priority, except that an excerpt
+    moves up to just above the best older excerpt about the same thing, which is then marked ``(earlier)``: the
+    current state is read before what it replaced. ``"now"`` (a question about how things stand now): as
+    ``"relevance"``, but the excerpts as relevant as the best one (their turns' cosine with the question within
+    ``margin`` of it) and those that replace them lead, newest first (a turn's messages in their order): an
+    unrelated newer excerpt does not. Only a line said later replaces one (:func:`_later`: of a later session, or a
+    few turns on in the same one; the lines of sessions of one time are one state), and never a message that only
+    asks: such messages read after every other (a question is no evidence of its answer). Two excerpts (both chosen for the question) speak of the
+    same thing by meaning (their turns' vectors at cosine ≥ ``same_subject``) or by the question's words (at least
+    ``shared_words`` of them in both; 0: not by words): "the commits merged into main" said in a message about
+    authentication updates what a message about releases said.
 
     >>> old = Excerpt("s1", 0, "user", "I live in Buckman", None, 0, (1.0, 0), np.array([1.0, 0.0]))
     >>> new = Excerpt("s2", 0, "user", "I moved to Sellwood", None, 5, (2.0, 0), np.array([0.8, 0.6]))
@@ -156,21 +160,49 @@ def order_excerpts(taken: Sequence[Excerpt], mode: str, same_subject: float,
     """
     if mode == "time":
         return [(e, False) for e in sorted(taken, key=lambda e: e.when)]
-    ranked = sorted(taken, key=(lambda e: (e.asks, -e.relevance)) if mode == "now" else (lambda e: e.priority))
-    if mode not in ("relevance", "now"):
-        return [(e, False) for e in ranked]
-    key = [float(i) for i in range(len(ranked))]
+    ranked = sorted(taken, key=lambda e: e.priority)
     earlier = [False] * len(ranked)
-    for i, a in enumerate(ranked):
-        for j, b in enumerate(ranked):
-            if b.asks or not b.when[0] > a.when[0]:  # b must say something, at a later time than a
-                continue
-            by_meaning = a.vector is not None and b.vector is not None and float(a.vector @ b.vector) >= same_subject
-            if by_meaning or 0 < shared_words <= len(a.words & b.words):  # b is newer and about the same thing as a
-                earlier[i] = True
-                key[j] = min(key[j], key[i] - 0.5)
-    order = sorted(range(len(ranked)), key=lambda i: (key[i], -ranked[i].when[0], -ranked[i].when[1]))
+    replaced_by: dict[int, list[int]] = {}
+    order = list(range(len(ranked)))
+    if mode in ("relevance", "now"):
+        key = [float(i) for i in order]
+        for i, a in enumerate(ranked):
+            for j, b in enumerate(ranked):
+                if b.asks or not _later(b, a):  # b must say something, later than a
+                    continue
+                by_meaning = (a.vector is not None and b.vector is not None
+                              and float(a.vector @ b.vector) >= same_subject)
+                if by_meaning or 0 < shared_words <= len(a.words & b.words):  # b: newer, about the same thing as a
+                    earlier[i] = True
+                    replaced_by.setdefault(i, []).append(j)
+                    key[j] = min(key[j], key[i] - 0.5)
+        order.sort(key=lambda i: (key[i], -ranked[i].when[0], -ranked[i].when[1]))
+    if mode == "now":  # the newest first of what is as relevant as the best and of what replaced it
+        top = max((e.relevance for e in ranked if not e.asks), default=0.0)
+        lead = {i for i in order if not ranked[i].asks and ranked[i].relevance >= top - margin}
+        grown = list(lead)
+        while grown:
+            for j in replaced_by.get(grown.pop(), []):
+                if j not in lead:
+                    lead.add(j)
+                    grown.append(j)
+        first = sorted(lead, key=lambda i: (-ranked[i].when[0], -ranked[i].turn, ranked[i].when[1]))
+        order = first + [i for i in order if i not in lead]
+    order = [i for i in order if not ranked[i].asks] + [i for i in order if ranked[i].asks]
     return [(ranked[i], earlier[i]) for i in order]
+
+
+#: In one session, a statement this many turns after another is later than it (the conversation moved on); nearer,
+#: the two are one moment of it.
+LATER_TURNS = 3
+
+
+def _later(b: Excerpt, a: Excerpt) -> bool:
+    """Whether ``b`` was said later than ``a``: in a session of a later time, or in the same session at least
+    :data:`LATER_TURNS` turns after it (one long session may span days)."""
+    if b.session_id == a.session_id:
+        return a.turn >= 0 and b.turn - a.turn >= LATER_TURNS
+    return b.when[0] > a.when[0]
 
 
 def render(profile: Sequence[Excerpt], memories: Sequence[tuple[Excerpt, bool]], mode: str) -> str:

@@ -6,8 +6,8 @@ of the query's words: :func:`_relevant`); of the others, best first, each user m
 when long) and each reply one after the user messages of a few better turns, cut to the part that holds the query's
 words (and left out when it holds none). In a conversation between people (:func:`memgas.kernels.people.people_of`)
 every person's words are taken as the user's; a question that names one of them takes their words first. A message
-that only asks (:func:`memgas.kernels.people.only_asks`) is no evidence of its answer: it is taken after the
-statements of a few better turns, as a reply is. A question that
+that only asks (:func:`memgas.kernels.people.only_asks`) is no evidence of its answer: it reads after every other
+(:func:`memgas.context.assemble.order_excerpts`). A question that
 asks across the conversation (:func:`memgas.kernels.tense.asks_across_time`) takes the best turns of every session
 in turn, shorter, and reads them in time order. The user's standing instructions and preferences
 (:class:`memgas.context.profile.Profiles`) head the block, the most relevant first. See :mod:`memgas.context.assemble`
@@ -141,7 +141,8 @@ def build_context(
     if len(scored.scores) and budget > 12:
         candidates = _candidates(scored, store, user_id, question, mode, excluded, max_sessions, options,
                                  {(e.session_id, e.message) for e in profile} | set(hidden))
-        memories = order_excerpts(fill(candidates, budget), mode, options.same_subject, question.words_needed)
+        memories = order_excerpts(fill(candidates, budget), mode, options.same_subject, question.words_needed,
+                                  options.now_margin)
     return render(profile, memories, mode)
 
 
@@ -220,13 +221,12 @@ def _candidates(scored: Scored, store: Store, user_id: str, question: Question, 
             text, hits = excerpt(m.content, terms, cap)
             if not said and hits == 0:
                 continue
-            asks = said and only_asks(m.content)
-            if said and not asks:  # the words of the person a question names first, then the others'
+            if said:  # the words of the person a question names first, then the others'
                 priority = rank + (0.25 if named and author not in named else 0.0)
-            else:  # a reply, or a message that only asks, after the statements of a few better turns
+            else:  # a reply, after the user messages of a few better turns
                 priority = rank + lag + 0.5
             priority += len(rows) if r in after else 0
             out.append(Excerpt(sid, at, m.name or m.role, text, session.timestamp, priority,
                                (_seconds(session.timestamp), at), vector, t, terms & token_sets([text])[0],
-                               asks, float(relevance[r])))
+                               said and only_asks(m.content), float(relevance[r])))
     return out

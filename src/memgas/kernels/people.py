@@ -73,18 +73,26 @@ def named_in(question: str, names: Collection[str]) -> frozenset[str]:
 
 
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+#: How a question opens: an interrogative word or an auxiliary, after any filler ("and", "so", "ok", ...).
+_ASKS = re.compile(r"^(?:(?:and|so|but|also|ok(?:ay)?|hey|hi|oh|wait|then|um+|hmm+)\W+)*(?:what|which|where|when|who|"
+                   r"whom|whose|why|how|do|does|did|is|are|was|were|am|can|could|would|will|should|shall|may|might|"
+                   r"have|has|had)\b", re.IGNORECASE)
 
 
 def only_asks(text: str) -> bool:
-    """Whether a message only asks (every sentence of it a question) and is short: a question is not evidence of
-    its answer, so such a message ranks below the messages that say something.
+    """Whether a message only asks: short (80 characters at most: a longer question carries what it is about, "what's
+    the best way to adjust my schedule since the sessions got extended to July 16?"), and every sentence of it a
+    question that opens as one ("Where did I live before?", not "I moved last month, where should I shop?"). A
+    question is not evidence of its answer, so such a message reads after the messages that say something.
 
     >>> only_asks("Where did I live before I moved?"), only_asks("I moved to Sellwood. Any good cafes nearby?")
     (True, False)
-    >>> only_asks("Which city do I live in now? And since when?")
+    >>> only_asks("Which city do I live in now? And where did I live before?")
     True
+    >>> only_asks("I'm worried I'll miss the deadline, how can I plan for it?")
+    False
     """
-    text = text.strip()
-    if not text or len(text) > 300:
+    if len(text.strip()) > 80:
         return False
-    return all(s.strip().endswith("?") for s in _SENTENCE.findall(text) if s.strip())
+    sentences = [s.strip() for s in _SENTENCE.findall(text.strip()) if s.strip()]
+    return bool(sentences) and all(s.endswith("?") and _ASKS.match(s) for s in sentences)
