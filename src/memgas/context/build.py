@@ -33,7 +33,7 @@ from memgas.context.assemble import (
 from memgas.context.profile import Profiles
 from memgas.context.question import Question, context_mode
 from memgas.core.types import Session, Turn
-from memgas.kernels.excerpt import excerpt
+from memgas.kernels.excerpt import excerpt, warm
 from memgas.kernels.lexical import token_sets
 from memgas.kernels.people import named_in, only_asks, people_of
 from memgas.kernels.text import context_tokens as count_tokens
@@ -196,13 +196,18 @@ def _candidates(scored: Scored, store: Store, user_id: str, question: Question, 
     terms = question.terms
     # each quoted session read, cut into turns, and its people found, once
     sessions: dict[str, tuple[Session, tuple[Turn, ...], frozenset[str], frozenset[str]]] = {}
-    out: list[Excerpt] = []
+    for sid in dict.fromkeys(index.table.session_ids[r] for r in rows):
+        read = store.get_session(user_id, sid)
+        people = people_of(read.metadata, [(m.role, m.name) for m in read.messages])
+        sessions[sid] = (read, read.turns, people, named_in(question.text, people))
+    # every message the loop may cut, tokenized in one batch (one call per message costs more than its words)
+    warm([m.content for r in rows for turns in [sessions[index.table.session_ids[r]][1]]
+          if int(index.table.turn_start[r]) < len(turns) for m in turns[int(index.table.turn_start[r])].messages],
+         min(options.timeline_chars, options.user_chars, options.reply_chars),
+         max(options.timeline_chars, options.user_chars, options.reply_chars))
+    taken: list[tuple[str, int, str, str, Session, float, np.ndarray, int, bool, float]] = []
     for rank, r in enumerate(rows):
         sid = index.table.session_ids[r]
-        if sid not in sessions:
-            read = store.get_session(user_id, sid)
-            people = people_of(read.metadata, [(m.role, m.name) for m in read.messages])
-            sessions[sid] = (read, read.turns, people, named_in(question.text, people))
         session, turns, people, named = sessions[sid]
         t = int(index.table.turn_start[r])
         if t >= len(turns):  # the index is older than the session's last rewrite
@@ -226,7 +231,9 @@ def _candidates(scored: Scored, store: Store, user_id: str, question: Question, 
             else:  # a reply, after the user messages of a few better turns
                 priority = rank + lag + 0.5
             priority += len(rows) if r in after else 0
-            out.append(Excerpt(sid, at, m.name or m.role, text, session.timestamp, priority,
-                               (_seconds(session.timestamp), at), vector, t, terms & token_sets([text])[0],
-                               said and only_asks(m.content), float(relevance[r])))
-    return out
+            taken.append((sid, at, m.name or m.role, text, session, priority, vector, t,
+                          said and only_asks(m.content), float(relevance[r])))
+    words = token_sets([e[3] for e in taken])  # the question's words each shown part holds, in one batch
+    return [Excerpt(sid, at, speaker, text, session.timestamp, priority, (_seconds(session.timestamp), at), vector,
+                    t, terms & held, asks, rel)
+            for (sid, at, speaker, text, session, priority, vector, t, asks, rel), held in zip(taken, words)]
