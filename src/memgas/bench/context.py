@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 
 from memgas.core.types import Session
 from memgas.kernels.text import context_tokens as count_tokens
-from memgas.kernels.text import word_head
+from memgas.kernels.text import lines_within
 
 __all__ = ["collapse", "shown_at", "context_metrics", "turns_context", "MATCH_CHARS"]
 
@@ -93,17 +93,9 @@ def context_metrics(gold: Mapping[str, Sequence[str]], block: str, prefix: str) 
 def turns_context(sessions: Mapping[str, Session], ranked: Sequence[tuple[str, int]], max_tokens: int) -> str:
     """A plain retriever's context: its ranked turns whole (``speaker: text`` lines, dated) until the budget; the
     first turn that does not fit is cut at a word to what is left (its user message comes first) and ends it."""
-    out = ["Memories from earlier conversations (most relevant first):"]
-    left = max_tokens - count_tokens(out[0]) - 1
-    for n, (sid, t) in enumerate(ranked, start=1):
-        session = sessions[sid]
-        stamp = f"{session.timestamp:%Y-%m-%d}" if session.timestamp else "undated"
-        text = f"[{n}] {stamp} · {sid}\n" + session.turns[t].text
-        cost = count_tokens(text) + 1
-        if cost > left:
-            if left >= 20:
-                out.append(word_head(text, 4 * (left - 1) - 1) + "…")
-            break
-        out.append(text)
-        left -= cost
-    return "\n".join(out) if len(out) > 1 else ""
+    def dated(session: Session) -> str:
+        return f"{session.timestamp:%Y-%m-%d}" if session.timestamp else "undated"
+
+    return lines_within("Memories from earlier conversations (most relevant first):",
+                        (f"[{n}] {dated(sessions[sid])} · {sid}\n" + sessions[sid].turns[t].text
+                         for n, (sid, t) in enumerate(ranked, start=1)), max_tokens)

@@ -4,9 +4,9 @@ and the most texts that fit a token budget.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
-__all__ = ["word_head", "fair_heads", "fit_texts", "context_tokens"]
+__all__ = ["word_head", "fair_heads", "fit_texts", "context_tokens", "lines_within"]
 
 
 def word_head(text: str, n: int) -> str:
@@ -76,3 +76,24 @@ def context_tokens(text: str) -> int:
     2
     """
     return -(-len(text) // 4)
+
+
+def lines_within(header: str, lines: Iterable[str], max_tokens: int) -> str:
+    """``header``, then ``lines`` in order while they fit ``max_tokens`` (:func:`context_tokens`, and one for each
+    line's break); the first that does not fit is cut at a word to what is left (when 20 tokens or more are) and
+    ends the block. ``""`` when no line is taken. ``lines`` is read only as far as the budget goes.
+
+    >>> lines_within("Memories:", ["[1] a short one", "[2] " + "long words " * 40], 30).splitlines()
+    ['Memories:', '[1] a short one', '[2] long words long words long words long words long words long words long…']
+    """
+    out = [header]
+    left = max_tokens - context_tokens(header) - 1
+    for line in lines:
+        cost = context_tokens(line) + 1
+        if cost > left:
+            if left >= 20:
+                out.append(word_head(line, 4 * (left - 1) - 1) + "…")
+            break
+        out.append(line)
+        left -= cost
+    return "\n".join(out) if len(out) > 1 else ""

@@ -22,8 +22,7 @@ from memgas.core.types import speaker_line
 from memgas.embed.base import Embedder
 from memgas.kernels.fusion import reciprocal_rank_fusion
 from memgas.kernels.lexical import LexicalIndex
-from memgas.kernels.text import context_tokens as count_tokens
-from memgas.kernels.text import word_head
+from memgas.kernels.text import lines_within
 from memgas.methods.base import MemoryMethod
 from memgas.methods.index import IndexCache, UserIndex
 from memgas.methods.ranking import Ranking, Scored
@@ -70,6 +69,10 @@ def build_message_index(store: Store, user_id: str, embedder: Embedder) -> Messa
                         LexicalIndex(texts))
 
 
+def _day(stamp: datetime | None) -> str:
+    return f"{stamp:%Y-%m-%d}" if stamp else "undated"
+
+
 class MessageMethod(MemoryMethod):
     """A plain message store: ``hybrid=False`` ranks messages by cosine (``vector-messages``), ``hybrid=True`` by
     the reciprocal rank fusion of cosine and BM25 (``hybrid-messages``)."""
@@ -107,20 +110,10 @@ class MessageMethod(MemoryMethod):
         the first that does not fit is cut at a word to what is left and ends the block."""
         s = self.score(store, user_id, query, query_time=query_time)
         table, stamps = s.index.table, s.index.timestamps
-        out = [HEADER]
-        left = max_tokens - count_tokens(HEADER) - 1
-        for n, r in enumerate(np.argsort(-s.scores, kind="stable"), start=1):
-            sid = table.session_ids[r]
-            stamp = stamps.get(sid)
-            line = f"[{n}] {f'{stamp:%Y-%m-%d}' if stamp else 'undated'} · {sid} · {table.texts[r]}"
-            cost = count_tokens(line) + 1
-            if cost > left:
-                if left >= 20:
-                    out.append(word_head(line, 4 * (left - 1) - 1) + "…")
-                break
-            out.append(line)
-            left -= cost
-        return "\n".join(out) if len(out) > 1 else ""
+        return lines_within(HEADER, (f"[{n}] {_day(stamps.get(table.session_ids[r]))} · {table.session_ids[r]} · "
+                                     f"{table.texts[r]}"
+                                     for n, r in enumerate(np.argsort(-s.scores, kind="stable"), start=1)),
+                            max_tokens)
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "hybrid": self.hybrid, "rrf_k": 60}
