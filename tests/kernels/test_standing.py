@@ -40,6 +40,7 @@ def test_statements_that_hold_from_then_on(text: str, kind: str) -> None:
     "We prefer to meet at noon, said my boss.",  # not the user in the first person
     "Note: I went home early.",  # a label before a sentence that asks nothing to hold
     "I don't know the answer.",
+    "She loves gardens, books and good coffee.",  # a pronoun: said in passing, not a named person's preference
 ])
 def test_other_sentences_are_not(text: str) -> None:
     assert standing_statements(text) == []

@@ -41,8 +41,10 @@ _PREFERENCE = re.compile(
     r"|\bI(?:'m| am) (?:an? |strictly |mostly )?(?:vegetarian|vegan|pescatarian|teetotal|allergic|lactose[- ]"
     r"intolerant|gluten[- ]free|diabetic|colou?r[- ]?blind|left[- ]handed|(?:a )?(?:morning|night) (?:person|owl))\b"
     r"|\bI (?:don'?t|do not|never|can'?t|cannot) (?:eat|drink|fly|drive|use|wear|watch|read)\b"
-    # someone the user speaks of prefers something: "Sara loves spicy food", "Crystal, who prefers mild flavors"
-    r"|(?:\bwho|\b[A-Z][a-z]+) (?:prefers|loves|enjoys|hates|dislikes|can'?t stand)\b",
+    # someone the user names prefers something: "Sara loves spicy food", "Crystal, who prefers mild flavors" (not
+    # "She loves gardens": said in passing, it would head every context)
+    r"|(?:\bwho|\b(?!(?:She|He|It|They|We|You|This|That|Everyone|Everybody)\b)[A-Z][a-z]+) "
+    r"(?:prefers|loves|enjoys|hates|dislikes|can'?t stand)\b",
     re.IGNORECASE)
 
 
