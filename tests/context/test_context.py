@@ -104,6 +104,23 @@ def test_a_question_across_the_conversation_gets_a_timeline_and_an_unrelated_one
         assert mem.context("What is the capital of Mongolia?", user_id="u", min_score=0.0) != ""  # no floor
 
 
+def test_a_timeline_reads_every_session_before_a_second_turn_of_any(embedder: Embedder) -> None:
+    # one sitting talks of the garden all along, two others once each and less directly: a tight timeline takes the
+    # best turn of each sitting before a second one of the first
+    busy = ["I planted tomato seedlings in the garden beds.", "I weeded the garden beds and watered the tomatoes.",
+            "I added compost to the garden beds for the tomatoes.", "I staked the tomato plants in the garden beds."]
+    with Memory(embedder=embedder) as mem:
+        messages = [m for said in busy for m in chat(said, "Nice work in the garden.")]
+        mem.add(messages, user_id="u", session_id="spring", timestamp="2024-03-03")
+        mem.add(chat("I set up drip irrigation in the garden.", "Great."), user_id="u",
+                session_id="summer", timestamp="2024-06-01")
+        mem.add(chat("We ate the first tomatoes from the garden tonight.", "Lovely."), user_id="u",
+                session_id="autumn", timestamp="2024-09-01")
+        lines = mem.context("In what order did I work on the garden?", user_id="u", max_tokens=100).splitlines()
+        assert lines[0] == MEMORY_HEADERS["time"]
+        assert [line.split(" · ")[1] for line in lines[1:]] == ["spring", "summer", "autumn"]
+
+
 @pytest.mark.parametrize("bad", [-0.1, 1.5, "0.2", True])
 def test_a_bad_floor_is_refused(embedder: Embedder, bad: object) -> None:
     from memgas.core.errors import InvalidInputError

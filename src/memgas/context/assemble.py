@@ -56,10 +56,8 @@ class ContextOptions:
         turns: the most turns read for one context.
         beyond_k: where the ``k`` most relevant sessions leave budget, the relevant turns of other sessions fill it,
             after every turn of those ``k`` (``False``: only the ``k`` sessions).
-        timeline_runs: a question across the conversation takes the best turn of each of this many stretches of it
-            (in time), then the second best of each, and so on.
-        timeline_floor: the floor of such a question: its subject is the conversation itself, and its evidence
-            (where each part of it went) is often unlike the question's words.
+        timeline_floor: the floor of a question across the conversation: its subject is the conversation itself,
+            and its evidence (where each part of it went) is often unlike the question's words.
     """
 
     profile: bool = True
@@ -74,7 +72,6 @@ class ContextOptions:
     profile_floor: float = 0.1
     same_subject: float = 0.45
     now_margin: float = 0.1
-    timeline_runs: int = 12
     timeline_floor: float = 0.1
     turns: int = 150
     beyond_k: bool = True

@@ -70,22 +70,19 @@ def _profile(profiles: Profiles, store: Store, user_id: str, query_vector: np.nd
     return fill(candidates, budget)
 
 
-def _turn_order(index: UserIndex, rows: np.ndarray, spread: int) -> np.ndarray:
-    """``rows`` (turns, already best first) in the order they are taken: as they are, or, with ``spread`` > 0, spread
-    over the conversation: the turns cut by time into ``spread`` runs of as many turns each, then the best turn of
-    every run (the best run first), the second best of each, and so on."""
-    if spread <= 0 or len(rows) == 0:
+def _turn_order(index: UserIndex, rows: np.ndarray, spread: bool) -> np.ndarray:
+    """``rows`` (turns, already best first) in the order they are taken: as they are, or, with ``spread``, spread
+    over the sessions: the best turn of every session (the best session first), then the second best of each, and
+    so on, so that what each sitting brought up is read, not only the sitting where the question's words are said
+    most (BENCHMARKS.md: stretches of equal turn counts across sessions read less of the course)."""
+    if not spread or len(rows) == 0:
         return rows
-    sids, starts = index.table.session_ids, index.table.turn_start
-    when = [(_seconds(index.timestamps.get(sids[r])), sids[r], int(starts[r])) for r in rows]
-    in_time = sorted(range(len(rows)), key=when.__getitem__)
-    run = np.empty(len(rows), np.int64)
-    run[in_time] = np.arange(len(rows)) * min(spread, len(rows)) // len(rows)
-    nth: dict[int, int] = {}
+    sids = index.table.session_ids
+    nth: dict[str, int] = {}
     place = np.empty(len(rows), np.int64)
-    for p in range(len(rows)):  # rows are best first: the n-th seen of a run is its n-th best
-        place[p] = nth.get(int(run[p]), 0)
-        nth[int(run[p])] = int(place[p]) + 1
+    for p, r in enumerate(rows):  # rows are best first: the n-th seen of a session is its n-th best
+        place[p] = nth.get(sids[r], 0)
+        nth[sids[r]] = int(place[p]) + 1
     return rows[np.argsort(place, kind="stable")]
 
 
@@ -189,7 +186,7 @@ def _candidates(scored: Scored, store: Store, user_id: str, question: Question, 
         else:
             rows = rows[inside]
     spread = mode == "time"
-    rows = _turn_order(index, rows, options.timeline_runs if spread else 0)[: options.turns]
+    rows = _turn_order(index, rows, spread)[: options.turns]
     # a reply follows its own user message where the question asks what the assistant said
     lag = 0 if question.replies else options.reply_lag
     summary = question.summary or question.replies  # a timeline of both sides
