@@ -24,6 +24,7 @@ from memgas.answer import Answer
 from memgas.context.profile import StandingStatement
 from memgas.core.results import Added, Appended, Deleted, Edited, SessionPage, UserSessions
 from memgas.core.types import Hit, Session
+from memgas.sessions.timeline import SessionDigest
 
 if TYPE_CHECKING:
     from memgas.kernels.temporal_graph import Fact
@@ -76,6 +77,10 @@ class MemoryAPI(Protocol):
     def profile(self, *, user_id: str, exclude_sessions: Iterable[str] = (),
                 filters: Mapping[str, Any] | None = None) -> list[StandingStatement]:
         """The user's standing instructions and preferences, oldest first."""
+
+    def timeline(self, *, user_id: str, topic: str | None = None, since: Timestamp = None, until: Timestamp = None,
+                 filters: Mapping[str, Any] | None = None) -> builtins.list[SessionDigest]:
+        """The course of the user's conversations: each session's digest, oldest first (with ``topic``, its items)."""
 
     def answer(self, question: str, *, user_id: str, question_date: Timestamp = None, k: int = 5,
                use_filter: bool = True) -> Answer:

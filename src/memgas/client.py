@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from memgas.experience.principles import Principle
     from memgas.kernels.temporal_graph import Fact
     from memgas.methods.zep import CommunitySummary
+    from memgas.sessions.timeline import SessionDigest
 
 __all__ = ["Client", "AsyncClient", "DEFAULT_RETRIES", "MAX_RETRY_WAIT", "API_KEY_ENV"]
 
@@ -180,6 +181,12 @@ def _profile(response: httpx.Response) -> list[StandingStatement]:
     from memgas.context.profile import StandingStatement
 
     return [StandingStatement.from_dict(d) for d in _json(response)["statements"]]
+
+
+def _timeline(response: httpx.Response) -> list[SessionDigest]:
+    from memgas.sessions.timeline import SessionDigest
+
+    return [SessionDigest.from_dict(d) for d in _json(response)["sessions"]]
 
 
 def _facts(response: httpx.Response) -> list[Fact]:
@@ -336,6 +343,18 @@ class _Requests:
         params = {"user_id": user_id, "exclude_sessions": _as_list(exclude_sessions),
                   "filters": None if filters is None else _json_body(filters).decode("utf-8")}
         return _Call("GET", "/v1/profile", _profile, params=params)
+
+    @staticmethod
+    def timeline(*, user_id: str, topic: str | None = None, since: Timestamp = None, until: Timestamp = None,
+                 filters: Mapping[str, Any] | None = None) -> _Call[list[SessionDigest]]:
+        """The course of the user's conversations: each session's digest, oldest first (:meth:`Memory.timeline`).
+
+        Raises:
+            InvalidInputError: a bad user id, topic, time or filter.
+        """
+        params = {"user_id": user_id, "topic": topic, "since": _iso(since), "until": _iso(until),
+                  "filters": None if filters is None else _json_body(filters).decode("utf-8")}
+        return _Call("GET", "/v1/timeline", _timeline, params=params)
 
     @staticmethod
     def get(session_id: str, *, user_id: str) -> _Call[Session]:
@@ -793,6 +812,7 @@ class Client(_Base):
     search = _sync(_Requests.search)
     context = _sync(_Requests.context)
     profile = _sync(_Requests.profile)
+    timeline = _sync(_Requests.timeline)
     get = _sync(_Requests.get)
     users = _sync(_Requests.users)
     units = _sync(_Requests.units)
@@ -868,6 +888,7 @@ class AsyncClient(_Base):
     search = _async(_Requests.search)
     context = _async(_Requests.context)
     profile = _async(_Requests.profile)
+    timeline = _async(_Requests.timeline)
     get = _async(_Requests.get)
     users = _async(_Requests.users)
     units = _async(_Requests.units)

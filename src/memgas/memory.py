@@ -39,12 +39,14 @@ from memgas.core.validate import (
 from memgas.embed.base import Embedder
 from memgas.embed.cache import CachedEmbedder, EmbeddingCache
 from memgas.embed.factory import get_embedder
+from memgas.kernels.excerpt import query_terms
 from memgas.llm.base import ChatModel, Usage, track_usage
 from memgas.llm.cache import ResponseCache
 from memgas.llm.factory import get_llm
 from memgas.llm.wrapper import LLM
 from memgas.methods import METHODS, MemoryMethod, get_method
 from memgas.sessions.listing import SessionCatalog, ordered_page, session_header
+from memgas.sessions.timeline import SessionDigest, timeline
 from memgas.store import Store, StoreBinding, open_store, part
 
 if TYPE_CHECKING:
@@ -665,6 +667,31 @@ class Memory:
         if within is not None and not within:
             return []
         return self._profiles.statements(self.store, user_id, within=within, excluded=excluded)
+
+    def timeline(self, *, user_id: str, topic: str | None = None, since: str | datetime | None = None,
+                 until: str | datetime | None = None, filters: Mapping[str, Any] | None = None
+                 ) -> builtins.list[SessionDigest]:
+        """The course of the user's conversations: each session's digest (what it brought up, in order, each item a
+        line of the message that brought it up), sessions oldest first (:mod:`memgas.sessions.timeline`). With
+        ``topic``, only the items about it, so the result reads as what happened with it, oldest first; sessions
+        with none are left out. ``since``/``until`` keep the sessions dated in ``[since, until)``; ``filters`` as in
+        :meth:`search`. Read from the session's units and messages as they are now: an edit or a delete shows at
+        once. Empty for a user with no memory yet.
+
+        Raises:
+            InvalidInputError: a bad user id, topic, time or filter; ``since`` not before ``until``.
+        """
+        low, high = parse_timestamp(since), parse_timestamp(until)
+        if low is not None and high is not None and naive_utc(low) >= naive_utc(high):
+            raise InvalidInputError("since must be before until")
+        if topic is not None:
+            check_query(topic)
+        _, within = self._read_scope(user_id, (), filters)
+        if within is not None and not within:
+            return []
+        vector = None if topic is None else self.method.embed_query(topic)
+        return timeline(self.store, user_id, topic=vector, topic_terms=query_terms(topic or ""), since=low,
+                        until=high, within=within)
 
     def _read_scope(self, user_id: str, exclude_sessions: Iterable[str],
                     filters: Mapping[str, Any] | None) -> tuple[set[str], set[str] | None]:

@@ -316,6 +316,19 @@ def test_context_and_profile_print_what_an_agent_reads(capsys: pytest.CaptureFix
     _refused(_cli(capsys, "context", "x", "--db", str(db), "--user", "ana", "--max-tokens", "0"), "max_tokens")
 
 
+def test_timeline_prints_what_each_session_brought_up(capsys: pytest.CaptureFixture[str], db: Path) -> None:
+    code, out, _ = _cli(capsys, "timeline", "--db", str(db), "--user", "ana")
+    assert (code, out.splitlines()) == (0, [
+        "trip · 2024-05-01", "  - #0 user: I booked a ferry to Naxos for June 3, from the café by the port.",
+        "work · 2024-05-02", "  - #0 user: My manager moved the quarterly review to Friday."])
+    code, out, _ = _cli(capsys, "timeline", "--db", str(db), "--user", "ana", "--topic", "the ferry to the island",
+                        "--json")
+    assert code == 0 and [d["session_id"] for d in json.loads(out)] == ["trip"]
+    code, out, _ = _cli(capsys, "timeline", "--db", str(db), "--user", "ana", "--since", "2024-05-02")
+    assert code == 0 and out.splitlines()[0] == "work · 2024-05-02"
+    _refused(_cli(capsys, "timeline", "--db", str(db), "--user", "ana", "--since", "May"), "timestamp")
+
+
 @pytest.mark.slow
 def test_demo_replaces_only_its_own_store(capsys: pytest.CaptureFixture[str], db: Path, tmp_path: Path) -> None:
     before = _state(db)  # a store of someone else's memory

@@ -40,6 +40,7 @@ from memgas.core.errors import (
 )
 from memgas.core.results import Added, Deleted, Edited, SessionPage, UserSessions
 from memgas.core.types import Message, Session
+from memgas.sessions.timeline import SessionDigest
 from support.live_server import LiveServer, free_port, make_key, start_server
 from support.openai_stub import OpenAIStub
 
@@ -166,6 +167,14 @@ def test_every_method_round_trips_with_memorys_types(server: LiveServer, kind: s
         assert await done(mem.profile(user_id=user, exclude_sessions=["live/chat"])) == []
         assert await done(mem.profile(user_id=user, filters={"session_id": "work"})) == []
         assert PROFILE_HEADER in await done(mem.context("Tell me a joke", user_id=user, min_score=0.9))
+        course = await done(mem.timeline(user_id=user, topic="where I live", since=when))
+        assert [(d.session_id, [i.message for i in d.items]) for d in course] == [("live/chat", [0])]
+        assert isinstance(course[0], SessionDigest) and course[0].timestamp == when
+        assert course[0].items[0].text == "I moved to Lisbon in March." and course[0].items[0].relevance > 0.2
+        raw = httpx.get(f"{server.url}/v1/timeline", headers={"Authorization": f"Bearer {server.keys['admin']}"},
+                        params={"user_id": user}).json()["sessions"]
+        assert [d.to_dict() for d in await done(mem.timeline(user_id=user))] == raw and len(raw) == 2
+        assert await done(mem.timeline(user_id=user, until=when)) == []
         assert [h.session_id for h in await done(mem.search("where do I live?", user_id=user,
                                                             exclude_sessions=["live/chat"]))] == ["work"]
         # one long chat: only its latest `window` messages are the prompt's, the older ones come back as memory

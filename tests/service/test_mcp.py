@@ -25,7 +25,8 @@ from memgas.store import open_store
 from support.live_server import LiveServer, make_key, start_server
 from support.openai_stub import OpenAIStub
 
-TOOLS = {"add_memory", "search_memory", "get_context", "get_profile", "get_session", "list_sessions", "delete_memory",
+TOOLS = {"add_memory", "search_memory", "get_context", "get_profile", "get_timeline", "get_session", "list_sessions",
+         "delete_memory",
          "recall_principles", "match_templates"}
 LISBON = [{"role": "user", "content": "I moved to Lisbon last spring and I love the tiles."},
           {"role": "assistant", "content": "Lisbon is lovely; the azulejos are everywhere."}]
@@ -107,6 +108,13 @@ async def roundtrip(client: Client, user: str) -> None:
         "· drinks] instruction: Always use metric units, please."
     assert "Always use metric units" in text_of(await client.call_tool("get_context", {"user_id": user,
                                                                                       "query": "How tall is Everest?"}))
+    course = await client.call_tool("get_timeline", {"user_id": user, "topic": "living in Lisbon"})
+    assert [d["session_id"] for d in course.structured_content["sessions"]] == ["trip"]
+    assert text_of(course).splitlines() == ["session trip · 2024-05-01 10:00",
+                                            "  - #0 user: I moved to Lisbon last spring and I love the tiles."]
+    assert [d["session_id"] for d in ok(await client.call_tool("get_timeline", {"user_id": user,
+                                                                               "since": "2024-06-01"}))["sessions"]] \
+        == ["drinks"]
 
     compact = await client.call_tool("search_memory", {"user_id": user, "query": "which city do I live in?", "k": 1})
     as_json = await client.call_tool("search_memory", {"user_id": user, "query": "which city do I live in?", "k": 1,

@@ -132,6 +132,15 @@ def test_the_inspector_shows_users_sessions_units_graph_and_search(page: Any, se
     httpx.delete(f"{server.url}/v1/sessions/rules", headers={"Authorization": f"Bearer {server.keys['admin']}"},
                  params={"user_id": "alice"}).raise_for_status()
 
+    page.get_by_role("link", name="course").click()
+    page.locator("#course section").first.wait_for()
+    course = [page.locator("#course h3").nth(i).inner_text() for i in range(page.locator("#course h3").count())]
+    assert len(course) == 4 and course[0].startswith("hike")  # oldest first: each session's digest
+    page.fill("#topic", "baking bread")
+    page.get_by_role("button", name="Show").click()
+    page.locator("#course li").get_by_text("I baked sourdough bread with rye flour.").wait_for()
+    assert [h.split(" · ")[0] for h in page.locator("#course h3").all_inner_texts()] == ["bake"]
+
     page.get_by_role("link", name="facts").click()
     page.get_by_text("keeps no facts").wait_for()  # a memgas store: the server's own one-line answer
     httpx.post(f"{server.url}/v1/principles", headers={"Authorization": f"Bearer {server.keys['admin']}"},

@@ -44,6 +44,7 @@ ROUTES: dict[str, list[tuple[str, str]]] = {
     "delete": [("delete", "/v1/sessions/{session_id}"), ("delete", "/v1/users/{user_id}"),
                ("post", "/v1/sessions/delete")],
     "search": [("post", "/v1/search")], "context": [("post", "/v1/context")], "profile": [("get", "/v1/profile")],
+    "timeline": [("get", "/v1/timeline")],
     "answer": [("post", "/v1/answer")], "get": [("get", "/v1/sessions/{session_id}")],
     "list": [("post", "/v1/sessions/query")], "users": [("get", "/v1/users")],
     "units": [("get", "/v1/inspect/units")], "graph": [("get", "/v1/inspect/graph")], "stats": [("get", "/v1/stats")],
@@ -57,6 +58,7 @@ RESULT_SCHEMAS = {"Added": "AddResult", "Appended": "AppendResult", "Edited": "M
 #: Each MCP tool and the call it makes; a tool may leave parameters out, never name one otherwise. Its own extras:
 #: ``format`` (text or JSON) everywhere, ``all_sessions`` (the confirmation a delete of everything needs).
 TOOLS = {"add_memory": "append", "search_memory": "search", "get_context": "context", "get_profile": "profile",
+         "get_timeline": "timeline",
          "get_session": "get", "list_sessions": "list", "delete_memory": "delete"}
 TOOL_EXTRAS = {"format", "all_sessions"}
 

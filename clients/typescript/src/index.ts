@@ -6,9 +6,9 @@ export type { KnowledgeGraphApi, MemoryApi } from "./api.js";
 import type { KnowledgeGraphApi, MemoryApi } from "./api.js";
 export type {
   Hit, Turn, AddResult, AppendResult, MessageChange, Session, SessionHeader, SessionPage, DeleteResult, UserRow, Answer, Fact, Community,
-  StandingStatement, Template, TemplateMatch, TemplateSolved, TemplateLearned, Principle, PrincipleAdded, PrincipleMatch, ItemDeleted, Message, SessionInput, Filters, Timestamp,
+  StandingStatement, SessionDigest, DigestItem, Template, TemplateMatch, TemplateSolved, TemplateLearned, Principle, PrincipleAdded, PrincipleMatch, ItemDeleted, Message, SessionInput, Filters, Timestamp,
 } from "./types.js";
-import type { Hit, AddResult, AppendResult, MessageChange, Session, SessionPage, DeleteResult, UserRow, Answer, Fact, Community, StandingStatement, Template, TemplateMatch, TemplateSolved, TemplateLearned, Principle, PrincipleAdded, PrincipleMatch, ItemDeleted, Message, SessionInput, Timestamp } from "./types.js";
+import type { Hit, AddResult, AppendResult, MessageChange, Session, SessionPage, DeleteResult, UserRow, Answer, Fact, Community, StandingStatement, SessionDigest, Template, TemplateMatch, TemplateSolved, TemplateLearned, Principle, PrincipleAdded, PrincipleMatch, ItemDeleted, Message, SessionInput, Timestamp } from "./types.js";
 
 /** Any error the server answers with, or a failure to reach it (`status` 0). */
 export class MemgasError extends Error {
@@ -193,6 +193,14 @@ export class MemgasClient implements MemoryApi {
     return (await this.#call<{ statements: StandingStatement[] }>("GET", "/v1/profile", { query: {
       user_id: options.userId, exclude_sessions: options.excludeSessions ?? [],
       filters: options.filters === undefined ? undefined : JSON.stringify(options.filters) } })).statements;
+  }
+
+  /** The course of the user's conversations: each session's digest, oldest first; with `topic`, only the items about
+   * it (`Memory.timeline`). */
+  async timeline(options: Options<"timeline">): Promise<SessionDigest[]> {
+    return (await this.#call<{ sessions: SessionDigest[] }>("GET", "/v1/timeline", { query: {
+      user_id: options.userId, topic: options.topic, since: iso(options.since), until: iso(options.until),
+      filters: options.filters === undefined ? undefined : JSON.stringify(options.filters) } })).sessions;
   }
 
   /** One stored session with its messages (`Memory.get`). */

@@ -624,6 +624,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/timeline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Timeline
+         * @description The course of the user's conversations: each session's digest (what it brought up, in order, each item a line
+         *     of the message that brought it up), oldest first; with ``topic`` only the items about it, so it reads as what
+         *     happened with it. Read from the sessions as they are now: an edit or a delete shows at once.
+         */
+        get: operations["timeline_v1_timeline_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/users": {
         parameters: {
             query?: never;
@@ -979,6 +1001,49 @@ export interface components {
             deleted_sessions: number;
             /** User Id */
             user_id: string;
+        };
+        /**
+         * DigestItemOut
+         * @description One thing a session brought up: a line of the message that brought it up.
+         */
+        DigestItemOut: {
+            /**
+             * Message
+             * @description the position of the message the line is read from
+             */
+            message: number;
+            /**
+             * Relevance
+             * @description with a topic, the cosine of the item's best turn with it
+             */
+            relevance: number | null;
+            /** Session Id */
+            session_id: string;
+            /**
+             * Speaker
+             * @description the message's name, else its role
+             */
+            speaker: string;
+            /**
+             * Text
+             * @description the start of the message, or with a topic the part of it about the topic
+             */
+            text: string;
+            /**
+             * Timestamp
+             * @description the session's time
+             */
+            timestamp: string | null;
+            /**
+             * Turn End
+             * @description one past the item's last turn
+             */
+            turn_end: number;
+            /**
+             * Turn Start
+             * @description the item's first turn
+             */
+            turn_start: number;
         };
         /**
          * DistilledProblem
@@ -1410,6 +1475,18 @@ export interface components {
             hits: components["schemas"]["HitOut"][];
         };
         /**
+         * SessionDigestOut
+         * @description What one session brought up, in order.
+         */
+        SessionDigestOut: {
+            /** Items */
+            items: components["schemas"]["DigestItemOut"][];
+            /** Session Id */
+            session_id: string;
+            /** Timestamp */
+            timestamp: string | null;
+        };
+        /**
          * SessionHeader
          * @description A stored session's header.
          */
@@ -1759,6 +1836,14 @@ export interface components {
             reasoning: string;
             /** @description the template used, with its cosine to the distilled problem */
             template: components["schemas"]["TemplateMatch"] | null;
+        };
+        /**
+         * TimelineOut
+         * @description The course of the user's conversations: each session's digest, oldest first.
+         */
+        TimelineOut: {
+            /** Sessions */
+            sessions: components["schemas"]["SessionDigestOut"][];
         };
         /**
          * TurnOut
@@ -5452,6 +5537,118 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ItemDeleted"];
+                };
+            };
+            /** @description invalid_input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description validation_error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    timeline_v1_timeline_get: {
+        parameters: {
+            query: {
+                /** @description whose memory */
+                user_id: string;
+                /** @description only the items about this, across sessions */
+                topic?: string | null;
+                /** @description sessions dated at or after this */
+                since?: string | null;
+                /** @description sessions dated before this */
+                until?: string | null;
+                /** @description a session filter as JSON */
+                filters?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TimelineOut"];
                 };
             };
             /** @description invalid_input */

@@ -43,6 +43,10 @@ test("add, append, search, context, get, list, delete round-trip with typed resu
   assert.deepEqual(await mem.profile({ userId: "ana", excludeSessions: ["cat", "hike"] }), []);
   assert.deepEqual(await mem.profile({ userId: "ana", filters: { run_id: "r2" } }), []);
   assert.match(await mem.context("How tall is Everest?", { userId: "ana" }), /Always answer in metric units/);
+  const course = await mem.timeline({ userId: "ana", topic: "climbing a mountain", until: new Date("2024-06-01T00:00:00Z") });
+  assert.deepEqual(course.map((d) => [d.session_id, d.items.map((i) => [i.message, i.text])]),
+                   [["hike", [[0, "I hiked Mount Hood with Ann."]]]]);
+  assert.equal((await mem.timeline({ userId: "ana" })).length, 3);
   await mem.deleteMessage("cat", 1, { userId: "ana" });
   assert.deepEqual(await mem.search("anything", { userId: "nobody" }), []);
 

@@ -280,6 +280,23 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_timeline(args: argparse.Namespace) -> int:
+    """Print the course of a user's conversations: what each session brought up, in order (Memory.timeline)."""
+    with _memory(args) as mem:
+        _require_user(mem, args.user)
+        digests = mem.timeline(user_id=args.user, topic=args.topic, since=args.since, until=args.until,
+                               filters=_filters(args))
+    if args.json:
+        print_json([d.to_dict() for d in digests])
+    elif not digests:
+        print("  (nothing about this topic)")
+    for d in [] if args.json else digests:
+        print(f"{d.session_id} · {d.timestamp.date().isoformat() if d.timestamp else 'undated'}")
+        for item in d.items:
+            print(f"  - #{item.message} {item.speaker}: {item.text}")
+    return 0
+
+
 def cmd_answer(args: argparse.Namespace) -> int:
     """Answer a question from the user's memory with the LLM of --llm, citing the sessions used."""
     if args.llm is None:
@@ -520,6 +537,15 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--filters", metavar="JSON", help="only the sessions that pass this filter, JSON (the docs' guide 'Scopes, filters and scores')")
     sp.add_argument("--json", action="store_true", help="print them as JSON")
     sp.set_defaults(func=cmd_profile)
+
+    sp = sub.add_parser("timeline", help="the course of a user's conversations: what each session brought up")
+    common(sp, user_required=True)
+    sp.add_argument("--topic", help="only what was said about this, across sessions, oldest first")
+    sp.add_argument("--since", metavar="TIME", help="only sessions dated at or after this (ISO 8601)")
+    sp.add_argument("--until", metavar="TIME", help="only sessions dated before this (ISO 8601)")
+    sp.add_argument("--filters", metavar="JSON", help="only the sessions that pass this filter, JSON (the docs' guide 'Scopes, filters and scores')")
+    sp.add_argument("--json", action="store_true", help="print the digests as JSON")
+    sp.set_defaults(func=cmd_timeline)
 
     sp = sub.add_parser("answer", help="answer a question from a user's memory (needs --llm)")
     common(sp, user_required=True)

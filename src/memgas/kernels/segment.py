@@ -29,6 +29,7 @@ __all__ = [
     "starts_from_labels",
     "pooled",
     "structure_scores",
+    "topic_starts",
 ]
 
 #: Added to the score of a turn inside a *selected* structure (one the method retrieved), so that
@@ -179,3 +180,33 @@ def structure_scores(
     if own is not None:
         best = best + TIE_WEIGHT * np.asarray(own, dtype=np.float64)
     return best
+
+
+def topic_starts(vectors: np.ndarray, shift: float) -> np.ndarray:
+    """Where a new subject starts in a run of turns: the positions whose vector's cosine with the mean of the
+    current subject's turns falls below ``shift`` (position 0 always starts one).
+
+    Args:
+        vectors: ``(n, dim)`` L2-normalised turn vectors, in conversation order.
+        shift: the cosine below which a turn leaves the subject under way.
+
+    Returns:
+        The start positions, ascending.
+
+    >>> v = np.array([[1, 0], [0.9, 0.436], [0, 1], [0.1, 0.995]], np.float32)
+    >>> topic_starts(v, 0.5).tolist()
+    [0, 2]
+    """
+    vectors = np.asarray(vectors, np.float32)
+    if len(vectors) == 0:
+        return np.zeros(0, np.int64)
+    starts = [0]
+    total = vectors[0].astype(np.float64)
+    for i in range(1, len(vectors)):
+        norm = float(np.linalg.norm(total))
+        if norm == 0.0 or float(vectors[i] @ total) / norm < shift:
+            starts.append(i)
+            total = vectors[i].astype(np.float64)
+        else:
+            total = total + vectors[i]
+    return np.asarray(starts, np.int64)

@@ -57,6 +57,7 @@ from memgas.service.schemas import (
     SessionList,
     SessionOut,
     TemplateMatches,
+    TimelineOut,
     Timestamp,
     UserId,
     messages_payload,
@@ -78,7 +79,8 @@ _INSTRUCTIONS = (
     "Long-term memory of conversations, per user. Store each turn's new messages with add_memory and the "
     "conversation's session_id (they are appended); before answering, get_context (compact text) or "
     "search_memory for what the user said earlier; get_profile lists the user's standing instructions and "
-    "preferences; get_session shows a "
+    "preferences; get_timeline gives the course of the conversations (what each session brought up, or what "
+    "happened with one topic, oldest first); get_session shows a "
     "whole session; delete_memory forgets a session or, explicitly, everything about a user. "
     "Experience shared by an agent (agent_id) or kept for one user (user_id): recall_principles finds "
     "conversation strategy principles for the situation at hand; match_templates finds reasoning templates "
@@ -204,6 +206,21 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
         return reply("get_profile", ProfileOut(statements=[
             s.to_dict() for s in await call(lambda mem: mem.profile(user_id=user_id))]), format)
 
+    async def get_timeline(user_id: UserId, topic: Annotated[str | None, Field(
+                               min_length=1, max_length=MAX_QUERY_CHARS, description=(
+                                   "only what was said about this, across sessions; default: every item"))] = None,
+                           since: Timestamp | None = None, until: Timestamp | None = None,
+                           format: Format = "text") -> TimelineOut:
+        """The course of the user's conversations: what each session brought up, in order, oldest session first,
+        each item a line of the message that brought it up (with its session, message and date).
+
+        Use it for questions about order, progress or a summary ("in what order did I…", "how has my project
+        gone"); with `topic`, only the items about it, so it reads as what happened with it. `since`/`until`
+        (ISO 8601) keep the sessions dated in between.
+        """
+        return reply("get_timeline", TimelineOut(sessions=[d.to_dict() for d in await call(
+            lambda mem: mem.timeline(user_id=user_id, topic=topic, since=since, until=until))]), format)
+
     async def search_memory(user_id: UserId, query: Query, k: K = 5, query_time: QueryTime = None,
                             min_score: MinScore = 0.0, filters: McpFilters = None,
                             format: Format = "text") -> SearchResponse:
@@ -282,6 +299,7 @@ def build_server(memory: Memory, *, metrics: Metrics | None = None) -> MCPServer
     add(search_memory, read_only)
     add(get_context, read_only)
     add(get_profile, read_only)
+    add(get_timeline, read_only)
     add(get_session, read_only)
     add(list_sessions, read_only)
     add(delete_memory, ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,

@@ -91,13 +91,23 @@ def _profile(r: Mapping[str, Any]) -> str:
                      for st in r["statements"])
 
 
+def _timeline(r: Mapping[str, Any]) -> str:
+    if not r["sessions"]:
+        return "(nothing stored yet, or nothing about this topic)"
+    out = []
+    for d in r["sessions"]:
+        out.append(f"session {d['session_id']} · {_date(d['timestamp'])}")
+        out += [f"  - #{i['message']} {i['speaker']}: {i['text']}" for i in d["items"]]
+    return "\n".join(out)
+
+
 def _answer(r: Mapping[str, Any]) -> str:
     return f"{r['answer']}\n(sources: {', '.join(r['sources']) or 'none'})"
 
 
 _RENDER = {"search_memory": _search, "get_session": _session, "list_sessions": _sessions, "add_memory": _added,
            "delete_memory": _deleted, "recall_principles": _principles, "match_templates": _templates,
-           "answer": _answer, "get_profile": _profile}
+           "answer": _answer, "get_profile": _profile, "get_timeline": _timeline}
 
 
 def render(tool: str, result: Mapping[str, Any]) -> str:

@@ -163,6 +163,33 @@ class ProfileOut(BaseModel):
     statements: list[StandingOut]
 
 
+class DigestItemOut(BaseModel):
+    """One thing a session brought up: a line of the message that brought it up."""
+
+    session_id: str
+    message: int = Field(description="the position of the message the line is read from")
+    turn_start: int = Field(description="the item's first turn")
+    turn_end: int = Field(description="one past the item's last turn")
+    speaker: str = Field(description="the message's name, else its role")
+    text: str = Field(description="the start of the message, or with a topic the part of it about the topic")
+    timestamp: str | None = Field(description="the session's time")
+    relevance: float | None = Field(description="with a topic, the cosine of the item's best turn with it")
+
+
+class SessionDigestOut(BaseModel):
+    """What one session brought up, in order."""
+
+    session_id: str
+    timestamp: str | None
+    items: list[DigestItemOut]
+
+
+class TimelineOut(BaseModel):
+    """The course of the user's conversations: each session's digest, oldest first."""
+
+    sessions: list[SessionDigestOut]
+
+
 class ContextOut(BaseModel):
     """Prompt-ready text of the relevant memories (empty when there are none)."""
 

@@ -19,6 +19,7 @@ from memgas.core.results import Added, Appended, Deleted, Edited, SessionPage, U
 from memgas.core.types import Hit, Session
 from memgas.memory import KnowledgeGraph, Memory
 from memgas.service.keys import Principal
+from memgas.sessions.timeline import SessionDigest
 
 if TYPE_CHECKING:
     from memgas.kernels.temporal_graph import Fact
@@ -92,6 +93,12 @@ class ScopedMemory:
                 filters: Mapping[str, Any] | None = None) -> list[StandingStatement]:
         """The user's standing instructions and preferences (:meth:`Memory.profile`)."""
         return self.memory.profile(user_id=self._user(user_id), exclude_sessions=exclude_sessions, filters=filters)
+
+    def timeline(self, *, user_id: str, topic: str | None = None, since: Timestamp = None, until: Timestamp = None,
+                 filters: Mapping[str, Any] | None = None) -> list[SessionDigest]:
+        """The course of the user's conversations (:meth:`Memory.timeline`)."""
+        return self.memory.timeline(user_id=self._user(user_id), topic=topic, since=since, until=until,
+                                    filters=filters)
 
     def answer(self, question: str, *, user_id: str, question_date: Timestamp = None, k: int = 5,
                use_filter: bool = True) -> Answer:

@@ -1,4 +1,4 @@
-"""``/v1/search``, ``/v1/context`` and ``/v1/profile``, and with an LLM ``/v1/answer``; ``/v1/facts`` for the temporal
+"""``/v1/search``, ``/v1/context``, ``/v1/profile`` and ``/v1/timeline``, and with an LLM ``/v1/answer``; ``/v1/facts`` for the temporal
 knowledge graph."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from memgas.service.schemas import (
     RetryRequest,
     SearchRequest,
     SearchResponse,
+    TimelineOut,
 )
 from memgas.service.scoped import ScopedKnowledgeGraph, ScopedMemory
 
@@ -69,6 +70,21 @@ def profile(user_id: UserQuery,
     ``exclude_sessions``. Read from the stored messages: deleting or editing a message changes it at once."""
     return ProfileOut(statements=[s.to_dict() for s in mem.profile(user_id=user_id, exclude_sessions=exclude_sessions,
                                                                    filters=query_filters(filters))])
+
+
+@router.get("/v1/timeline", response_model=TimelineOut)
+def timeline(user_id: UserQuery,
+             topic: str | None = Query(default=None, min_length=1, max_length=2000,
+                                       description="only the items about this, across sessions"),
+             since: str | None = Query(default=None, max_length=64, description="sessions dated at or after this"),
+             until: str | None = Query(default=None, max_length=64, description="sessions dated before this"),
+             filters: str | None = Query(default=None, max_length=1024, description="a session filter as JSON"),
+             mem: ScopedMemory = Depends(scoped)) -> TimelineOut:
+    """The course of the user's conversations: each session's digest (what it brought up, in order, each item a line
+    of the message that brought it up), oldest first; with ``topic`` only the items about it, so it reads as what
+    happened with it. Read from the sessions as they are now: an edit or a delete shows at once."""
+    digests = mem.timeline(user_id=user_id, topic=topic, since=since, until=until, filters=query_filters(filters))
+    return TimelineOut(sessions=[d.to_dict() for d in digests])
 
 
 def _kg(mem: ScopedMemory) -> ScopedKnowledgeGraph:

@@ -58,7 +58,8 @@ function userTabs(user) {
   const u = seg(user);
   return h("p", { class: "tabs" },
     h("a", { href: `#/u/${u}` }, "sessions"), h("a", { href: `#/u/${u}/graph` }, "graph"),
-    h("a", { href: `#/u/${u}/search` }, "search"), h("a", { href: `#/u/${u}/profile` }, "profile"),
+    h("a", { href: `#/u/${u}/search` }, "search"), h("a", { href: `#/u/${u}/course` }, "course"),
+    h("a", { href: `#/u/${u}/profile` }, "profile"),
     h("a", { href: `#/u/${u}/facts` }, "facts"));
 }
 
@@ -258,6 +259,27 @@ async function profile(user) {
                    : h("p", { class: "muted" }, "No standing instructions or preferences."));
 }
 
+async function course(user) {  // each session's digest (Memory.timeline), or the items about one topic
+  crumbs.replaceChildren(h("a", { href: "#/" }, "users"), "/ ", h("a", { href: `#/u/${seg(user)}` }, user), " / course");
+  const topic = h("input", { type: "text", id: "topic", placeholder: "a topic (empty: everything)", size: 40 });
+  const out = h("div", { id: "course" });
+  const load = async () => {
+    const data = await api("GET", `/v1/timeline?${q({ user_id: user, topic: topic.value.trim() || undefined })}`);
+    out.replaceChildren(...(data.sessions.length ? data.sessions.map((d) => h("section", {},
+      h("h3", {}, h("a", { href: `#/u/${seg(user)}/s/${seg(d.session_id)}` }, d.session_id), ` · ${when(d.timestamp)}`),
+      h("ol", {}, ...d.items.map((i) => h("li", {}, h("span", { class: "muted" }, `#${i.message} ${i.speaker}: `),
+                                           i.text))))) : [h("p", { class: "muted" }, "Nothing about this topic.")]));
+  };
+  const form = h("form", { on: { submit: (event) => {
+    event.preventDefault();
+    load().catch((e) => out.replaceChildren(h("p", { class: "error" }, e.message)));
+  } } }, topic, " ", h("button", { type: "submit" }, "Show"));
+  show(h("h2", {}, `The course of ${user}'s conversations`), userTabs(user),
+       h("p", { class: "muted" }, "What each session brought up, in order: a line of the message that opened each subject."),
+       form, out);
+  await load();
+}
+
 async function facts(user) {
   crumbs.replaceChildren(h("a", { href: "#/" }, "users"), "/ ", h("a", { href: `#/u/${seg(user)}` }, user), " / facts");
   let data;
@@ -321,6 +343,7 @@ async function render() {  // never rejects: a failed view shows its error, and 
     if (parts[0] === "u" && parts[1] && parts[2] === "search") return await search(parts[1]);
     if (parts[0] === "u" && parts[1] && parts[2] === "facts") return await facts(parts[1]);
     if (parts[0] === "u" && parts[1] && parts[2] === "profile") return await profile(parts[1]);
+    if (parts[0] === "u" && parts[1] && parts[2] === "course") return await course(parts[1]);
     if (parts[0] === "u" && parts[1]) return await sessions(parts[1]);
     if (parts[0] === "experience") return await experience();
     return await users();
