@@ -2,7 +2,8 @@
 
 ``<!-- generated: api -->`` becomes the rows of the declared API (``memgas.api.reference_markdown``),
 ``<!-- generated: cli -->`` the command line's reference (``memgas.cli.reference.markdown``), ``<!-- generated:
-deploy -->`` the cluster's configuration files (``memgas.deploy.files_markdown``), so none can drift from the code;
+deploy -->`` the cluster's configuration files (``memgas.deploy.files_markdown``), ``<!-- generated: mcp -->`` the
+MCP tools as a server lists them (``memgas.service.mcp.tools_markdown``), so none can drift from the code;
 ``<!-- include: FILE -->`` a file of the repository's root (BENCHMARKS.md, CHANGELOG.md), its links rewritten to point
 into the site. ``mkdocs.yml`` names this file under ``hooks``.
 """
@@ -56,6 +57,10 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         from memgas.cli.reference import markdown as cli_markdown
 
         markdown = markdown.replace("<!-- generated: cli -->", cli_markdown())
+    if "<!-- generated: mcp -->" in markdown:
+        from memgas.service.mcp import tools_markdown
+
+        markdown = markdown.replace("<!-- generated: mcp -->", tools_markdown())
     if "<!-- generated: deploy -->" in markdown:
         from memgas.deploy import files_markdown
 

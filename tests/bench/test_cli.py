@@ -552,7 +552,8 @@ def test_latency_times_search_and_context_on_an_existing_store(tmp_path: Path, c
     printed = capsys.readouterr().out
     assert printed.startswith("3 questions of 2 users") and "| p50 |" in printed  # every user message there is
     result = json.loads((out / "results.json").read_text())
-    assert len(result["search_ms"]) == len(result["context_ms"]) == 3
+    assert len(result["search_ms"]) == len(result["context_ms"]) == len(result["timeline_ms"]) == 3
+    assert result["timeline_p95_ms"] >= result["timeline_p50_ms"] > 0 and "timeline of the question" in printed
     assert result["ratio_p50"] == pytest.approx(result["context_p50_ms"] / result["search_p50_ms"])
     assert main(["bench", "latency", "--out", str(out)]) == 2  # no store named: one line
     assert "pass --backend" in capsys.readouterr().err

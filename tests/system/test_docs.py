@@ -107,6 +107,22 @@ def test_the_api_reference_names_every_public_name_and_declared_call(site: Path)
             assert f'id="memgas.api.{api.__name__}.{name}"' in page
 
 
+def test_the_mcp_guide_lists_every_served_tool_with_its_parameters(site: Path) -> None:
+    import asyncio
+
+    from memgas.service.mcp import build_server
+
+    page = (site / "guides" / "mcp-inspector" / "index.html").read_text(encoding="utf-8")
+    rows = {html_text(cells[0]): html_text(cells[1]) for row in re.findall(r"<tr>(.*?)</tr>", page, re.S)
+            for cells in [re.findall(r"<td>(.*?)</td>", row, re.S)] if len(cells) == 3}
+    with memgas.Memory(None) as mem:
+        tools = asyncio.run(build_server(mem).list_tools())
+    assert {"get_timeline", "recall_principles", "match_templates"} <= {t.name for t in tools}
+    for tool in tools:
+        params = [p for p in tool.input_schema["properties"] if p != "format"]
+        assert tool.name in rows and all(p in rows[tool.name].split(", ") for p in params), tool.name
+
+
 def test_a_command_left_out_of_the_reference_fails_the_check(site: Path) -> None:
     """The check above bites: the same page without one command's section misses that command."""
     html = (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")

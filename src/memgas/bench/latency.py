@@ -1,4 +1,5 @@
-"""How fast an existing store answers: ``search`` and ``context`` p50 / p95, and the ratio of the two.
+"""How fast an existing store answers: ``search`` and ``context`` p50 / p95, and the ratio of the two; beside them
+``timeline`` with the question as its topic (the course of one subject, read from every session's digest).
 
 Anyone can time their own deployment with it (``memgas bench latency --backend <store>``): the questions are the
 beginnings of the store's own user messages (a fixed draw, so two runs ask the same), each asked of its own user as
@@ -47,7 +48,7 @@ def run_latency(mem: Memory, n: int = 20, *, k: int = 5, max_tokens: int = 1000)
     questions = questions_of(mem, n)
     for user in dict.fromkeys(u for u, _ in questions):  # warm: each user's index built once, not timed
         mem.context("warm up", user_id=user, k=k, max_tokens=max_tokens)
-    embed_ms, search_ms, context_ms = [], [], []
+    embed_ms, search_ms, context_ms, timeline_ms = [], [], [], []
     for user, text in questions:
         t = time.perf_counter()
         mem.method.embed_query(text)
@@ -57,12 +58,16 @@ def run_latency(mem: Memory, n: int = 20, *, k: int = 5, max_tokens: int = 1000)
         t1 = time.perf_counter()
         mem.context(text, user_id=user, k=k, max_tokens=max_tokens)
         t2 = time.perf_counter()
+        mem.timeline(user_id=user, topic=text)
+        t3 = time.perf_counter()
         search_ms.append(1000 * (t1 - t0))
         context_ms.append(1000 * (t2 - t1))
+        timeline_ms.append(1000 * (t3 - t2))
     out: dict[str, Any] = {"questions": len(questions), "users": len({u for u, _ in questions}), "k": k,
                            "max_tokens": max_tokens, "embed_ms": embed_ms, "search_ms": search_ms,
-                           "context_ms": context_ms}
-    for name, values in (("embed", embed_ms), ("search", search_ms), ("context", context_ms)):
+                           "context_ms": context_ms, "timeline_ms": timeline_ms}
+    for name, values in (("embed", embed_ms), ("search", search_ms), ("context", context_ms),
+                         ("timeline", timeline_ms)):
         for p in (50, 95):
             out[f"{name}_p{p}_ms"] = float(np.percentile(values, p)) if values else 0.0
     for p in (50, 95):
@@ -77,8 +82,8 @@ def latency_markdown(result: dict[str, Any]) -> str:
         f"{result['max_tokens']} tokens; the question's embedding, made once before both: "
         f"{result['embed_p50_ms']:.1f} ms p50",
         "",
-        "| | search (ms) | context (ms) | context ÷ search |",
-        "|---|---:|---:|---:|",
+        "| | search (ms) | context (ms) | context ÷ search | timeline of the question's topic (ms) |",
+        "|---|---:|---:|---:|---:|",
         *(f"| p{p} | {result[f'search_p{p}_ms']:.1f} | {result[f'context_p{p}_ms']:.1f} | "
-          f"{result[f'ratio_p{p}']:.1f}× |" for p in (50, 95)),
+          f"{result[f'ratio_p{p}']:.1f}× | {result[f'timeline_p{p}_ms']:.1f} |" for p in (50, 95)),
     ])

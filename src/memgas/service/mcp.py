@@ -68,7 +68,7 @@ from memgas.service.scoped_experience import ScopedExperience
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
 
-__all__ = ["build_server", "mount_mcp", "run_stdio"]
+__all__ = ["build_server", "mount_mcp", "run_stdio", "tools_markdown"]
 
 _T = TypeVar("_T")
 
@@ -348,6 +348,22 @@ class _Authenticated:
             await self.server.session_manager.handle_request(scope, receive, send)
         finally:
             _principal.reset(token)
+
+
+def tools_markdown(memory: Memory | None = None) -> str:
+    """The tools a server serves (with ``memory``; ``None``: an in-memory one without an LLM), as the rows of a
+    Markdown table: each tool's name, its parameters and the first paragraph of its description, as an MCP client
+    lists them (the docs' table is this, so it cannot drift from the server)."""
+    with contextlib.ExitStack() as stack:
+        if memory is None:
+            memory = stack.enter_context(Memory(None))
+        tools = anyio.run(build_server(memory).list_tools)
+    rows = ["| tool | parameters | what an agent uses it for |", "|---|---|---|"]
+    for tool in tools:
+        params = ", ".join(f"`{p}`" for p in tool.input_schema.get("properties", {}) if p != "format")
+        first = " ".join((tool.description or "").split("\n\n")[0].split())
+        rows.append(f"| `{tool.name}` | {params} | {first} |")
+    return "\n".join(rows)
 
 
 def mount_mcp(app: FastAPI, state: ServiceState) -> Callable[[], AsyncContextManager[None]]:
