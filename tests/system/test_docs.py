@@ -250,12 +250,14 @@ def test_every_python_example_runs(page: str, tmp_path: Path, llm_stub: OpenAISt
         env["MEMGAS_DB"] = request.getfixturevalue("pg_url")
     # Strands pins mcp<2.2 and CrewAI openai<3, which memgas's service and the Agents SDK cannot share: their blocks
     # run in their own environments (tests/integrations/strands_loop.py and crewai_loop.py).
+    # Pasted as a newcomer pastes them: the page's blocks in order, into one fresh folder, then all of it again (a
+    # script run twice), so a missing import, a block that leans on another page or an id that collides fails here.
     source = "\n".join(b for b in blocks(page, "python") if "from strands" not in b and "from crewai" not in b)
-    if source:
+    for attempt in ("first", "second") if source else ():
         ran = subprocess.run([sys.executable, "-c", source], cwd=tmp_path, env=env, capture_output=True, text=True,
                              timeout=600)
-        assert ran.returncode == 0, f"{page}:\n{ran.stderr[-3000:]}"
-    for example in blocks(page, "pycon"):
+        assert ran.returncode == 0, f"{page}, {attempt} run:\n{ran.stderr[-3000:]}"
+    for example in blocks(page, "pycon") * 2:  # twice too, in the same folder
         script = "import doctest, sys\n" \
                  f"r = doctest.run_docstring_examples({example!r}, {{}}, optionflags=doctest.ELLIPSIS | " \
                  "doctest.NORMALIZE_WHITESPACE)\n"
