@@ -338,7 +338,15 @@ def test_demo_replaces_only_its_own_store(capsys: pytest.CaptureFixture[str], db
     _refused(_cli(capsys, "demo", "--db", str(notes)), "not a memgas demo store")
     assert notes.read_text() == '{"not": "a store"}'
     code, out, _ = _cli(capsys, "demo", "--db", str(notes), "--force")
-    assert code == 0 and out.count("Q: ") == 8 and "router weights: session=" in out
+    assert code == 0 and out.count("Q: ") == 8 and "router weights" not in out and "How to read it:" in out
+    assert out.count("  1. ") == 8 and all("relevance 0." in line and "  why: " in line
+                                           for line in out.splitlines() if line.startswith("  1. "))
+    finish = out.split("Q: What finish time")[1].split("Q: ")[0].split("the agent reads first")[1].splitlines()
+    assert "a question about now" in finish[0]  # the mode, said in words
+    current = next(i for i, line in enumerate(finish) if "I'm going with 2:15 instead" in line)
+    assert not any("(earlier)" in line for line in finish[:current])  # the new goal above the old one
+    town = out.split("Q: Which part of town")[1].split("the agent reads first")[1].splitlines()
+    assert "from my new kitchen table in Sellwood" in town[1]  # the current neighbourhood first
     read = out.split("What an agent reads for")[1]
     assert read.splitlines()[1] == MEMORY_HEADERS["now"]  # a question about now: what is relevant, newest first
     sellwood = read.index("I'm writing this from my new kitchen table in Sellwood!")

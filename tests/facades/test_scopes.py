@@ -113,7 +113,9 @@ def test_hits_carry_their_sessions_header(filled: Memory) -> None:
     assert hit.metadata == {"i": 1, "project": "apollo", "tags": {"n": 1}}
     assert hit.created_at is not None and hit.created_at.tzinfo is not None
     assert set(hit.channels) <= {"session", "turn", "summary", "keyword", "lexical"} and hit.channels["turn"] > 0
-    assert sum(hit.channels.values()) > 0  # the session's evidence, by channel
+    assert sum(hit.channels.values()) == pytest.approx(1.0) and min(hit.channels.values()) > 0  # shares of it
+    last = filled.search("Where does my sister live?", user_id="u", k=12)[-1]
+    assert last.channels == {}  # a session no channel singles out has no evidence to share out, not zeros
     assert hit.to_dict()["agent_id"] == "coder" and type(hit).from_dict(hit.to_dict()).to_dict() == hit.to_dict()
     # s1 is run r1; s9 (run r0) holds Lisbon too, less relevant than the floor: no floor here
     text = filled.context("Where does my sister live?", user_id="u", k=3, filters={"run_id": "r0"}, min_score=0.0)

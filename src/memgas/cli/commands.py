@@ -105,6 +105,49 @@ def _is_demo_store(db: str, data: dict[str, Any]) -> bool:
                              and {i.session_id for i in store.list_sessions(users[0])} <= demo_sessions)
 
 
+#: What each channel of a hit's evidence is, in words (the demo's explanation of why a session was found).
+CHANNEL_WORDS = {"lexical": "the question's words", "session": "the whole session", "turn": "one turn",
+                 "summary": "its summary", "keyword": "its keywords"}
+DEMO_LEGEND = """How to read it: each question lists the sessions memgas found, best first. "relevance" is the
+question's best cosine with any part of the session (0-1, comparable across questions); "why" is how much each view
+of the session counted towards its rank (the question's words by BM25, the whole session, one turn, its summary,
+its keywords); "linked" marks a session that ranks by its association with better ones. "The agent reads first" are
+the first lines of the context an agent would be given: for a question about now, the newest state first.
+The router weighs those views equally: made to favour the sharpest, it lost on LoCoMo (BENCHMARKS.md)."""
+
+
+def _why(hit: Any) -> str:
+    """Why a hit ranks where it does, in words: its channels' shares of the evidence, largest first."""
+    parts = [f"{CHANNEL_WORDS.get(c, c)} {v:.0%}" for c, v in sorted(hit.channels.items(), key=lambda cv: -cv[1])
+             if v >= 0.05]
+    if hit.via_association:
+        parts.append("linked to a better session")
+    return ", ".join(parts) or "the best of the rest"
+
+
+def _print_demo_question(mem: Any, user: str, q: dict[str, Any], k: int, width: int = 110) -> bool:
+    """One demo question: what was found and why, and what the agent reads first; whether an expected session was
+    among the hits."""
+    from memgas.context import context_mode
+
+    hits = mem.search(q["query"], user_id=user, k=k)
+    ok = any(h.session_id in q["expected_sessions"] for h in hits)
+    print(f"Q: {q['query']}   [{'found' if ok else 'missed'}: expected {', '.join(q['expected_sessions'])}]")
+    for rank, h in enumerate(hits, 1):
+        when = h.timestamp.date().isoformat() if h.timestamp else "undated"
+        print(f"  {rank}. {h.session_id}  ({when})  relevance {h.relevance:.2f}  why: {_why(h)}")
+        line = " ".join(h.turns[0].text.split()) if h.turns else ""
+        print(f"       best turn: {line[:width]}{'…' if len(line) > width else ''}")
+    lines = [line for line in mem.context(q["query"], user_id=user, max_tokens=300).splitlines()
+             if line[:1] == "[" and line[1:2].isdigit()][:3]
+    now = " (a question about now: the newest state first, what it replaced marked earlier)" \
+        if context_mode(q["query"]) == "now" else ""
+    print(f"  the agent reads first{now}:")
+    for line in lines:
+        print(f"       {line[:width + 30]}{'…' if len(line) > width + 30 else ''}")
+    return ok
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Ingest the shipped demo conversation into a fresh store and run its queries."""
     from memgas.memory import Memory
@@ -127,14 +170,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
         for s in data["sessions"]:
             r = mem.add(s["messages"], user_id=user, session_id=s["session_id"], timestamp=s["timestamp"])
             print(f"  added {r.session_id:<28} {r.units:>3} units {r.edges:>4} edges  {r.seconds:.2f}s")
-        print(f"ingested in {time.perf_counter() - t0:.2f}s\n")
+        print(f"ingested in {time.perf_counter() - t0:.2f}s: each session cut into units (the session, its turns, a "
+              "summary, keywords), linked to related sessions by association edges\n")
+        print(DEMO_LEGEND + "\n")
         found = 0
         for q in data["queries"]:
-            hits = mem.search(q["query"], user_id=user, k=args.k)
-            ok = any(h.session_id in q["expected_sessions"] for h in hits)
-            found += ok
-            print(f"Q: {q['query']}   [{'found' if ok else 'missed'}: expected {', '.join(q['expected_sessions'])}]")
-            _print_hits(hits, explain=True)
+            found += _print_demo_question(mem, user, q, args.k)
             print()
         asked = data["queries"][-1]["query"]
         print(f"What an agent reads for {asked!r} (memgas context, 400 tokens):")

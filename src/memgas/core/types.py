@@ -167,7 +167,9 @@ class Hit:
     the same in every search (see ``min_score`` of ``Memory.search``). ``metadata``, ``agent_id``,
     ``run_id`` and ``created_at`` (when the session was stored) are the session's, so that a hit needs no
     second read. ``channels`` (MemGAS) is each channel's share of the session's evidence (its router weight times
-    the session's best standardised score in it, before any time prior): why it ranks where it does.
+    the session's best score in it above the user's average unit, before any time prior), as fractions summing to
+    1: why it ranks where it does. Channels that gave nothing are left out, and a session that no channel singles
+    out (one found by association, or the best of a few) has none.
     """
 
     session_id: str

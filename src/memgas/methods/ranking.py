@@ -5,7 +5,7 @@ with their best turns.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Collection
+from typing import Collection, Mapping
 
 import numpy as np
 
@@ -74,6 +74,15 @@ def rank_units(index: UserIndex, scores: np.ndarray) -> Ranking:
     )
 
 
+def _shares(channels: Mapping[str, np.ndarray], s: int) -> dict[str, float]:
+    """Session ``s``'s evidence by channel, as fractions of it (summing to 1), the channels that gave none left out;
+    ``{}`` when no channel found more in the session than in the user's average unit (it ranks by association, or
+    as the best of few)."""
+    given = {c: float(v[s]) for c, v in channels.items() if float(v[s]) > 0}
+    total = sum(given.values())
+    return {c: v / total for c, v in given.items()} if total > 0 else {}
+
+
 def session_hits(
     index: UserIndex,
     scores: np.ndarray,
@@ -130,7 +139,7 @@ def session_hits(
                 seed_score=float(session_seed[s]),
                 method=method,
                 relevance=float(session_relevance[s]),
-                channels={c: float(v[s]) for c, v in (channels or {}).items()},
+                channels=_shares(channels or {}, s),
             )
         )
     return hits

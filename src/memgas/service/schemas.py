@@ -266,7 +266,9 @@ class HitOut(BaseModel):
     run_id: str | None = None
     created_at: str | None = Field(default=None, description="when the session was stored")
     channels: dict[str, float] = Field(default_factory=dict, description=(
-        "MemGAS: each channel's share of the session's evidence (router weight x its best standardised score)"))
+        "MemGAS: each channel's share of the session's evidence (router weight x its best score above the user's "
+        "average unit), fractions summing to 1; channels that gave none left out, empty when no channel singles the "
+        "session out (found by association, or the best of a few)"))
 
 
 class SearchResponse(BaseModel):
