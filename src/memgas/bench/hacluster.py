@@ -22,13 +22,14 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import shutil
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from memgas.bench.hosts import Hosts
 from memgas.core.errors import MemgasError
@@ -71,6 +72,33 @@ def _get(url: str, timeout: float = 2.0) -> tuple[int, Any]:
         return exc.code, None
     except (OSError, ValueError):
         return 0, None
+
+
+#: A log line that says why a component failed (PostgreSQL's FATAL/PANIC/ERROR, Python's tracebacks, a refused path).
+_FAILURE = re.compile(r"\b(?:FATAL|PANIC|ERROR|CRITICAL|Traceback|could not|[Pp]ermission denied|cannot|failed)\b"
+                      r"|[Ee]rror:")
+
+
+def first_errors(logs: Sequence[Path]) -> str:
+    """The first line of each log that says why something failed, as ``"; first errors: name: line, ..."`` (empty
+    when none does): a cluster that does not come up is reported with its cause, not only with a timeout.
+
+    >>> import tempfile; folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "patroni-n1.log").write_text("starting\\nFATAL:  could not change directory to \\"/x\\"\\n")
+    >>> _ = (folder / "etcd-n1.log").write_text("ready\\n")
+    >>> first_errors([folder / "patroni-n1.log", folder / "etcd-n1.log", folder / "gone.log"])
+    '; first errors: patroni-n1: FATAL:  could not change directory to "/x"'
+    """
+    found = []
+    for path in logs:
+        try:
+            lines = path.read_text("utf-8", "replace").splitlines()
+        except OSError:
+            continue
+        line = next((line.strip() for line in lines if _FAILURE.search(line)), None)
+        if line is not None:
+            found.append(f"{path.stem}: {line[:300]}")
+    return "; first errors: " + "; ".join(found) if found else ""
 
 
 def _wait(what: str, ready: Callable[[], bool], timeout: float, logs: Callable[[], str] = lambda: "") -> None:
@@ -153,8 +181,9 @@ class HACluster:
         return "".join(out)
 
     def _node_logs(self) -> str:
-        """The tails of the database nodes' Patroni logs."""
-        return self._tail(*(f"patroni-{node}" for node in self.NODES))
+        """The first error line of each database node's Patroni log, then their tails."""
+        names = [f"patroni-{node}" for node in self.NODES]
+        return first_errors([self._log(name) for name in names]) + self._tail(*names)
 
     def _start(self) -> None:
         for node in self.NODES:
@@ -164,7 +193,8 @@ class HACluster:
         for node in self.NODES:
             self._start_patroni(node)
         _wait("database nodes were not ready", lambda: self._members_ready(len(self.NODES)), 180,
-              lambda: self._node_logs() + self._tail(*(f"etcd-{n}" for n in self.NODES)))
+              lambda: first_errors([self._log(f"etcd-{n}") for n in self.NODES]) + self._node_logs()
+              + self._tail(*(f"etcd-{n}" for n in self.NODES)))
         self._create_database()
         self._start_router()
         self._start_workers()

@@ -3,11 +3,18 @@ crosses one, each host with its own address, and a host that can die whole (ever
 
 Where namespaces cannot be made (not root, no ``ip``, a sandbox without them), each host is an address of its own on
 loopback (``127.77.0.N``) and dies by its processes being killed; :attr:`Hosts.mode` says which.
+
+What a run makes it removes: on :meth:`Hosts.close`, at the process's exit, and, for a run killed before either
+(``kill -9``, a lost terminal), at the start of the next run: each run writes its process id under
+:data:`OWNERS`, and a run finds the namespaces, bridges and processes of every owner that is no longer alive and
+removes them.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -15,11 +22,58 @@ import subprocess
 from pathlib import Path
 from typing import Mapping, Sequence
 
-__all__ = ["Hosts"]
+__all__ = ["Hosts", "OWNERS", "remove_leftovers"]
+
+#: Where each run that made namespaces writes its process id (a file named by its tag): root-only, like namespaces.
+OWNERS = Path("/run/memgas-hosts")
 
 
 def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, text=True, timeout=30)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_tag(tag: str) -> None:
+    """Kill every process in the namespaces of ``tag`` and remove them and its bridge (the veth pairs go with them)."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    for ns in (n for n in listed if n.startswith(f"mg{tag}-")):
+        pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    subprocess.run(["ip", "link", "del", f"mgb{tag}"], capture_output=True)
+
+
+def remove_leftovers(owners: Path | None = None) -> list[str]:
+    """Remove what runs that are no longer alive left behind (their namespaces, bridges and processes); the tags
+    removed. A run still alive keeps its own: two clusters may run at once."""
+    owners = OWNERS if owners is None else owners
+    if os.geteuid() != 0 or shutil.which("ip") is None or not owners.is_dir():
+        return []
+    removed = []
+    for mark in owners.iterdir():
+        try:
+            pid = int(mark.read_text().strip())
+        except (OSError, ValueError):
+            pid = 0
+        if re.fullmatch(r"[0-9a-f]{4}", mark.name) and not _alive(pid):
+            _remove_tag(mark.name)
+            removed.append(mark.name)
+        if not re.fullmatch(r"[0-9a-f]{4}", mark.name) or not _alive(pid):
+            mark.unlink(missing_ok=True)
+    return removed
 
 
 class Hosts:
@@ -50,6 +104,13 @@ class Hosts:
         """Make a bridge and one namespace per host on it; ``None`` when done, else why not (all undone)."""
         if os.geteuid() != 0 or shutil.which("ip") is None:
             return "network namespaces need root and iproute2"
+        remove_leftovers()
+        try:
+            OWNERS.mkdir(mode=0o700, exist_ok=True)
+            (OWNERS / self.tag).write_text(str(os.getpid()))
+        except OSError as exc:
+            return f"no network namespaces here: cannot write {OWNERS}: {exc.strerror or exc}"
+        atexit.register(self.close)  # an interrupted run still removes what it made
         bridge = f"mgb{self.tag}"
         address = {name: f"10.77.{net}.{i + 10}" for i, name in enumerate(self.names)}
         try:
@@ -131,9 +192,11 @@ class Hosts:
             else:
                 subprocess.run(["ip", "netns", "del", made], capture_output=True)
         self._made = []
+        (OWNERS / self.tag).unlink(missing_ok=True)
 
     def close(self) -> None:
-        """Kill every host and remove the namespaces and the bridge (the veth pairs go with their namespaces)."""
+        """Kill every host and remove the namespaces and the bridge (the veth pairs go with their namespaces); a
+        second call does nothing more."""
         for name in self.names:
             self.kill(name)
         self._unmake()
