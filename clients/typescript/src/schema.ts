@@ -1132,7 +1132,7 @@ export interface components {
             agent_id?: string | null;
             /**
              * Channels
-             * @description MemGAS: each channel's share of the session's evidence (router weight x its best standardised score)
+             * @description MemGAS: each channel's share of the session's evidence (router weight x its best score above the user's average unit), fractions summing to 1; channels that gave none left out, empty when no channel singles the session out (found by association, or the best of a few)
              */
             channels?: {
                 [key: string]: number;
