@@ -241,3 +241,8 @@ def test_token_sets_are_tokenize_as_sets_kept_for_the_latest_texts() -> None:
     assert sets(texts[2:3])[0] is first[2]  # kept: not tokenized again
     assert sets(texts[:1])[0] is not first[0]  # the oldest went: two are kept
     assert sets(texts[3:])[0] == first[3] and sets(texts[3:])[0] is not first[3]  # over max_chars: never kept
+
+    weighed = _TokenSets(max_texts=10, max_chars=40, max_held_chars=50)  # the held texts' length bounds them too
+    kept = weighed(texts[:3])  # 23 + 24 + 19 characters: the oldest goes
+    assert weighed(texts[2:3])[0] is kept[2] and weighed(texts[1:2])[0] is kept[1]
+    assert weighed(texts[:1])[0] is not kept[0]
