@@ -923,26 +923,42 @@ class KnowledgeGraph:
         """The user's facts valid now (or at ``as_of``); ``include_invalid`` adds the invalidated history, which is
         never deleted.
 
+        Empty for a user with no memory yet, as every read of a collection is.
+
         Raises:
-            InvalidInputError: a bad user id or ``as_of``.
-            NotFoundError: the user has no memory.
+            InvalidInputError: a bad user id, ``entity`` (a name: non-empty text), ``as_of`` or ``include_invalid``.
         """
-        _require_user(self._store, user_id)
-        return self._method.facts(self._store, user_id, entity=entity, as_of=parse_timestamp(as_of),
-                                  include_invalid=include_invalid)
+        check_id("user_id", user_id)
+        if entity is not None and (not isinstance(entity, str) or not entity.strip() or len(entity) > MAX_QUERY_CHARS):
+            raise InvalidInputError(f"entity must be a name (non-empty text of at most {MAX_QUERY_CHARS:,} "
+                                    f"characters), got {_shown(entity)}")
+        if not isinstance(include_invalid, bool):
+            raise InvalidInputError(f"include_invalid must be true or false, got {_shown(include_invalid)}")
+        when = parse_timestamp(as_of)
+        if not self._store.has_user(user_id):
+            return []
+        return self._method.facts(self._store, user_id, entity=entity, as_of=when, include_invalid=include_invalid)
 
     def history(self, fact_id: int, *, user_id: str) -> list[Fact]:
         """How one fact changed, oldest version first.
 
         Raises:
-            NotFoundError: the user has no memory, or no such fact.
+            InvalidInputError: a bad user id, or ``fact_id`` not a whole number from 0.
+            NotFoundError: no such fact of this user (a user with no memory has none).
         """
-        _require_user(self._store, user_id)
+        check_id("user_id", user_id)
+        if isinstance(fact_id, bool) or not isinstance(fact_id, int) or fact_id < 0:
+            raise InvalidInputError(f"fact_id must be a whole number from 0, got {_shown(fact_id)}")
+        if not self._store.has_user(user_id):
+            raise NotFoundError(f"no fact {fact_id} of user {user_id!r}")
         return self._method.history(self._store, user_id, fact_id)
 
     def communities(self, *, user_id: str) -> list[CommunitySummary]:
-        """The user's entity communities with their summaries, as of the last batch refresh."""
-        _require_user(self._store, user_id)
+        """The user's entity communities with their summaries, as of the last batch refresh (empty for a user with no
+        memory yet)."""
+        check_id("user_id", user_id)
+        if not self._store.has_user(user_id):
+            return []
         return self._method.communities(self._store, user_id)
 
     def retry_pending(self, *, user_id: str) -> int:
@@ -950,10 +966,11 @@ class KnowledgeGraph:
         (``stats(user_id)["method"]`` shows the pending counts).
 
         Raises:
-            InvalidInputError: no LLM is configured.
-            NotFoundError: the user has no memory.
+            InvalidInputError: a bad user id, or no LLM is configured.
         """
-        _require_user(self._store, user_id)
+        check_id("user_id", user_id)
+        if not self._store.has_user(user_id):
+            return 0
         return int(self._method.retry_pending(self._store, user_id))
 
     def pending(self, user_id: str | None) -> dict[str, int]:
@@ -965,6 +982,12 @@ def _require_user(store: Store, user_id: str) -> None:
     check_id("user_id", user_id)
     if not store.has_user(user_id):
         raise NotFoundError(f"unknown user {user_id!r}: no memory stored for this user")
+
+
+def _shown(value: object) -> str:
+    """A value as an error message shows it: short, its type where its text would mislead."""
+    text = repr(value)
+    return f"{text[:60]}{'…' if len(text) > 60 else ''} ({type(value).__name__})"
 
 
 def _now() -> datetime:

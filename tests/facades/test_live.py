@@ -230,6 +230,20 @@ def test_the_formats_agents_send_are_stored_as_documented(embedder: Embedder) ->
         assert [h.session_id for h in mem.search("greyhound Pixel", user_id="u", k=1)] == ["plain"]
 
 
+@pytest.mark.parametrize("content", [[{"type": "tool_result", "content": object()}],
+                                     [{"type": "tool_use", "name": "book", "input": {"when": {1, 2}}}],
+                                     [{"type": "tool_result", "content": float("nan")}]])
+def test_a_content_part_json_cannot_hold_is_a_one_line_error_and_nothing_is_stored(embedder: Embedder,
+                                                                                   content: list[Any]) -> None:
+    with Memory(embedder=embedder) as mem:
+        for write in (lambda: mem.add([{"role": "user", "content": content}], user_id="u", session_id="s"),
+                      lambda: mem.append([{"role": "user", "content": content}], user_id="u", session_id="s")):
+            with pytest.raises(InvalidInputError, match="must hold JSON values") as raised:
+                write()
+            assert "\n" not in str(raised.value)
+        assert mem.list(user_id="u") == []
+
+
 def test_a_session_without_a_timestamp_gets_the_time_of_the_add(embedder: Embedder) -> None:
     with Memory(embedder=embedder) as mem:
         before = datetime.now(timezone.utc)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memgas.core.errors import InvalidInputError
+from memgas.core.errors import InvalidInputError, NotFoundError
 from memgas.core.validate import make_session
 from memgas.llm.cache import ResponseCache
 from memgas.llm.openai import OpenAIChat
@@ -151,6 +151,21 @@ def test_the_memory_facade_serves_facts_and_history(stub, tmp_path) -> None:
         assert [f.object for f in mem.kg.history(paris.id, user_id="u")] == ["Paris", "London"]
         assert mem.search("Where do I live now?", user_id="u", k=1)[0].session_id == "s2"
         assert mem.kg.communities(user_id="u") == []  # 4 facts: no batch of 50 yet
+        for bad in ("0", None, 1.5, True, -1):  # each a one-line error of the documented class
+            with pytest.raises(InvalidInputError, match="fact_id"):
+                mem.kg.history(bad, user_id="u")  # type: ignore[arg-type]
+        with pytest.raises(NotFoundError, match="no fact 999"):
+            mem.kg.history(999, user_id="u")
+        for bad in (5, ["x"], "", "  "):
+            with pytest.raises(InvalidInputError, match="entity"):
+                mem.kg.facts(user_id="u", entity=bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInputError, match="include_invalid"):
+            mem.kg.facts(user_id="u", include_invalid="yes")  # type: ignore[arg-type]
+        # a user with no memory: empty collections, as every read answers; no such fact
+        assert mem.kg.facts(user_id="nobody") == [] == mem.kg.communities(user_id="nobody")
+        assert mem.kg.retry_pending(user_id="nobody") == 0
+        with pytest.raises(NotFoundError, match="no fact 0"):
+            mem.kg.history(0, user_id="nobody")
     with Memory() as plain:
         plain.add([{"role": "user", "content": "hello"}], user_id="u", session_id="x")
         assert plain.kg is None  # a method without a knowledge graph has none of its calls

@@ -41,6 +41,7 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
     ("POST", "/v1/search", {"json": {"user_id": "alice", "query": "what is my cat called?"}}),
     ("POST", "/v1/context", {"json": {"user_id": "alice", "query": "what is my cat called?"}}),
     ("GET", "/v1/profile", {"params": {"user_id": "alice"}}),
+    ("GET", "/v1/timeline", {"params": {"user_id": "alice"}}),
     ("POST", "/v1/sessions/s1/messages", {"json": {"user_id": "alice", "messages": MSG}}),
     ("PATCH", "/v1/messages/0", {"params": {"user_id": "alice", "session_id": "s1"}, "json": {"content": "edited"}}),
     ("DELETE", "/v1/messages/0", {"params": {"user_id": "alice", "session_id": "s1"}}),
@@ -68,7 +69,7 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
 #: an append makes its session; this server's method keeps no knowledge graph, so its routes answer 400 to anyone),
 #: skipped by the isolation test's 404 loop.
 NO_404 = {"/v1/users", "/metrics", "/v1/sessions", "/v1/sessions/query", "/v1/sessions/batch", "/v1/answer", "/v1/templates",
-          "/v1/search", "/v1/context", "/v1/profile", "/v1/sessions/s1/messages",
+          "/v1/search", "/v1/context", "/v1/profile", "/v1/timeline", "/v1/sessions/s1/messages",
           "/v1/templates/match", "/v1/templates/solve", "/v1/templates/learn", "/v1/principles",
           "/v1/principles/recall", "/v1/facts", "/v1/facts/1/history", "/v1/communities", "/v1/facts/retry"}
 #: Operations anyone may call (besides the schema and its docs pages): liveness and readiness.
@@ -254,7 +255,8 @@ def test_no_auth_only_on_loopback_and_with_a_warning(tmp_path: Path) -> None:
         for headers in ({"Host": f"evil.example:{port}"}, {"Origin": "http://evil.example"},
                         {"Host": f"127.0.0.1.evil.example:{port}"}, {"Host": "127.0.0.1:80@evil.example"},
                         {"Host": "[::1]x.evil.example"}, {"Origin": "http://127.0.0.1:80@evil.example"},
-                        {"Origin": "null"}):
+                        {"Origin": "null"}, {"Host": "127.0.0.1:99999"}, {"Host": "127.0.0.1:0"},
+                        {"Origin": "http://localhost:65536"}):
             r = call(srv, "DELETE", "/v1/users/x", headers=headers)
             assert error_of(r) == (421, "misdirected_request"), headers
         assert call(srv, "GET", "/v1/sessions", params={"user_id": "x"}, headers={"Host": f"localhost:{port}"}

@@ -510,6 +510,25 @@ def test_answer_and_facts_from_a_server_with_an_llm(llm_server: tuple[LiveServer
     run(scenario, kind, live.url, key)
 
 
+def test_fact_ids_are_read_as_strictly_as_message_indices(llm_server: tuple[LiveServer, str]) -> None:
+    live, key = llm_server
+    auth = {"Authorization": f"Bearer {key}"}
+    with Client(live.url, api_key=key) as mem:
+        mem.add(talk("I moved to Lisbon last year."), user_id="strict", session_id="move")
+        fact = mem.kg.facts(user_id="strict")[0].id
+        for written in ("+1", "%201", "00", "1.0", "-1", "0x1"):
+            r = httpx.get(f"{live.url}/v1/facts/{written}/history", headers=auth, params={"user_id": "strict"})
+            assert r.status_code == 422, written
+        r = httpx.get(f"{live.url}/v1/facts/{fact}/history", headers=auth, params={"user_id": "strict"})
+        assert r.status_code == 200 and r.json()["facts"][0]["object"] == "Lisbon"
+        with pytest.raises(NotFoundError, match="no fact 999"):
+            mem.kg.history(999, user_id="strict")
+        # a user with no memory: the same answer on every read of a collection, an empty 200
+        for path in ("/v1/facts", "/v1/communities", "/v1/profile", "/v1/timeline"):
+            r = httpx.get(f"{live.url}{path}", headers=auth, params={"user_id": "nobody-yet"})
+            assert r.status_code == 200 and list(r.json().values()) == [[]], path
+
+
 @pytest.fixture(scope="module")
 def llm_server(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]) -> Iterator[tuple[LiveServer, str]]:
     """A ``--method zep`` server whose LLM is the scripted stub, and its admin key."""

@@ -1,5 +1,6 @@
 """Fuzzing the public surface with hypothesis: ``Memory.add``, ``search``, ``get``, ``delete``, ``list``,
-``stats`` and the ``memgas`` command (``memgas.cli.commands`` in process).
+``stats``, the knowledge graph's calls (``Memory(method="zep").kg``) and the ``memgas`` command
+(``memgas.cli.commands`` in process).
 
 For every generated call: a refusal is an :class:`InvalidInputError` (or subclass) with a one-line message
 (:class:`NotFoundError` only when every id given is well-formed), never another exception; after a refusal,
@@ -10,7 +11,7 @@ the end of each example, so that histories, and the cost of associating with the
 Each hypothesis example is a batch of calls (the engine's own cost per example is then shared), and each
 call has every argument good but one, or all good, or all wild (:func:`calls`). A tiny hashing embedder
 stands in for the real model (this test is about input handling, not retrieval); ``derandomize=True`` makes
-every run try the same inputs. Each test asserts how many calls it tried: 10,000 in all (``FUZZ_SHARE``).
+every run try the same inputs. Each test asserts how many calls it tried: 12,500 in all (``FUZZ_SHARE``).
 Run with ``-s`` to see the counts of accepted, refused and not-found calls.
 """
 
@@ -39,8 +40,8 @@ from memgas.core.errors import InvalidInputError, NotFoundError
 from memgas.core.validate import MAX_K, MAX_QUERY_CHARS, check_id
 from support.hash_embedder import HashEmbedder
 
-#: Calls each test tries; 11,500 in all.
-FUZZ_SHARE = {"add": 2_500, "search": 3_500, "reads": 3_000, "cli": 1_000, "live": 1_500}
+#: Calls each test tries; 12,500 in all.
+FUZZ_SHARE = {"add": 2_500, "search": 3_500, "reads": 3_000, "cli": 1_000, "live": 1_500, "kg": 1_000}
 #: Calls per hypothesis example.
 BATCH = 10
 COUNTS: dict[str, Counter[str]] = {name: Counter() for name in FUZZ_SHARE}
@@ -135,6 +136,11 @@ part_messages = st.fixed_dictionaries({
     "content": st.lists(st.one_of(st.fixed_dictionaries({"type": st.just("text"), "text": st.one_of(words, texts)}),
                                   st.fixed_dictionaries({"type": st.sampled_from(["image", "tool_use", "tool_result",
                                                                                   "thinking", "x"])}),
+                                  # what a tool's part may hold: anything, JSON or not (an object, a set, NaN)
+                                  st.fixed_dictionaries({"type": st.just("tool_result"), "content": st.one_of(
+                                      wild_json, st.builds(object))}),
+                                  st.fixed_dictionaries({"type": st.just("tool_use"), "name": words,
+                                                         "input": st.one_of(wild_json, st.builds(object))}),
                                   wild_json), max_size=3)})
 wild_message = st.one_of(
     good_message, tool_messages, part_messages,
@@ -500,3 +506,43 @@ def test_fuzz_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
     run()
     check.report("cli")
+
+
+@pytest.mark.slow
+def test_fuzz_knowledge_graph(tmp_path: Path) -> None:
+    """``kg.facts``, ``kg.history``, ``kg.communities`` and ``kg.retry_pending`` of a ``zep`` memory with one fact:
+    every argument wild in turn (the probe's ``history("0")``, ``facts(entity=5)`` among them)."""
+    from support.openai_stub import OpenAIStub
+
+    def responder(body: dict[str, Any]) -> str:
+        system = body["messages"][0]["content"]
+        if system.startswith("You extract facts"):
+            return json.dumps({"facts": [{"subject": "user", "relation": "lives in", "object": "Lisbon"}]})
+        return json.dumps({"verdict": "new", "ids": []})
+
+    db = tmp_path / "kg.db"
+    with OpenAIStub(responder) as stub, Memory(str(db), embedder=EMBEDDER, method="zep", llm_units=False,
+                                              llm=f"openai:tiny@{stub.base_url}") as mem:
+        seed(mem)
+        assert [f.object for f in mem.kg.facts(user_id=USER)] == ["Lisbon"]
+        check = Checker("kg", db)
+        calls_of: dict[str, Callable[[dict[str, Any]], Any]] = {
+            "facts": lambda a: mem.kg.facts(user_id=a["user_id"], entity=a["entity"], as_of=a["as_of"],
+                                            include_invalid=a["include_invalid"]),
+            "history": lambda a: mem.kg.history(a["fact_id"], user_id=a["user_id"]),
+            "communities": lambda a: mem.kg.communities(user_id=a["user_id"]),
+            "retry_pending": lambda a: mem.kg.retry_pending(user_id=a["user_id"]),
+        }
+
+        @fuzz("kg")
+        @given(batches(call=(st.sampled_from(sorted(calls_of)),) * 2, user_id=(st.sampled_from([USER, "v"]), wild_ids),
+                       entity=(st.sampled_from([None, "user", "Lisbon", "nobody"]), st.one_of(texts, wild_scalars)),
+                       as_of=(st.none(), wild_times), include_invalid=(st.booleans(), wild_scalars),
+                       fact_id=(st.integers(0, 3), st.one_of(wild_scalars, st.integers(-5, 2**70)))))
+        def run(batch: list[dict[str, Any]]) -> None:
+            for kwargs in batch:
+                with check.call([kwargs["user_id"]]):
+                    calls_of[kwargs["call"]](kwargs)
+
+        run()
+    check.report("kg")

@@ -114,9 +114,18 @@ def _tool_calls(message: Mapping[str, Any]) -> list[str]:
     return calls
 
 
+def _json(value: Any, what: str) -> str:
+    """``value`` as JSON text, or a one-line :class:`InvalidInputError` naming ``what`` when JSON cannot hold it."""
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InvalidInputError(f"{what} must hold JSON values (strings, numbers, lists, objects): {detail}") from None
+
+
 def _call(name: Any, arguments: Any) -> str:
     if not isinstance(arguments, str):
-        arguments = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False, sort_keys=True)
+        arguments = _json(arguments if arguments is not None else {}, "a tool call's arguments")
     return f"[tool call] {name or 'tool'}({arguments})"
 
 
@@ -125,7 +134,7 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        return "" if content is None else json.dumps(content, ensure_ascii=False, sort_keys=True)
+        return "" if content is None else _json(content, "a message's content part")
     texts = []
     for part in content:
         if isinstance(part, str):

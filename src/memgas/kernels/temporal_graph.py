@@ -32,7 +32,7 @@ import numpy as np
 if TYPE_CHECKING:
     import networkx as nx
 
-from memgas.core.errors import InvalidInputError
+from memgas.core.errors import InvalidInputError, NotFoundError
 from memgas.core.validate import naive_utc
 
 __all__ = [
@@ -390,10 +390,10 @@ class TemporalGraph:
         """Every version of a fact: the chain of facts linked by ``invalidated_by``, oldest first.
 
         Raises:
-            InvalidInputError: no fact has this id.
+            NotFoundError: no fact has this id.
         """
         if not 0 <= fact_id < len(self.facts):
-            raise InvalidInputError(f"no fact {fact_id}")
+            raise NotFoundError(f"no fact {fact_id}")
         links: dict[int, set[int]] = {}
         for f in self.facts:
             if f.invalidated_by is not None:

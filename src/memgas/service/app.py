@@ -44,15 +44,15 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 #: A Host header (or an origin's authority) as RFC 9110 writes one: a name or IPv4 address, or an IPv6 address in
 #: brackets, then an optional port; nothing else (no user info, nothing after the brackets).
-_AUTHORITY = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9.-]+))(?::[0-9]{1,5})?")
+_AUTHORITY = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9.-]+))(?::(?P<port>[0-9]{1,5}))?")
 
 
 def _loopback_host(authority: str) -> bool:
     """Whether a Host header or an origin's ``host[:port]`` (``[v6][:port]``) names this machine, read strictly:
     ``127.0.0.1:80@evil.example`` or ``[::1]x.evil.example`` is no loopback host."""
     m = _AUTHORITY.fullmatch(authority)
-    if m is None:
-        return False
+    if m is None or (m.group("port") is not None and not 0 < int(m.group("port")) < 65536):
+        return False  # a port no socket has names no server of this machine
     return is_loopback((m.group("v6") or m.group("name")).lower())
 
 

@@ -5,7 +5,7 @@ A session id may hold ``/``, so no route puts anything after a session id but th
 path is read with the id as long as it can be (``/v1/sessions/a/messages/messages`` appends to ``a/messages``), and
 no ``GET`` or ``DELETE`` has that form, so ``DELETE /v1/sessions/chat/messages/0`` deletes the session
 ``chat/messages/0`` and nothing else. A message is named by its session in the query and its index in the path,
-which takes decimal digits only (``1.0`` is no index).
+which takes decimal digits only, as a number is written (``1.0``, ``+1`` and ``01`` are no index).
 """
 
 from __future__ import annotations
@@ -27,8 +27,11 @@ from memgas.service.scoped import ScopedMemory
 
 router = APIRouter(tags=["messages"])
 
-MessageIndex = Annotated[str, Path(pattern=r"^[0-9]{1,8}$", description="the message's position in the session, "
-                                                                        "from 0 (decimal digits)")]
+#: A position or an id in a path: decimal digits as a number is written (``0``, ``12``), nothing else (``+1``,
+#: `` 1``, ``00`` and ``1.0`` name nothing): one text, one item.
+INDEX_PATTERN = r"^(?:0|[1-9][0-9]{0,8})$"
+MessageIndex = Annotated[str, Path(pattern=INDEX_PATTERN, description="the message's position in the session, "
+                                                                       "from 0 (decimal digits, no leading zero)")]
 SessionQuery = Annotated[str, Query(min_length=1, max_length=256, pattern=ID_PATTERN, description="the session id")]
 
 

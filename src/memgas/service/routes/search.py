@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 
 from memgas.core.errors import InvalidInputError, UnavailableError
 from memgas.service.deps import UserQuery, scoped
+from memgas.service.routes.messages import INDEX_PATTERN
 from memgas.service.routes.sessions import query_filters
 from memgas.service.schemas import (
     AnswerOut,
@@ -104,10 +105,11 @@ def facts(user_id: UserQuery, entity: str | None = Query(default=None, min_lengt
 
 
 @router.get("/v1/facts/{fact_id}/history", response_model=FactList)
-def fact_history(fact_id: Annotated[int, Path(ge=0, description="the fact's id")], user_id: UserQuery,
+def fact_history(fact_id: Annotated[str, Path(pattern=INDEX_PATTERN, description=(
+                     "the fact's id (decimal digits, no leading zero)"))], user_id: UserQuery,
                  mem: ScopedMemory = Depends(scoped)) -> FactList:
     """How one fact changed, oldest version first (a server with ``--method zep``)."""
-    return FactList(facts=[f.to_dict() for f in _kg(mem).history(fact_id, user_id=user_id)])
+    return FactList(facts=[f.to_dict() for f in _kg(mem).history(int(fact_id), user_id=user_id)])
 
 
 @router.get("/v1/communities", response_model=CommunityList)
