@@ -484,6 +484,32 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sqlite_file(db: str, command: str) -> Path:
+    """The SQLite file of ``--db``; a PostgreSQL store is backed up with PostgreSQL's own tools."""
+    path = store_file(db)
+    if path is None:
+        raise InvalidInputError(f"memgas {command} copies a SQLite store; back a PostgreSQL store up with pg_dump "
+                                "and put it back with pg_restore (the docs' guide 'Running memgas for years')")
+    return path
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    """Copy a SQLite store as of one moment, while writes go on, into a checked backup file."""
+    from memgas.store.backup import backup
+
+    require_store(args.db)
+    print_json(backup(_sqlite_file(args.db, "backup"), Path(args.out)), indent=None)
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    """Put a checked backup in a SQLite store's place (stop its writers first)."""
+    from memgas.store.backup import restore
+
+    print_json(restore(Path(args.backup), _sqlite_file(args.db, "restore"), replace=args.force), indent=None)
+    return 0
+
+
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line, like every other error of the command, and name a mistyped
     flag (``--usr``) rather than the required one it left out (argparse checks what is required first)."""
@@ -644,6 +670,17 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("migrate", help="create or upgrade the store's schema (before new workers start)")
     sp.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file or postgresql:// URL (default {DEFAULT_DB})")
     sp.set_defaults(func=cmd_migrate)
+
+    sp = sub.add_parser("backup", help="copy a SQLite store as of one moment, while writes go on (checked)")
+    sp.add_argument("--db", default=DEFAULT_DB, help=f"the SQLite store to copy (default {DEFAULT_DB})")
+    sp.add_argument("--out", required=True, help="the backup file to write (it appears only when whole and checked)")
+    sp.set_defaults(func=cmd_backup)
+
+    sp = sub.add_parser("restore", help="put a backup made by 'memgas backup' in a SQLite store's place")
+    sp.add_argument("backup", help="the backup file")
+    sp.add_argument("--db", default=DEFAULT_DB, help=f"the SQLite store to restore (default {DEFAULT_DB})")
+    sp.add_argument("--force", action="store_true", help="replace the store there (stop its writers first)")
+    sp.set_defaults(func=cmd_restore)
 
     add_service_parsers(sub, common)
     add_templates_parsers(sub, common)  # Buffer of Thoughts
