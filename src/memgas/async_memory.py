@@ -62,6 +62,7 @@ class AsyncMemory:
     search = _offloaded(Memory.search)
     context = _offloaded(Memory.context)
     profile = _offloaded(Memory.profile)
+    expire = _offloaded(Memory.expire)
     timeline = _offloaded(Memory.timeline)
     answer = _offloaded(Memory.answer)
     get = _offloaded(Memory.get)

@@ -207,8 +207,10 @@ class _Dump:
             raise InvalidInputError(f"{self.path} line 1: unknown vector_format {vector_format!r}; expected one of "
                                     f"{', '.join(_VECTOR_BYTES)}")
         embedder_id, dim = head.get("embedder_id"), head.get("dim")
+        # a store with an embedder but no unit (everything deleted, or expired) has no width to give: dim null,
+        # and a unit in such a dump is refused where it is read
         if embedder_id is not None and (not isinstance(embedder_id, str) or not embedder_id
-                                        or not _is_int(dim) or dim <= 0):
+                                        or (dim is not None and (not _is_int(dim) or dim <= 0))):
             raise InvalidInputError(f"{self.path} line 1: invalid embedder_id {embedder_id!r} or dim {dim!r}")
         return embedder_id, dim if embedder_id is not None else None, vector_format
 

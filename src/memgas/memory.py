@@ -14,7 +14,7 @@ import uuid
 from collections import Counter
 from contextlib import ExitStack, closing
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -94,6 +94,9 @@ class Memory:
         index_cache_mb: the memory the method's per-user search indexes may hold (MiB; the least recently used
             user's index is dropped first, and rebuilt from the store when that user searches again); ``None``: at
             most 8 users' indexes, whatever their size.
+        retention_days: keep a session this many days from its time (from when it was stored, if it has none);
+            an older session is never read again (no search, context, profile, timeline, list or get returns it)
+            and :meth:`expire` deletes it as :meth:`delete` does. ``None`` (default): keep everything.
         **method_options: parameters of the method (e.g. ``damping=0.5`` for MemGAS).
 
     Raises:
@@ -113,8 +116,15 @@ class Memory:
         rerank: str | None = None,
         decompose: str | None = None,
         index_cache_mb: float | None = DEFAULT_INDEX_CACHE_MB,
+        retention_days: float | None = None,
         **method_options: Any,
     ) -> None:
+        if retention_days is not None and (isinstance(retention_days, bool) or not isinstance(
+                retention_days, (int, float)) or not 0 < retention_days <= MAX_RETENTION_DAYS):
+            raise InvalidInputError(f"retention_days must be a number of days above 0 and at most "
+                                    f"{MAX_RETENTION_DAYS:,}, got {retention_days!r}")
+        #: How long a session is kept (from its time, or when it was stored if it has none); ``None``: for ever.
+        self.retention = None if retention_days is None else timedelta(days=retention_days)
         if index_cache_mb is not None and (isinstance(index_cache_mb, bool) or not isinstance(
                 index_cache_mb, (int, float)) or not 1 <= index_cache_mb <= 1_048_576):
             raise InvalidInputError(
@@ -686,9 +696,11 @@ class Memory:
             raise InvalidInputError("since must be before until")
         if topic is not None:
             check_query(topic)
-        _, within = self._read_scope(user_id, (), filters)
+        excluded, within = self._read_scope(user_id, (), filters)
         if within is not None and not within:
             return []
+        if excluded and within is None:  # past the retention period: never read
+            within = {h.session_id for h in self.store.list_sessions(user_id)} - excluded
         vector = None if topic is None else self.method.embed_query(topic)
         return timeline(self.store, user_id, topic=vector, topic_terms=query_terms(topic or ""), since=low,
                         until=high, within=within)
@@ -704,9 +716,47 @@ class Memory:
         flt = None if filters is None else compile_filter(filters)
         if not self.store.has_user(user_id):
             return excluded, set()
+        excluded |= self._expired(user_id)
         if flt is None:
             return excluded, None
         return excluded, {h.session_id for h in self._catalog.matching(self.store, user_id, flt)} - excluded
+
+    @staticmethod
+    def _expired_filter(before: datetime) -> dict[str, Any]:
+        """The filter of the sessions older than ``before``: by their time, or by when they were stored if they have
+        none (:mod:`memgas.core.filters`)."""
+        stamp = before.isoformat()
+        return {"$or": [{"timestamp": {"$lt": stamp}},
+                        {"timestamp": {"$exists": False}, "created_at": {"$lt": stamp}}]}
+
+    def _expired(self, user_id: str) -> set[str]:
+        """The user's sessions past the retention period (none without one): never read, deleted by :meth:`expire`."""
+        if self.retention is None:
+            return set()
+        flt = compile_filter(self._expired_filter(datetime.now(timezone.utc) - self.retention))
+        return {h.session_id for h in self._catalog.matching(self.store, user_id, flt)}
+
+    def expire(self, *, user_id: str | None = None, before: str | datetime | None = None) -> int:
+        """Delete the sessions older than ``before`` (default: now less the retention period), of one user or of
+        every user, each as :meth:`delete` deletes (its units, edges and cache rows, its bytes out of every file);
+        how many sessions went. A session without a time is aged by when it was stored.
+
+        Raises:
+            InvalidInputError: a bad user id or time, or neither ``before`` nor a retention period.
+        """
+        cutoff = parse_timestamp(before)
+        if cutoff is None:
+            if self.retention is None:
+                raise InvalidInputError("expire needs a time (before=...) or a retention period (Memory(..., "
+                                        "retention_days=N))")
+            cutoff = datetime.now(timezone.utc) - self.retention
+        users = [check_id("user_id", user_id)] if user_id is not None else self.store.list_users()
+        spec = self._expired_filter(cutoff)
+        gone = 0
+        for user in users:
+            if self.store.has_user(user) and self._catalog.matching(self.store, user, compile_filter(spec)):
+                gone += self.delete(user_id=user, filters=spec).deleted_sessions
+        return gone
 
     def answer(
         self,
@@ -768,6 +818,8 @@ class Memory:
         """
         check_id("user_id", user_id)
         check_id("session_id", session_id)
+        if session_id in self._expired(user_id):
+            raise NotFoundError(f"session {session_id!r} of user {user_id!r} is past the retention period")
         return self.store.get_session(user_id, session_id)
 
     def units(self, session_id: str, *, user_id: str) -> dict[str, Any]:
@@ -820,6 +872,8 @@ class Memory:
             check_count("limit", limit, 10_000)
         flt = None if filters is None else compile_filter(filters)
         rows = self._catalog.matching(self.store, user_id, flt)
+        expired = self._expired(user_id)
+        rows = [r for r in rows if r.session_id not in expired] if expired else rows
         page = ordered_page(rows, order=order, limit=None if limit is None else limit + 1, cursor=cursor)
         more = limit is not None and len(page) > limit
         page = page[:limit] if more else page
@@ -904,6 +958,9 @@ class Memory:
     def _require_user(self, user_id: str) -> None:
         _require_user(self.store, user_id)
 
+
+#: The longest retention period :class:`Memory` takes (a hundred years).
+MAX_RETENTION_DAYS = 36_525
 
 #: The keys of a session object of :meth:`Memory.add_many`.
 _SESSION_KEYS = frozenset({"messages", "session_id", "timestamp", "metadata", "agent_id", "run_id"})

@@ -20,7 +20,7 @@ import pytest
 
 from memgas.cli.commands import main
 from memgas.core.errors import InvalidInputError
-from memgas.dump import import_dump
+from memgas.dump import export_dump, import_dump
 from memgas.memory import Memory
 from memgas.store import SQLiteStore, Store, open_store
 from support.hash_embedder import HashEmbedder
@@ -254,6 +254,19 @@ def test_a_corrupt_dump_writes_nothing(dump: Path, target: str, tmp_path: Path, 
         with pytest.raises(InvalidInputError, match=re.escape(message)):
             import_dump(bad, mem)
         assert mem.store.list_users() == []
+
+
+def test_a_store_whose_memory_was_all_deleted_round_trips(tmp_path: Path, embedder: Any) -> None:
+    # its embedder is bound but no unit gives the width: the header says dim null, and the dump still reads
+    with Memory(tmp_path / "emptied.db", embedder=embedder) as mem:
+        mem.add("Soon gone.", user_id="u", session_id="s")
+        mem.delete(user_id="u")
+        with (tmp_path / "empty.jsonl").open("w", encoding="utf-8") as out:
+            assert export_dump(mem.store, out)["sessions"] == 0
+    head = json.loads((tmp_path / "empty.jsonl").read_text("utf-8").splitlines()[0])
+    assert head["embedder_id"] == embedder.id and head["dim"] is None
+    with Memory(tmp_path / "new.db", embedder=embedder) as mem:
+        assert import_dump(tmp_path / "empty.jsonl", mem)["sessions"] == 0 and mem.users() == []
 
 
 def test_skip_existing_joins_edges_to_the_sessions_already_there(source: Path, dump: Path, target: str,

@@ -493,6 +493,19 @@ def _sqlite_file(db: str, command: str) -> Path:
     return path
 
 
+def cmd_expire(args: argparse.Namespace) -> int:
+    """Delete the sessions past a retention period (or older than a time), as a delete does."""
+    from memgas.memory import Memory
+
+    require_store(args.db)
+    if (args.older_than is None) == (args.before is None):
+        raise InvalidInputError("give --older-than DAYS or --before TIME (one of them)")
+    with Memory(args.db, method=None, retention_days=args.older_than) as mem:
+        gone = mem.expire(user_id=args.user, before=args.before)
+    print_json({"expired_sessions": gone}, indent=None)
+    return 0
+
+
 def cmd_backup(args: argparse.Namespace) -> int:
     """Copy a SQLite store as of one moment, while writes go on, into a checked backup file."""
     from memgas.store.backup import backup
@@ -670,6 +683,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("migrate", help="create or upgrade the store's schema (before new workers start)")
     sp.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file or postgresql:// URL (default {DEFAULT_DB})")
     sp.set_defaults(func=cmd_migrate)
+
+    sp = sub.add_parser("expire", help="delete the sessions past a retention period, as a delete does (run it daily)")
+    sp.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file or postgresql:// URL (default {DEFAULT_DB})")
+    sp.add_argument("--older-than", type=float, metavar="DAYS",
+                    help="delete sessions older than this many days (by their time, else by when they were stored)")
+    sp.add_argument("--before", metavar="TIME", help="delete sessions older than this time (ISO 8601) instead")
+    sp.add_argument("--user", help="only this user's sessions (default: every user's)")
+    sp.set_defaults(func=cmd_expire)
 
     sp = sub.add_parser("backup", help="copy a SQLite store as of one moment, while writes go on (checked)")
     sp.add_argument("--db", default=DEFAULT_DB, help=f"the SQLite store to copy (default {DEFAULT_DB})")

@@ -81,7 +81,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     announce = open_or_create(args)
     config = ServeConfig(db=args.db, method=args.method, llm=args.llm, auth=not args.no_auth,
                          rate_limit=args.rate_limit, max_body=args.max_body, mcp=not args.no_mcp,
-                         index_cache_mb=args.index_cache_mb, options=options,
+                         index_cache_mb=args.index_cache_mb, options=options, retention_days=args.retention_days,
+                         expire_every=args.expire_every,
                          **({} if args.idle_timeout is None else {"idle_timeout": args.idle_timeout}),
                          **({} if args.request_timeout is None else {"request_timeout": args.request_timeout}))
     serve(config, host=args.host, port=args.port, workers=args.workers, log_level=args.log_level, announce=announce)
@@ -152,6 +153,11 @@ def add_service_parsers(sub: Any, common: Callable[..., None]) -> None:
     sp.add_argument("--index-cache-mb", type=_positive_number, default=None, metavar="MIB",
                     help="memory for the search indexes of each worker (default 1024 MiB; the least recently used "
                          "user's index goes first)")
+    sp.add_argument("--retention-days", type=_positive_number, default=None, metavar="DAYS",
+                    help="keep a session this many days from its time: older ones are never read and are deleted "
+                         "on a schedule (default: keep everything)")
+    sp.add_argument("--expire-every", type=_positive_number, default=3600.0, metavar="SECONDS",
+                    help="with --retention-days, how often the expired sessions are deleted (default 3600)")
     sp.add_argument("--log-level", default="warning", help="uvicorn's log level (default warning)")
     sp.set_defaults(func=cmd_serve)
 

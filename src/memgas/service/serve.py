@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import sys
+import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,7 +24,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from memgas.core.errors import InvalidInputError, MemgasError
 from memgas.service.keys import is_loopback
 
-__all__ = ["ServeConfig", "build_app", "app_from_env", "serve", "CONFIG_ENV"]
+__all__ = ["ServeConfig", "Expirer", "build_app", "app_from_env", "serve", "CONFIG_ENV"]
 
 #: The environment variable that hands a :class:`ServeConfig` to worker processes.
 CONFIG_ENV = "MEMGAS_SERVE_CONFIG"
@@ -52,6 +53,35 @@ class ServeConfig:
     request_timeout: float = REQUEST_TIMEOUT
     index_cache_mb: float | None = None  # None: the library's default
     options: dict[str, Any] = field(default_factory=dict)  # the method's parameters (memgas serve --set)
+    retention_days: float | None = None  # None: keep everything
+    expire_every: float = 3600.0  # seconds between two deletions of what has expired
+
+
+class Expirer:
+    """Deletes what is past the memory's retention period every ``every`` seconds, in a thread of its own, until
+    :meth:`stop` (each worker process runs one: a session two of them find is deleted once, in one transaction)."""
+
+    def __init__(self, memory: Any, every: float) -> None:
+        self._memory, self._every = memory, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="memgas-expire", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        log = logging.getLogger("memgas.service")
+        while not self._stop.is_set():
+            try:
+                gone = self._memory.expire()
+                if gone:
+                    log.info(json.dumps({"event": "expired", "sessions": gone}))
+            except MemgasError as exc:  # a store briefly away: the next round tries again
+                log.warning(json.dumps({"event": "expire_failed", "error": str(exc)}))
+            self._stop.wait(self._every)
+
+    def stop(self) -> None:
+        """Stop after the round under way, if any."""
+        self._stop.set()
+        self._thread.join(timeout=60)
 
 
 def build_app(config: ServeConfig) -> Any:
@@ -62,9 +92,17 @@ def build_app(config: ServeConfig) -> Any:
 
     cache: dict[str, Any] = {} if config.index_cache_mb is None else {"index_cache_mb": config.index_cache_mb}
     # embeddings cached in memory only
-    memory = Memory(config.db, method=config.method, llm=config.llm, **cache, **config.options)
+    memory = Memory(config.db, method=config.method, llm=config.llm, retention_days=config.retention_days, **cache,
+                    **config.options)
+    expirer = Expirer(memory, config.expire_every) if config.retention_days is not None else None
+
+    def shutdown() -> None:
+        if expirer is not None:
+            expirer.stop()
+        memory.close()
+
     return create_app(memory, auth=config.auth, rate_limit=config.rate_limit,
-                      max_body=config.max_body or DEFAULT_MAX_BODY, mcp=config.mcp, on_shutdown=memory.close)
+                      max_body=config.max_body or DEFAULT_MAX_BODY, mcp=config.mcp, on_shutdown=shutdown)
 
 
 def app_from_env() -> Any:

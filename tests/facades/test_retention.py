@@ -1,0 +1,133 @@
+"""Retention: a session past the retention period is never read again, and expiring it deletes it as a delete
+does, its bytes out of every file; the command and the service's schedule do the same."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import pytest
+
+from memgas import InvalidInputError, Memory, NotFoundError
+from memgas.cli.commands import main
+from support.hash_embedder import HashEmbedder
+from support.live_server import make_key, start_server
+
+EMBEDDER = HashEmbedder(64)
+SECRET = "zanzibar-walrus-417"  # only in the old session
+NOW = datetime.now(timezone.utc)
+
+
+@pytest.fixture(autouse=True)
+def _no_secure_delete(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite's own secure delete off, as on a default build: the scan then sees what memgas itself leaves."""
+    connect = sqlite3.connect
+
+    def connect_plain(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)
+        conn.execute("PRAGMA secure_delete = OFF")
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", connect_plain)
+
+
+def fill(db: Path, embedder: Any = EMBEDDER) -> None:
+    with Memory(str(db), embedder=embedder) as mem:
+        mem.add([{"role": "user", "content": f"My old gate code was {SECRET}. Always call me Captain."}],
+                user_id="u", session_id="old", timestamp=(NOW - timedelta(days=400)).isoformat())
+        mem.add("I moved to Porto this spring.", user_id="u", session_id="new",
+                timestamp=(NOW - timedelta(days=10)).isoformat())
+        mem.add("Kept for ever: my sister's birthday is May 3.", user_id="v", session_id="far",
+                timestamp=(NOW - timedelta(days=30)).isoformat())
+
+
+def files_holding(root: Path, needle: bytes) -> list[str]:
+    return [p.name for p in sorted(root.rglob("*")) if p.is_file() and needle in p.read_bytes()]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Path]:
+    (tmp_path / "store").mkdir()
+    path = tmp_path / "store" / "m.db"
+    fill(path)
+    yield path
+
+
+def test_a_session_past_the_retention_period_is_never_read(db: Path) -> None:
+    with Memory(str(db), embedder=EMBEDDER, retention_days=365) as mem:
+        assert [h.session_id for h in mem.search("gate code", user_id="u", min_score=0.0)] == ["new"]
+        assert SECRET not in mem.context(f"What was my gate code {SECRET}?", user_id="u", min_score=0.0)
+        assert mem.profile(user_id="u") == []  # "Always call me Captain" went with its session
+        assert [h.session_id for h in mem.list(user_id="u")] == ["new"]
+        assert [d.session_id for d in mem.timeline(user_id="u")] == ["new"]
+        with pytest.raises(NotFoundError, match="retention period"):
+            mem.get("old", user_id="u")
+    with Memory(str(db), embedder=EMBEDDER) as forever:  # without a retention period it is all still there
+        assert {h.session_id for h in forever.list(user_id="u")} == {"old", "new"}
+        assert forever.profile(user_id="u")[0].text == "Always call me Captain."
+
+
+def test_expiring_deletes_it_from_every_file(db: Path) -> None:
+    assert files_holding(db.parent, SECRET.encode())  # stored
+    with Memory(str(db), embedder=EMBEDDER, retention_days=365) as mem:
+        assert mem.expire() == 1
+        assert mem.expire() == 0
+        assert {u.user_id: u.sessions for u in mem.users()} == {"u": 1, "v": 1}
+    assert files_holding(db.parent, SECRET.encode()) == []  # the store and its log
+    with Memory(str(db), embedder=EMBEDDER) as mem:
+        assert mem.expire(before=NOW - timedelta(days=20), user_id="v") == 1
+        assert mem.expire(before=(NOW - timedelta(days=20)).isoformat(), user_id="nobody") == 0
+        assert [h.session_id for h in mem.list(user_id="u")] == ["new"]
+        with pytest.raises(InvalidInputError, match="retention period"):
+            mem.expire()
+        with pytest.raises(InvalidInputError):
+            mem.expire(before="last week")
+    for bad in (0, -1, True, "30", 40_000, float("nan")):
+        with pytest.raises(InvalidInputError, match="retention_days"):
+            Memory(None, embedder=EMBEDDER, retention_days=bad)  # type: ignore[arg-type]
+
+
+def test_the_expire_command(tmp_path: Path, embedder: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "m.db"
+    fill(db, embedder)  # the command opens the store with the default embedder
+    assert main(["expire", "--db", str(db), "--older-than", "365"]) == 0
+    assert capsys.readouterr().out.strip() == '{"expired_sessions": 1}'
+    assert main(["expire", "--db", str(db), "--before", (NOW - timedelta(days=20)).isoformat(), "--user", "u"]) == 0
+    assert capsys.readouterr().out.strip() == '{"expired_sessions": 0}'
+    assert main(["expire", "--db", str(db)]) == 2
+    assert "--older-than" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_service_expires_on_a_schedule_and_never_serves_what_expired(tmp_path: Path, embedder: Any) -> None:
+    db = tmp_path / "served.db"
+    fill(db, embedder)
+    key = make_key(db)
+    server = start_server(db, "--retention-days", "365", "--expire-every", "0.5", "--no-mcp", tmp=tmp_path)
+    try:
+        auth = {"Authorization": f"Bearer {key}"}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the first round runs at start-up; give it its moment
+            with sqlite3.connect(db) as conn:
+                if conn.execute("SELECT count(*) FROM sessions WHERE session_id = 'old'").fetchone()[0] == 0:
+                    break
+            time.sleep(0.2)
+        assert httpx.get(f"{server.url}/v1/sessions/old", headers=auth, params={"user_id": "u"}).status_code == 404
+        listed = httpx.get(f"{server.url}/v1/sessions", headers=auth, params={"user_id": "u"}).json()["sessions"]
+        assert [s["session_id"] for s in listed] == ["new"]
+        # a session that arrives already past the period is never served, then deleted at the next round
+        httpx.post(f"{server.url}/v1/sessions", headers=auth, json={
+            "user_id": "u", "session_id": "late", "messages": f"Another {SECRET}",
+            "timestamp": (NOW - timedelta(days=500)).isoformat()}).raise_for_status()
+        hits = httpx.post(f"{server.url}/v1/search", headers=auth,
+                          json={"user_id": "u", "query": SECRET, "min_score": 0.0}).json()["hits"]
+        assert [h["session_id"] for h in hits] == ["new"]
+        time.sleep(1.5)
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("SELECT count(*) FROM sessions WHERE session_id IN ('old', 'late')").fetchone()[0] == 0
+    finally:
+        server.stop()
