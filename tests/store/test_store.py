@@ -1082,7 +1082,9 @@ def test_schema_6_reencodes_float32_vectors_as_float16(target: str, rng: np.rand
         conn.execute("PRAGMA user_version = 5")
         conn.commit()
         conn.close()
-    latest = 8 if target.startswith("postgresql://") else 7
+    from memgas.store.postgres import SCHEMA_VERSION as PG_SCHEMA_VERSION
+
+    latest = PG_SCHEMA_VERSION if target.startswith("postgresql://") else SCHEMA_VERSION
     with open_store(target) as store:
         assert store.schema_upgrade == (5, latest)
         table = store.load_units("alice")

@@ -67,6 +67,7 @@ from memgas.store.sql import (
     API_KEYS_TABLE,
     JOINED_MIGRATION,
     SCOPES_MIGRATION,
+    SESSION_VERSION_COLUMN,
     SNAPSHOTS_TABLE,
     SQLStore,
     compact_unit_vectors,
@@ -154,6 +155,8 @@ MIGRATIONS: tuple[tuple[Any, ...], ...] = (
     JOINED_MIGRATION,
     # 8: the transaction id of each user's last write, which a replica must show before it serves the user's reads.
     ("ALTER TABLE users ADD COLUMN xid xid8",),
+    # 9: sessions' version column, where a store reached version 4 before migration 4 made it.
+    (SESSION_VERSION_COLUMN.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS"),),
 )
 
 #: One token-bucket step in one statement, on the database's clock (the same for every worker): refill the

@@ -63,6 +63,17 @@ _MIGRATION_BATCH = 2000
 
 #: Schema version 7 of both backends: a unit whose text is its turns' texts joined is stored without it, as the range
 #: of the messages that make it (``msg_start``, ``msg_end``; -1 for a text stored as it is).
+#: Stores migrated to version 4 before migration 4 added ``sessions.version`` lack the column (the test stores of
+#: ``tests/store/old_stores`` found it): one more migration adds it where it is missing, on both backends.
+SESSION_VERSION_COLUMN = "ALTER TABLE sessions ADD COLUMN version BIGINT NOT NULL DEFAULT 0"
+
+
+def add_session_versions(conn: Any) -> None:
+    """SQLite's step of that migration: the column, unless the store has it (SQLite has no ``IF NOT EXISTS`` here)."""
+    if "version" not in {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}:
+        conn.execute(SESSION_VERSION_COLUMN)
+
+
 JOINED_MIGRATION = ("ALTER TABLE units ADD COLUMN msg_start INTEGER NOT NULL DEFAULT -1",
                     "ALTER TABLE units ADD COLUMN msg_end INTEGER NOT NULL DEFAULT -1")
 #: Message ranges one statement of :meth:`SQLStore._joined_texts` reads.

@@ -52,6 +52,7 @@ from memgas.store.sql import (
     SCOPES_MIGRATION,
     SNAPSHOTS_TABLE,
     SQLStore,
+    add_session_versions,
     compact_unit_vectors,
 )
 
@@ -127,6 +128,8 @@ MIGRATIONS: tuple[tuple[Any, ...], ...] = (
     (SNAPSHOTS_TABLE.format(collate="", blob="BLOB"), lambda conn: compact_unit_vectors(conn, "?")),
     # 7: a unit whose text is its turns' texts joined (a turn's, a session chunk's) stores its messages' range instead.
     JOINED_MIGRATION,
+    # 8: sessions' version column, where a store reached version 4 before migration 4 made it.
+    (add_session_versions,),
 )
 
 #: Version of the on-disk schema this code reads and writes.
