@@ -11,9 +11,10 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import sqlite3
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -86,3 +87,17 @@ def pg_url(pg_cluster: Cluster) -> Iterator[str]:
     pg_cluster.admin(f"CREATE DATABASE {name}")
     yield pg_cluster.url(name)
     pg_cluster.admin(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def no_secure_delete(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite connections with ``secure_delete`` off, as on a default build, whatever this Python's SQLite was built
+    with: a scan of the files for deleted bytes then sees what memgas itself leaves (the delete and retention tests)."""
+    connect = sqlite3.connect
+
+    def connect_plain(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)
+        conn.execute("PRAGMA secure_delete = OFF")
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", connect_plain)

@@ -28,6 +28,8 @@ from memgas.embed.cache import CachedEmbedder
 from support.openai_stub import OpenAIStub
 from support.sqlite_files import open_files
 
+pytestmark = pytest.mark.usefixtures("no_secure_delete")  # the scans see what memgas itself leaves
+
 SECRET = "Zorblaxquintic"  # appears in no other text: any byte match is a leak
 SHARED = [  # the same first turn in both sessions: its cache rows are produced by both
     {"role": "user", "content": "We planned the garden beds for spring: tomatoes, basil and runner beans."},
@@ -61,18 +63,6 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIStub]:
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     with OpenAIStub(_summary) as server:
         yield server
-
-
-@pytest.fixture(autouse=True)
-def _no_secure_delete_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    connect = sqlite3.connect
-
-    def connect_plain(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        conn = connect(*args, **kwargs)
-        conn.execute("PRAGMA secure_delete = OFF")
-        return conn
-
-    monkeypatch.setattr(sqlite3, "connect", connect_plain)
 
 
 class Recorded:

@@ -22,17 +22,7 @@ SECRET = "zanzibar-walrus-417"  # only in the old session
 NOW = datetime.now(timezone.utc)
 
 
-@pytest.fixture(autouse=True)
-def _no_secure_delete(monkeypatch: pytest.MonkeyPatch) -> None:
-    """SQLite's own secure delete off, as on a default build: the scan then sees what memgas itself leaves."""
-    connect = sqlite3.connect
-
-    def connect_plain(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        conn = connect(*args, **kwargs)
-        conn.execute("PRAGMA secure_delete = OFF")
-        return conn
-
-    monkeypatch.setattr(sqlite3, "connect", connect_plain)
+pytestmark = pytest.mark.usefixtures("no_secure_delete")  # the scan sees what memgas itself leaves
 
 
 def fill(db: Path, embedder: Any = EMBEDDER) -> None:
