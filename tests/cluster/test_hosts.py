@@ -70,3 +70,12 @@ def test_a_live_run_keeps_its_namespaces_until_it_closes() -> None:
     finally:
         hosts.close()
     assert namespaces(hosts.tag) == []
+
+
+def test_a_tag_that_starts_as_the_bridge_prefix_does_is_removed_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the bridge is "mgb" + tag and a namespace "mg" + tag + "-host": tag b0a1 makes namespaces that start "mgb"
+    monkeypatch.setattr("memgas.bench.hosts.secrets.token_hex", lambda n: "b0a1")
+    hosts = Hosts(["a"])
+    assert namespaces("b0a1") == ["mgb0a1-a"]
+    hosts.close()
+    assert namespaces("b0a1") == []

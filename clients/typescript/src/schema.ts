@@ -2721,8 +2721,8 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description the fact's id */
-                fact_id: number;
+                /** @description the fact's id (decimal digits, no leading zero) */
+                fact_id: string;
             };
             cookie?: never;
         };
@@ -3044,7 +3044,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description the message's position in the session, from 0 (decimal digits) */
+                /** @description the message's position in the session, from 0 (decimal digits, no leading zero) */
                 index: string;
             };
             cookie?: never;
@@ -3153,7 +3153,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description the message's position in the session, from 0 (decimal digits) */
+                /** @description the message's position in the session, from 0 (decimal digits, no leading zero) */
                 index: string;
             };
             cookie?: never;

@@ -88,7 +88,7 @@ class Hosts:
         self.tag = secrets.token_hex(2)  # in every namespace and link name: two clusters never collide
         self.names = list(names)
         self._procs: dict[str, list[subprocess.Popen[bytes]]] = {name: [] for name in names}
-        self._made: list[str] = []
+        self._made: list[tuple[str, str]] = []  # ("link" | "netns", name): a name alone cannot tell them apart
         self.mode = "loopback addresses"
         net = int(self.tag, 16) % 250 + 1
         self.address = {name: f"127.77.{net}.{i + 10}" for i, name in enumerate(names)}
@@ -115,13 +115,13 @@ class Hosts:
         address = {name: f"10.77.{net}.{i + 10}" for i, name in enumerate(self.names)}
         try:
             _ip("link", "add", bridge, "type", "bridge")
-            self._made.append(bridge)
+            self._made.append(("link", bridge))
             _ip("addr", "add", f"10.77.{net}.1/24", "dev", bridge)
             _ip("link", "set", bridge, "up")
             for i, name in enumerate(self.names):
                 ns, outside = self.namespace(name), f"mg{self.tag}h{i}"
                 _ip("netns", "add", ns)
-                self._made.append(ns)
+                self._made.append(("netns", ns))
                 _ip("link", "add", outside, "type", "veth", "peer", "name", "eth0", "netns", ns)
                 _ip("link", "set", outside, "master", bridge)
                 _ip("link", "set", outside, "up")
@@ -186,11 +186,8 @@ class Hosts:
         self._procs[name] = []
 
     def _unmake(self) -> None:
-        for made in reversed(self._made):
-            if made.startswith("mgb"):
-                subprocess.run(["ip", "link", "del", made], capture_output=True)
-            else:
-                subprocess.run(["ip", "netns", "del", made], capture_output=True)
+        for kind, made in reversed(self._made):  # (a tag may start with "b": "mgb0a1-x" is a namespace)
+            subprocess.run(["ip", kind, "del", made], capture_output=True)
         self._made = []
         (OWNERS / self.tag).unlink(missing_ok=True)
 
