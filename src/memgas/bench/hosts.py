@@ -58,21 +58,28 @@ def _remove_tag(tag: str) -> None:
 
 def remove_leftovers(owners: Path | None = None) -> list[str]:
     """Remove what runs that are no longer alive left behind (their namespaces, bridges and processes); the tags
-    removed. A run still alive keeps its own: two clusters may run at once."""
+    removed. A run writes its owner file before it makes anything, so a namespace of this harness's naming whose
+    tag has no living owner is a leftover; a run still alive keeps its own (two clusters may run at once)."""
     owners = OWNERS if owners is None else owners
-    if os.geteuid() != 0 or shutil.which("ip") is None or not owners.is_dir():
+    if os.geteuid() != 0 or shutil.which("ip") is None:
         return []
-    removed = []
-    for mark in owners.iterdir():
+    living: set[str] = set()
+    marks = list(owners.iterdir()) if owners.is_dir() else []
+    for mark in marks:
         try:
             pid = int(mark.read_text().strip())
         except (OSError, ValueError):
             pid = 0
-        if re.fullmatch(r"[0-9a-f]{4}", mark.name) and not _alive(pid):
-            _remove_tag(mark.name)
-            removed.append(mark.name)
-        if not re.fullmatch(r"[0-9a-f]{4}", mark.name) or not _alive(pid):
+        if re.fullmatch(r"[0-9a-f]{4}", mark.name) and _alive(pid):
+            living.add(mark.name)
+        else:
             mark.unlink(missing_ok=True)
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    tags = {m.group(1) for name in listed for m in [re.fullmatch(r"mg([0-9a-f]{4})-\w+", name)] if m}
+    tags |= {mark.name for mark in marks if re.fullmatch(r"[0-9a-f]{4}", mark.name)}
+    removed = sorted(tags - living)
+    for tag in removed:
+        _remove_tag(tag)
     return removed
 
 
