@@ -3,7 +3,12 @@
 For each version, a checkout of the commit named below (``git worktree add /tmp/vN COMMIT``), then
 ``PYTHONPATH=/tmp/vN/src python make.py vN.db vN.json`` and ``gzip -9 vN.db``:
 
-    v1 00186da   v2 2ca7f91   v3 d9abdbc   v4 3aa257b   v6 645c374   (SQLite skipped version 5: it is PostgreSQL's)
+    v1 00186da   v2 2ca7f91   v3 d9abdbc   v4 3aa257b   v6 645c374   v7 690ef6a   (SQLite skipped version 5)
+
+and for PostgreSQL, into an empty database of a throwaway cluster, ``make.py postgresql://... pgN.json`` then
+``pg_dump --format=custom --file=pgN.dump postgresql://...``:
+
+    pg1 00186da   pg2 2ca7f91   pg3 d9abdbc   pg4 3aa257b   pg5 a515e2b   pg6 645c374   pg7 3482d31   pg8 0497668
 
 ``vN.json`` is what that code read back from its store: the messages of every session, the units per user, an API
 key (from version 2). ``tests/store/test_upgrades.py`` opens each store with today's code and finds all of it.
@@ -56,12 +61,18 @@ def main(path: str, manifest: str) -> None:
     else:
         with open_store(path) as store:
             out["api_key"] = create_key(store, "admin", name="fixture")[0]
-    conn = sqlite3.connect(path)  # one self-contained file: the write-ahead log folded in
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.execute("PRAGMA journal_mode = DELETE")
-    conn.execute("VACUUM")
-    out["schema_version"] = conn.execute("PRAGMA user_version").fetchone()[0]
-    conn.close()
+    if path.startswith("postgresql://"):  # dumped by the caller: pg_dump --format=custom
+        import psycopg
+
+        with psycopg.connect(path) as pg:
+            out["schema_version"] = pg.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+    else:
+        conn = sqlite3.connect(path)  # one self-contained file: the write-ahead log folded in
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.execute("PRAGMA journal_mode = DELETE")
+        conn.execute("VACUUM")
+        out["schema_version"] = conn.execute("PRAGMA user_version").fetchone()[0]
+        conn.close()
     with open(manifest, "w", encoding="utf-8") as f:
         json.dump(out, f, indent=1, ensure_ascii=False)
 
