@@ -165,11 +165,11 @@ def test_failure_midway_writes_nothing(capsys: pytest.CaptureFixture[str], db: P
     written = []
     real = SQLiteStore.add_session
 
-    def add_session(self: SQLiteStore, session: Any, units: Any, edges: Any) -> list[int]:
+    def add_session(self: SQLiteStore, session: Any, units: Any, edges: Any, **kw: Any) -> list[int]:
         written.append(session.session_id)
         if len(written) == 2:
             raise sqlite3.OperationalError("database or disk is full")
-        return real(self, session, units, edges)
+        return real(self, session, units, edges, **kw)
 
     monkeypatch.setattr(SQLiteStore, "add_session", add_session)
     before = _state(db)

@@ -188,9 +188,10 @@ def template_users(data: Path, n_templates: int, per_user: int, embedder: Any) -
         with open_store(None) as store:
             original = store.add_session
 
-            def recording(session: Session, units: Sequence[Unit], edges: Sequence[Edge]) -> list[int]:
+            def recording(session: Session, units: Sequence[Unit], edges: Sequence[Edge], *,
+                          embedder_id: str | None = None) -> list[int]:
                 kept = [replace(u, id=None) for u in units]  # the store may set ids on what it is given
-                ids = original(session, units, edges)
+                ids = original(session, units, edges, embedder_id=embedder_id)
                 record.append((session, kept, list(edges), list(ids)))
                 return ids
 

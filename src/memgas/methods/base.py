@@ -109,7 +109,7 @@ class MemoryMethod(ABC):
         units = self.build(session)
         t1 = time.perf_counter()
         with store.writing(session.user_id):
-            ids = store.add_session(session, units, [])
+            ids = store.add_session(session, units, [], embedder_id=self.embedder.id)
         if self._indexes is not None:
             self._indexes.refresh(store, session.user_id)
         t2 = time.perf_counter()
@@ -139,7 +139,8 @@ class MemoryMethod(ABC):
             edges = self.new_edges(store, session, units, new_rows, ref)
             t2 = time.perf_counter()
             ids = store.rewrite_session(session, keep_messages=keep_messages, drop_units=drop,
-                                        units=[units[i] for i in new_rows], edges=edges)
+                                        units=[units[i] for i in new_rows], edges=edges,
+                                        embedder_id=self.embedder.id)
         if self._indexes is not None:
             self._indexes.refresh(store, session.user_id)
         t3 = time.perf_counter()

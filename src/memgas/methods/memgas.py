@@ -407,7 +407,7 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
                 assoc, decisions = association_edges(units, cached.units.table, candidates=self.cfg.candidates)
                 edges += assoc
             t3 = time.perf_counter()
-            ids = store.add_session(session, units, edges)
+            ids = store.add_session(session, units, edges, embedder_id=self.embedder.id)
             if cached is not None:  # nothing else wrote this user since ``cached`` was read: this write is the change
                 extended = self._index_with_added(cached, session, units, ids, edges)
                 key = (store.version(session.user_id), store.generation)

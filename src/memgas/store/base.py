@@ -200,23 +200,28 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def add_session(self, session: Session, units: Sequence[Unit], edges: Sequence[Edge]) -> list[int]:
+    def add_session(self, session: Session, units: Sequence[Unit], edges: Sequence[Edge], *,
+                    embedder_id: str | None = None) -> list[int]:
         """Write a session, its units (with vectors) and edges in one transaction; return the new unit ids.
+
+        ``embedder_id`` names the embedder of the vectors: when given, the write is refused unless the store is
+        bound to it at the moment it commits (a re-embedding may have switched it since the vectors were made).
 
         Every edge has at least one endpoint among this call's units (a negative reference): an edge
         is written with the newer of its units, so :meth:`load_edges_after` reads edges exactly.
 
         Raises:
+            EmbedderMismatchError: ``embedder_id`` is not the store's embedder (nothing is written).
             DuplicateSessionError: the user already has a session with this id (nothing is written).
             InvalidInputError: an invalid unit or edge, e.g. one linking two stored units (nothing is written).
         """
 
     @abstractmethod
     def rewrite_session(self, session: Session, *, keep_messages: int, drop_units: Sequence[int],
-                        units: Sequence[Unit], edges: Sequence[Edge]) -> list[int]:
+                        units: Sequence[Unit], edges: Sequence[Edge], embedder_id: str | None = None) -> list[int]:
         """Bring a stored session to ``session`` in one transaction, keeping its first ``keep_messages`` messages
-        and every unit not in ``drop_units`` (with their edges); write ``units`` and ``edges`` as
-        :meth:`add_session` does; return the new unit ids."""
+        and every unit not in ``drop_units`` (with their edges); write ``units`` and ``edges`` (and check
+        ``embedder_id``) as :meth:`add_session` does; return the new unit ids."""
 
     @abstractmethod
     def session_units(self, user_id: str, session_id: str) -> UnitTable:

@@ -65,6 +65,10 @@ class ExperienceStore(ABC):
         """The scope's items (of one kind, or all), oldest first."""
 
     @abstractmethod
+    def experience_scopes(self) -> list[str]:
+        """Every scope that holds an item, sorted."""
+
+    @abstractmethod
     def update_experience(self, scope: str, item_id: int, *, kind: str | None = None, key: str | None = None,
                           payload: dict[str, Any] | None = None, vector: np.ndarray | None = None) -> ExperienceRecord:
         """Change the given fields of one item (e.g. a pending solution once distilled); return the new record.

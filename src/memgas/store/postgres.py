@@ -187,6 +187,7 @@ CROSS_USER_STATEMENTS = frozenset({
 
 #: Advisory-lock key (two-int form, a key space apart from the per-user bigint keys) of schema and meta writes.
 _META_LOCK = "SELECT pg_advisory_xact_lock(1835363687, 1)"  # 'memg'
+_META_SHARED = "SELECT pg_advisory_xact_lock_shared(1835363687, 1)"  # writers of vectors, against a switch
 _USER_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 
 
@@ -587,6 +588,9 @@ class PostgresStore(SQLStore, RateLimitStore):
 
     def _lock_meta(self, conn: Any) -> None:
         conn.execute(_META_LOCK)
+
+    def _share_meta(self, conn: Any) -> None:
+        conn.execute(_META_SHARED)
 
     def _messages(self, conn: Any, user_id: str, session_pk: int) -> list[Any]:
         return conn.execute(

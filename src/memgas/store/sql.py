@@ -13,9 +13,9 @@ import json
 import operator
 import re
 from abc import abstractmethod
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from datetime import datetime, timezone
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Iterator, Sequence
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from memgas.core.types import GRANULARITIES, Edge, Message, Session, Unit, speak
 from memgas.core.validate import ID_CHAR, check_id, check_unicode, parse_timestamp
 from memgas.kernels.quantize import decode_rows, encode_rows
 from memgas.store.base import PREVIEW_CHARS, EdgeTable, SessionInfo, Store, StoredTexts, UnitTable
-from memgas.store.binding import StoreBinding
+from memgas.store.binding import EmbedderSwitch, StoreBinding
 from memgas.store.experience import ExperienceRecord, ExperienceStore, scope_of
 from memgas.store.keys import ApiKeyRecord, KeyStore
 from memgas.store.snapshots import SnapshotStore
@@ -247,6 +247,33 @@ def _edge_rows(edges: Sequence[Edge], n_new: int) -> list[tuple[int, int, float]
     return rows
 
 
+class _Switch(EmbedderSwitch):
+    """The binding and experience vectors a switch of embedder writes (:meth:`SQLStore.switching_embedder`)."""
+
+    def __init__(self, store: "SQLStore", conn: Any, embedder_id: str, dim: int) -> None:
+        self._store, self._conn, self._embedder_id, self._dim = store, conn, embedder_id, dim
+        self.bound = False
+        self.set: set[int] = set()
+
+    def bind(self) -> None:
+        """Bind the new embedder (in the switch's transaction)."""
+        q = self._store._q
+        self._conn.execute(q("UPDATE meta SET value = ? WHERE key = 'embedder_id'"), (self._embedder_id,))
+        self._conn.execute(q("UPDATE meta SET value = ? WHERE key = 'dim'"), (type(self._store)._DIM_VALUE(self._dim),))
+        self.bound = True
+
+    def set_experience_vector(self, item_id: int, vector: np.ndarray) -> None:
+        """Write one item's vector of the new embedder (``updated_at`` stays: the item did not change)."""
+        vec = np.asarray(vector, dtype=np.float64)
+        if vec.shape != (self._dim,) or not np.isfinite(vec).all():
+            raise InvalidInputError(f"an experience vector must be {self._dim} finite floats (the new embedder's)")
+        done = self._conn.execute(self._store._q("UPDATE experiences SET vector = ? WHERE id = ? AND vector IS NOT NULL"),
+                                  (vec.astype(_VEC_DTYPE).tobytes(), int(item_id))).rowcount
+        if not done:
+            raise InvalidInputError(f"no experience item {item_id} with a vector")
+        self.set.add(int(item_id))
+
+
 class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
     """A :class:`~memgas.store.base.Store` over a SQL database, with the other concerns a SQL database holds beside
     it (binding, snapshots, keys, experience, each its own interface): the methods whose SQL both backends share.
@@ -328,6 +355,9 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
             raise InvalidInputError(f"invalid embedder id {embedder_id!r}")
         if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim <= 0:
             raise InvalidInputError(f"invalid embedding dimension {dim!r}")
+        with self._read() as conn:  # bound already (every call but the first): no lock, so writers never queue here
+            if (self._meta(conn, "embedder_id"), self._dim(conn)) == (embedder_id, dim):
+                return
         with self._write(None) as conn:
             self._lock_meta(conn)
             bound_id, bound_dim = self._meta(conn, "embedder_id"), self._dim(conn)
@@ -339,6 +369,48 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
                     f"store is bound to embedder {bound_id!r} (dim {bound_dim}); "
                     f"cannot use embedder {embedder_id!r} (dim {dim})"
                 )
+
+    def _share_meta(self, conn: Any) -> None:
+        """Hold the binding against a switch (:meth:`switching_embedder`) to the end of the write; writes that hold it
+        do not wait for each other (the write transaction serialises everything here)."""
+
+    def _check_vectors_of(self, conn: Any, embedder_id: str | None) -> None:
+        """Refuse, in the open write, vectors of ``embedder_id`` unless the store is bound to it (``None``: any)."""
+        if embedder_id is None:
+            return
+        self._share_meta(conn)
+        bound = self._meta(conn, "embedder_id")
+        if bound is not None and bound != embedder_id:
+            raise EmbedderMismatchError(f"the store's vectors now come from embedder {bound!r}, not {embedder_id!r} "
+                                        f"(it was re-embedded): open it with embedder {bound!r}")
+
+    @contextmanager
+    def switching_embedder(self, embedder_id: str, dim: int) -> Iterator[EmbedderSwitch]:
+        """Move the store to another embedder in one write transaction (see :meth:`StoreBinding.switching_embedder`).
+        """
+        if not isinstance(embedder_id, str) or not embedder_id:
+            raise InvalidInputError(f"invalid embedder id {embedder_id!r}")
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim <= 0:
+            raise InvalidInputError(f"invalid embedding dimension {dim!r}")
+        with ExitStack() as held:
+            conn = held.enter_context(self._write(None))
+            for user in self.list_users():  # users first, the binding last: a writer takes them in that order too
+                held.enter_context(self._write(user))
+            self._lock_meta(conn)
+            if self._meta(conn, "embedder_id") is None:
+                raise InvalidInputError("the store holds no embedder yet: there is nothing to re-embed")
+            last = conn.execute("SELECT coalesce(max(id), 0) FROM units").fetchone()[0]
+            switch = _Switch(self, conn, embedder_id, int(dim))
+            yield switch
+            if not switch.bound:
+                raise InvalidInputError("the switch was left without binding the new embedder: rolled back")
+            left = conn.execute(self._q("SELECT count(*) FROM units WHERE id <= ?"), (int(last),)).fetchone()[0]
+            vectors = conn.execute("SELECT count(*) FROM experiences WHERE vector IS NOT NULL").fetchone()[0]
+            if left or vectors != len(switch.set):
+                raise InvalidInputError(f"{left} units and {vectors - len(switch.set)} experience vectors were not "
+                                        "re-embedded: the switch is rolled back")
+            conn.execute("DELETE FROM snapshots")
+            self._deleted()  # the old vectors' pages are overwritten as a delete's are
 
     @property
     def embedder_id(self) -> str | None:
@@ -407,7 +479,8 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
     def _check_endpoints(conn: Any, user_id: str, unit_ids: set[int]) -> None:
         """Raise :class:`InvalidInputError` unless every id is a stored unit of ``user_id``."""
 
-    def add_session(self, session: Session, units: Sequence[Unit], edges: Sequence[Edge]) -> list[int]:
+    def add_session(self, session: Session, units: Sequence[Unit], edges: Sequence[Edge], *,
+                    embedder_id: str | None = None) -> list[int]:
         """Write a session, its units and edges in one transaction; return the new unit ids in order.
 
         Args:
@@ -416,14 +489,17 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
             edges: undirected edges; an endpoint is a stored unit id of the same user, or
                 ``-(i + 1)`` for the ``i``-th unit of ``units``. A pair given twice (either way
                 round, or already stored) keeps the larger weight.
+            embedder_id: the embedder of the vectors, checked against the store's binding in the write.
 
         Raises:
+            EmbedderMismatchError: ``embedder_id`` is not the store's embedder.
             DuplicateSessionError: the user already has a session with this id.
             InvalidInputError: an invalid session, unit or edge, or an edge endpoint that is not a
                 unit of this user (nothing is written).
         """
         user_id, session_id, timestamp, metadata, edge_rows = self._session_row(session, units, edges)
         with self._write(user_id) as conn:
+            self._check_vectors_of(conn, embedder_id)
             unit_rows = session_unit_rows(session, units, self._dim(conn))
             if conn.execute(self._q("SELECT 1 FROM sessions WHERE user_id = ? AND session_id = ?"),
                             (user_id, session_id)).fetchone():
@@ -439,7 +515,7 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
         return ids
 
     def rewrite_session(self, session: Session, *, keep_messages: int, drop_units: Sequence[int],
-                        units: Sequence[Unit], edges: Sequence[Edge]) -> list[int]:
+                        units: Sequence[Unit], edges: Sequence[Edge], embedder_id: str | None = None) -> list[int]:
         """Bring a stored session to ``session`` in one transaction: its messages from position ``keep_messages``
         on are replaced by those of ``session`` (its first ``keep_messages`` are the stored ones), its timestamp
         and metadata become ``session``'s, the units ``drop_units`` of the session go with every edge touching
@@ -449,12 +525,14 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
 
         Raises:
             NotFoundError: the user has no such session.
+            EmbedderMismatchError: ``embedder_id`` is not the store's embedder.
             InvalidInputError: ``keep_messages`` outside the stored messages, a dropped id that is not a unit of
                 this session, an edge to a dropped unit, or anything :meth:`add_session` refuses (nothing is written).
         """
         user_id, session_id, timestamp, metadata, edge_rows = self._session_row(session, units, edges)
         drop = sorted({int(i) for i in drop_units})
         with self._write(user_id) as conn:
+            self._check_vectors_of(conn, embedder_id)
             unit_rows = session_unit_rows(session, units, self._dim(conn))
             row = conn.execute(self._q("SELECT pk, n_messages FROM sessions WHERE user_id = ? AND session_id = ?"),
                                (user_id, session_id)).fetchone()
@@ -907,6 +985,11 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
             rows = conn.execute(self._q(f"SELECT {self._EXPERIENCE_COLUMNS} FROM experiences WHERE scope = ? {where}"
                                         " ORDER BY id"), args).fetchall()
         return [self._experience_record(r) for r in rows]
+
+    def experience_scopes(self) -> list[str]:
+        """Every scope that holds an item, sorted."""
+        with self._read() as conn:
+            return [r[0] for r in conn.execute("SELECT DISTINCT scope FROM experiences ORDER BY scope").fetchall()]
 
     def update_experience(self, scope: str, item_id: int, *, kind: str | None = None, key: str | None = None,
                           payload: dict[str, Any] | None = None, vector: np.ndarray | None = None) -> ExperienceRecord:
