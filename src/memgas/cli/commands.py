@@ -494,15 +494,27 @@ def _sqlite_file(db: str, command: str) -> Path:
 
 
 def cmd_expire(args: argparse.Namespace) -> int:
-    """Delete the sessions past a retention period (or older than a time), as a delete does."""
+    """Delete the sessions past their own expiry and those past a retention period (or older than a time), as a delete
+    does."""
     from memgas.memory import Memory
 
     require_store(args.db)
-    if (args.older_than is None) == (args.before is None):
-        raise InvalidInputError("give --older-than DAYS or --before TIME (one of them)")
+    if args.older_than is not None and args.before is not None:
+        raise InvalidInputError("give --older-than DAYS or --before TIME, not both")
     with Memory(args.db, method=None, retention_days=args.older_than) as mem:
         gone = mem.expire(user_id=args.user, before=args.before)
     print_json({"expired_sessions": gone}, indent=None)
+    return 0
+
+
+def cmd_reembed(args: argparse.Namespace) -> int:
+    """Re-embed every unit with another embedder while the store serves; one switch at the end (resumable)."""
+    from memgas.reembed import reembed
+
+    require_store(args.db)
+    done = reembed(args.db, args.embedder, work=args.work, embedding_cache=args.embedding_cache,
+                   progress=None if args.quiet else lambda line: print(f"memgas reembed: {line}", file=sys.stderr))
+    print_json(done.to_dict(), indent=None)
     return 0
 
 
@@ -684,13 +696,24 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file or postgresql:// URL (default {DEFAULT_DB})")
     sp.set_defaults(func=cmd_migrate)
 
-    sp = sub.add_parser("expire", help="delete the sessions past a retention period, as a delete does (run it daily)")
+    sp = sub.add_parser("expire", help="delete the sessions past their expires_at, and with --older-than or --before "
+                                       "those past a retention period, as a delete does (run it daily)")
     sp.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file or postgresql:// URL (default {DEFAULT_DB})")
     sp.add_argument("--older-than", type=float, metavar="DAYS",
                     help="delete sessions older than this many days (by their time, else by when they were stored)")
     sp.add_argument("--before", metavar="TIME", help="delete sessions older than this time (ISO 8601) instead")
     sp.add_argument("--user", help="only this user's sessions (default: every user's)")
     sp.set_defaults(func=cmd_expire)
+
+    sp = sub.add_parser("reembed", help="re-embed every unit with another embedder while the store serves "
+                                        "(resumable; one switch at the end)")
+    sp.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file or postgresql:// URL (default {DEFAULT_DB})")
+    sp.add_argument("--embedder", required=True, help="the new embedder: default, e5, st:<model>, openai:<model>[@url]")
+    sp.add_argument("--work", help="the work store (SQLite) to build in and resume from (default: <db>.reembed "
+                                   "beside a SQLite file, else memgas-reembed.db here)")
+    sp.add_argument("--embedding-cache", help="an embedding cache file for the new embedder (default: in memory)")
+    sp.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    sp.set_defaults(func=cmd_reembed)
 
     sp = sub.add_parser("backup", help="copy a SQLite store as of one moment, while writes go on (checked)")
     sp.add_argument("--db", default=DEFAULT_DB, help=f"the SQLite store to copy (default {DEFAULT_DB})")
