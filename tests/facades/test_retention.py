@@ -72,8 +72,7 @@ def test_expiring_deletes_it_from_every_file(db: Path) -> None:
         assert mem.expire(before=NOW - timedelta(days=20), user_id="v") == 1
         assert mem.expire(before=(NOW - timedelta(days=20)).isoformat(), user_id="nobody") == 0
         assert [h.session_id for h in mem.list(user_id="u")] == ["new"]
-        with pytest.raises(InvalidInputError, match="retention period"):
-            mem.expire()
+        assert mem.expire() == 0  # no period and no session past its own expiry: nothing to do
         with pytest.raises(InvalidInputError):
             mem.expire(before="last week")
     for bad in (0, -1, True, "30", 40_000, float("nan")):
@@ -88,8 +87,41 @@ def test_the_expire_command(tmp_path: Path, embedder: Any, capsys: pytest.Captur
     assert capsys.readouterr().out.strip() == '{"expired_sessions": 1}'
     assert main(["expire", "--db", str(db), "--before", (NOW - timedelta(days=20)).isoformat(), "--user", "u"]) == 0
     assert capsys.readouterr().out.strip() == '{"expired_sessions": 0}'
-    assert main(["expire", "--db", str(db)]) == 2
-    assert "--older-than" in capsys.readouterr().err
+    assert main(["expire", "--db", str(db)]) == 0  # the sessions' own expiries only: none here
+    assert capsys.readouterr().out.strip() == '{"expired_sessions": 0}'
+    assert main(["expire", "--db", str(db), "--older-than", "1", "--before", "2026-01-01"]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+BRIEF = "quokka-lantern-902"  # only in the session that carries its own expiry
+
+
+def test_a_session_past_its_own_expiry_is_never_read_and_expiring_deletes_it(db: Path) -> None:
+    past, future = (NOW - timedelta(minutes=1)).isoformat(), (NOW + timedelta(days=30)).isoformat()
+    with Memory(str(db), embedder=EMBEDDER) as mem:  # no retention period: only the sessions' own expiries
+        mem.add(f"The wifi password this week is {BRIEF}.", user_id="w", session_id="brief",
+                metadata={"expires_at": future})
+        mem.add("I keep a quokka plush on my desk.", user_id="w", session_id="kept")
+        assert {h.session_id for h in mem.search(BRIEF, user_id="w", min_score=0.0)} == {"brief", "kept"}
+        assert mem.expire() == 0  # not yet
+        mem.append([{"role": "user", "content": "Forget that password soon."}], user_id="w", session_id="brief",
+                   metadata={"expires_at": past})  # an append sets (or moves) the expiry
+        assert [h.session_id for h in mem.search(BRIEF, user_id="w", min_score=0.0)] == ["kept"]
+        assert BRIEF not in mem.context(f"What is the wifi password {BRIEF}?", user_id="w", min_score=0.0)
+        assert [h.session_id for h in mem.list(user_id="w")] == ["kept"]
+        assert [d.session_id for d in mem.timeline(user_id="w")] == ["kept"]
+        with pytest.raises(NotFoundError, match="expired"):
+            mem.get("brief", user_id="w")
+        assert files_holding(db.parent, BRIEF.encode())
+        assert mem.expire(user_id="u") == 0  # another user's: nothing
+        assert mem.expire() == 1 and mem.expire() == 0
+        assert [h.session_id for h in mem.list(user_id="w")] == ["kept"]
+    assert files_holding(db.parent, BRIEF.encode()) == []
+    with Memory(None, embedder=EMBEDDER) as mem:
+        for bad in ("next week", 5, "2026-13-40", {"at": 1}):
+            with pytest.raises(InvalidInputError, match="expires_at"):
+                mem.add("x", user_id="w", metadata={"expires_at": bad})
+        assert mem.users() == []
 
 
 @pytest.mark.slow
@@ -116,8 +148,28 @@ def test_the_service_expires_on_a_schedule_and_never_serves_what_expired(tmp_pat
         hits = httpx.post(f"{server.url}/v1/search", headers=auth,
                           json={"user_id": "u", "query": SECRET, "min_score": 0.0}).json()["hits"]
         assert [h["session_id"] for h in hits] == ["new"]
+        # a session that carries its own expiry, already past, likewise
+        httpx.post(f"{server.url}/v1/sessions", headers=auth, json={
+            "user_id": "u", "session_id": "brief", "messages": f"The wifi password is {BRIEF}",
+            "metadata": {"expires_at": (NOW - timedelta(minutes=1)).isoformat()}}).raise_for_status()
+        hits = httpx.post(f"{server.url}/v1/search", headers=auth,
+                          json={"user_id": "u", "query": BRIEF, "min_score": 0.0}).json()["hits"]
+        assert [h["session_id"] for h in hits] == ["new"]
         time.sleep(1.5)
         with sqlite3.connect(db) as conn:
-            assert conn.execute("SELECT count(*) FROM sessions WHERE session_id IN ('old', 'late')").fetchone()[0] == 0
+            assert conn.execute("SELECT count(*) FROM sessions WHERE session_id IN ('old', 'late', 'brief')"
+                                ).fetchone()[0] == 0
+    finally:
+        server.stop()
+    # Without a retention period the schedule still runs: the sessions' own expiries are kept too.
+    server = start_server(db, "--expire-every", "0.5", "--no-mcp", tmp=tmp_path)
+    try:
+        httpx.post(f"{server.url}/v1/sessions", headers={"Authorization": f"Bearer {key}"}, json={
+            "user_id": "u", "session_id": "brief2", "messages": f"The wifi password is {BRIEF}",
+            "metadata": {"expires_at": (NOW - timedelta(minutes=1)).isoformat()}}).raise_for_status()
+        time.sleep(1.5)
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("SELECT count(*) FROM sessions WHERE session_id = 'brief2'").fetchone()[0] == 0
+            assert conn.execute("SELECT count(*) FROM sessions WHERE session_id = 'new'").fetchone()[0] == 1
     finally:
         server.stop()

@@ -157,7 +157,8 @@ def add_service_parsers(sub: Any, common: Callable[..., None]) -> None:
                     help="keep a session this many days from its time: older ones are never read and are deleted "
                          "on a schedule (default: keep everything)")
     sp.add_argument("--expire-every", type=_positive_number, default=3600.0, metavar="SECONDS",
-                    help="with --retention-days, how often the expired sessions are deleted (default 3600)")
+                    help="how often the expired sessions (past their expires_at or --retention-days) are deleted "
+                         "(default 3600)")
     sp.add_argument("--log-level", default="warning", help="uvicorn's log level (default warning)")
     sp.set_defaults(func=cmd_serve)
 

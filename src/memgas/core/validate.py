@@ -18,7 +18,7 @@ from memgas.core.types import ROLES, Message, Session
 __all__ = [
     "ID_CHAR", "MAX_MESSAGE_CHARS", "INDEXED_MESSAGE_CHARS", "MAX_QUERY_CHARS", "MAX_K", "MAX_METADATA_DEPTH", "MAX_METADATA_BYTES",
     "MIN_TIMESTAMP", "MAX_TIMESTAMP", "check_id", "check_unicode", "check_query", "check_k", "check_count",
-    "check_metadata", "naive_utc", "parse_timestamp", "make_session",
+    "check_metadata", "session_expiry", "naive_utc", "parse_timestamp", "make_session",
 ]
 
 #: Longest accepted message, in characters (2 MB of ASCII, a quarter of a request body's default limit). A pasted
@@ -208,10 +208,35 @@ def check_metadata(value: object) -> dict[str, Any]:
         )
     clean: dict[str, Any] = _json_value(value, "metadata", 1)
     _check_participants(clean.get("participants"))
+    if "expires_at" in clean:
+        session_expiry(clean)
     size = len(json.dumps(clean, ensure_ascii=False, allow_nan=False).encode("utf-8"))
     if size > MAX_METADATA_BYTES:
         raise InvalidInputError(f"metadata of {size:,} bytes as JSON is over the limit of {MAX_METADATA_BYTES:,}")
     return clean
+
+
+def session_expiry(metadata: Mapping[str, Any]) -> datetime | None:
+    """When a session expires: its metadata's ``expires_at`` (an ISO 8601 time, read as UTC without a zone), as naive
+    UTC; ``None`` without one. From then on the session is never read, and ``Memory.expire`` deletes it.
+
+    >>> session_expiry({"expires_at": "2027-01-01T12:00:00+02:00"})
+    datetime.datetime(2027, 1, 1, 10, 0)
+
+    Raises:
+        InvalidInputError: ``expires_at`` is not an ISO 8601 time.
+    """
+    value = metadata.get("expires_at")
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInputError(f"metadata.expires_at must be an ISO 8601 time, got {type(value).__name__}")
+    try:
+        parsed = parse_timestamp(value)
+        assert parsed is not None  # a string
+        return naive_utc(parsed)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"metadata.expires_at: {exc}") from None
 
 
 def _check_participants(value: object) -> None:

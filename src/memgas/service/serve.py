@@ -58,7 +58,8 @@ class ServeConfig:
 
 
 class Expirer:
-    """Deletes what is past the memory's retention period every ``every`` seconds, in a thread of its own, until
+    """Deletes what has expired (sessions past their ``expires_at`` or the memory's retention period) every ``every``
+    seconds, in a thread of its own, until
     :meth:`stop` (each worker process runs one: a session two of them find is deleted once, in one transaction)."""
 
     def __init__(self, memory: Any, every: float) -> None:
@@ -94,7 +95,7 @@ def build_app(config: ServeConfig) -> Any:
     # embeddings cached in memory only
     memory = Memory(config.db, method=config.method, llm=config.llm, retention_days=config.retention_days, **cache,
                     **config.options)
-    expirer = Expirer(memory, config.expire_every) if config.retention_days is not None else None
+    expirer = Expirer(memory, config.expire_every)  # sessions may carry their own expiry, whatever the period
 
     def shutdown() -> None:
         if expirer is not None:

@@ -18,7 +18,7 @@ from typing import Literal, Sequence
 from memgas.core.errors import InvalidInputError
 from memgas.core.filters import Filter
 from memgas.core.results import SessionHeader
-from memgas.core.validate import check_count, check_id, naive_utc
+from memgas.core.validate import check_count, check_id, naive_utc, session_expiry
 from memgas.methods.index import IndexCache
 from memgas.store import SessionInfo, Store
 
@@ -34,12 +34,21 @@ _MICROSECOND = timedelta(microseconds=1)
 
 
 class _Headers:
-    """One user's session headers by id, as of the user's store ``version``."""
+    """One user's session headers by id, as of the user's store ``version``, and (once asked for) the expiries they
+    carry, soonest first."""
 
-    __slots__ = ("version", "by_id")
+    __slots__ = ("version", "by_id", "_expiries")
 
     def __init__(self, version: int, by_id: dict[str, SessionInfo]) -> None:
         self.version, self.by_id = version, by_id
+        self._expiries: list[tuple[datetime, str]] | None = None
+
+    def expiries(self) -> list[tuple[datetime, str]]:
+        """``(expiry, session id)`` of the sessions whose metadata sets ``expires_at``, soonest first."""
+        if self._expiries is None:
+            self._expiries = sorted((when, h.session_id) for h in self.by_id.values()
+                                    if "expires_at" in h.metadata and (when := session_expiry(h.metadata)) is not None)
+        return self._expiries
 
 
 def _read_headers(store: Store, user_id: str) -> _Headers:
@@ -61,6 +70,12 @@ class SessionCatalog:
 
     def __init__(self, max_users: int = 64) -> None:
         self._cache: IndexCache[_Headers] = IndexCache(_read_headers, max_users=max_users, update=_update_headers)
+
+    def expired(self, store: Store, user_id: str, now: datetime) -> list[str]:
+        """The user's sessions whose own expiry (metadata ``expires_at``) is ``now`` (naive UTC) or earlier; a pass over
+        the sessions that carry one, kept per store version."""
+        expiries = self._cache.get(store, user_id).expiries()
+        return [sid for _, sid in expiries[:bisect_right(expiries, (now, "\U0010ffff"))]]
 
     def matching(self, store: Store, user_id: str, flt: Filter | None) -> list[SessionInfo]:
         """The user's headers that pass ``flt`` (all of them for ``None``), in no particular order."""
