@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from memgas.bench.beam import load_beam, strip_marker
+from memgas.bench.beam import ONE_USER, load_beam, one_user, strip_marker
 from memgas.bench.context import context_metrics, shown_at, turns_context
+from memgas.bench.runner import growth_rates
 from memgas.cli.commands import main
 from memgas.core.types import Message, Session
 
@@ -134,6 +135,42 @@ def test_bench_beam_measures_rankings_and_contexts_per_ability(tmp_path: Path, c
     assert results["timing"]["memgas"]["context_p50_ms"] > 0 and results["timing"]["ingest"]["s_per_100k_tokens"] > 0
     assert main(["bench", "beam", "--data", str(root), "--scales", "1M", "--no-progress", "--out", str(out)]) == 2
     assert "BEAM scale '1M' not found" in capsys.readouterr().err
+
+
+def test_one_user_holds_every_conversation_and_asks_each_question_of_the_whole(tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMGAS_CACHE_DIR", str(tmp_path / "cache"))
+    root = beam_folder(tmp_path / "beam")
+    shutil.copytree(root / "100K" / "1", root / "100K" / "2")  # a second conversation: the same words, other ids
+    conversations = one_user(load_beam(root, ["100K"]))
+    sessions = [s for c in conversations for s in c.sessions]
+    assert {s.user_id for s in sessions} == {ONE_USER}
+    assert sorted(s.session_id for s in sessions) == ["beam-100K-1/b1", "beam-100K-1/b2", "beam-100K-2/b1",
+                                                      "beam-100K-2/b2"]
+    [q] = [q for q in conversations[1].questions if q.qtype == "information_extraction"]
+    assert q.conv_id == "beam-100K-2" and q.qid.startswith("beam-100K-2/") and len(q.sessions) == 4
+    assert q.gold_sessions == {"beam-100K-2/b1"} and q.gold_places["all"] == [("beam-100K-2/b1", 7)]
+    out = tmp_path / "out"
+    assert main(["bench", "beam", "--data", str(root), "--scales", "100K", "--method", "memgas", "--one-user",
+                 "--contexts", "1000", "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "One user who said everything" in printed and "context ÷ search" in printed
+    results = json.loads((out / "results.json").read_text())
+    ingested = results["config"]["ingest_by_group"]
+    assert list(ingested) == [ONE_USER] and len(ingested[ONE_USER]["s_per_100k_by_tenth"]) == 10
+    assert results["config"]["peak_rss_mb"] > 50
+    assert {r["conv"] for r in results["questions"]} == {"beam-100K-1", "beam-100K-2"}
+    # each conversation's fact is found in the whole, and counted only from that conversation's own message
+    found = {r["conv"]: r["methods"]["memgas"]["metrics"] for r in results["questions"]
+             if r["type"] == "information_extraction"}
+    assert found["beam-100K-1"]["ctx1000_recall"] == found["beam-100K-2"]["ctx1000_recall"] == 1.0
+
+
+def test_growth_rates_split_the_memory_in_equal_tokens() -> None:
+    assert growth_rates([(10.0, 1.0)] * 10) == [10_000.0] * 10
+    assert growth_rates([(100_000.0, 2.0), (100_000.0, 6.0)], parts=2) == [2.0, 6.0]
+    assert growth_rates([]) == []
 
 
 def test_context_set_reads_each_field_as_its_type() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
@@ -27,7 +27,11 @@ from memgas.methods.ranking import Ranking
 if TYPE_CHECKING:
     from memgas.bench.runner import BenchResult
 
-__all__ = ["BeamConversation", "BEAM_ABILITIES", "load_beam", "strip_marker", "beam_dirs", "DEFAULT_BEAM"]
+__all__ = ["BeamConversation", "BEAM_ABILITIES", "load_beam", "strip_marker", "beam_dirs", "DEFAULT_BEAM", "one_user",
+           "ONE_USER"]
+
+#: The user who said everything (``bench beam --one-user``).
+ONE_USER = "beam-one-user"
 
 #: The data folder the command reads by default (relative to the project root).
 DEFAULT_BEAM = Path("../shared/data/beam")
@@ -185,6 +189,24 @@ def load_beam(root: Path, scales: Iterable[str] = ("100K",), limit: int | None =
     return out
 
 
+def one_user(conversations: Sequence[BeamConversation]) -> list[BeamConversation]:
+    """The conversations as one user's memory (:data:`ONE_USER`): each keeps its questions (their ids and
+    ``conv_id`` unchanged, so they compare with the per-conversation run) and its batches, named
+    ``<conversation>/<batch>`` so that the ids stay apart; every question is asked against all the sessions."""
+    named = [{s.session_id: f"{c.conv_id}/{s.session_id}" for s in c.sessions} for c in conversations]
+    renamed = [[replace(s, user_id=ONE_USER, session_id=name[s.session_id]) for s in c.sessions]
+               for c, name in zip(conversations, named)]
+    everything = [s for sessions in renamed for s in sessions]
+    return [BeamConversation(
+        c.conv_id, c.scale, sessions,
+        [replace(q, sessions=everything, gold_sessions={name[sid] for sid in q.gold_sessions},
+                 gold_turns={(name[sid], t) for sid, t in q.gold_turns},
+                 gold_places={g: [(name[sid], p) for sid, p in v] for g, v in q.gold_places.items()})
+         for q in c.questions],
+        {i: (name[sid], p) for i, (sid, p) in c.where.items()}, c.skipped)
+        for c, name, sessions in zip(conversations, named, renamed)]
+
+
 def beam_scores(conversations: Sequence[BeamConversation], ks: Sequence[int]
                 ) -> Callable[[BenchQuestion, Ranking], dict[str, float]]:
     """The BEAM measures of a ranking: ``turn_msg_recall@k`` (the share of gold messages whose turn is in the best
@@ -225,8 +247,10 @@ def run_beam(
     overrides: dict[str, Any] | None = None,
     stages: Mapping[str, Any] | None = None,
     context_options: ContextOptions | None = None,
+    single_user: bool = False,
 ) -> BenchResult:
-    """Retrieval and context measures on BEAM: each conversation one user, its batches dated sessions.
+    """Retrieval and context measures on BEAM: each conversation one user, its batches dated sessions (with
+    ``single_user``, every conversation in one user's memory: :func:`one_user`).
 
     Every method ranks the turns (``turn_msg_recall@k``, ``turn_current_first``, and the harness's session and turn
     metrics over the gold messages' turns); each question's context at each budget in ``contexts`` is measured by
@@ -243,7 +267,12 @@ def run_beam(
             skipped[reason] = skipped.get(reason, 0) + n
     config = {"dataset": "beam", "data": str(root), "scales": list(scales), "limit": limit, "ks": list(ks),
               "embedder": embedder.id}
-    result = run_groups("beam", [(c.conv_id, c.sessions, c.questions) for c in conversations], method_names, embedder,
+    groups = [(c.conv_id, c.sessions, c.questions) for c in conversations]
+    if single_user:
+        conversations = one_user(conversations)
+        groups = [(ONE_USER, [s for c in conversations for s in c.sessions], [q for c in conversations for q in c.questions])]
+        config["single_user"] = True
+    result = run_groups("beam", groups, method_names, embedder,
                   ks, config, beam_scores(conversations, ks), progress, store_dir, overrides, stages=stages,
                   contexts=contexts, context_options=context_options)
     result.skipped = skipped

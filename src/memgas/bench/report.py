@@ -182,6 +182,7 @@ def markdown_table(result: BenchResult) -> str:
     for m, t in timing.items():
         lines.append(f"| {m} | {t['index_s']:.3f} | {t['query_p50_ms']:.1f} | {t['query_p95_ms']:.1f} |"
                      + (f" {t.get('context_p50_ms', 0.0):.1f} | {t.get('context_p95_ms', 0.0):.1f} |" if ctx else ""))
+    lines += _one_user_lines(result, timing)
     if result.llm_usage:
         lines += ["", "LLM use while building each method's index, per haystack message (calls answered from the "
                   "response cache cost no tokens or seconds):", ""]
@@ -192,6 +193,29 @@ def markdown_table(result: BenchResult) -> str:
     for note in result.notes:
         lines.append(f"Note: {note}")
     return "\n".join(lines) + "\n"
+
+
+def _one_user_lines(result: BenchResult, timing: dict[str, dict[str, float]]) -> list[str]:
+    """For a run whose every conversation was one user's memory (``bench beam --one-user``): how ingest moved as
+    the memory grew, the store's bytes, the process's peak memory, and each method's context ÷ search."""
+    if not result.config.get("single_user"):
+        return []
+    lines = ["", f"One user who said everything: peak resident memory of the run {result.config.get('peak_rss_mb', 0):,.0f} "
+             "MiB."]
+    for user, v in result.config.get("ingest_by_group", {}).items():
+        rates = ", ".join(f"{r:.1f}" for r in v.get("s_per_100k_by_tenth", []))
+        size = v.get("store_bytes")
+        lines.append(f"{user}: {v['tokens']:,.0f} tokens ingested in {v['seconds']:.0f} s; seconds per 100K tokens in "
+                     f"each tenth of the memory, in ingest order: {rates}"
+                     + (f"; store {size / 2**20:,.1f} MiB" if size else "") + ".")
+    lines += ["", "| method | search p50 / p95 (ms) | context p50 / p95 (ms, one budget) | context ÷ search p50 / p95 |",
+              "|---|---:|---:|---:|"]
+    for m, t in timing.items():
+        if "context_p50_ms" in t and t["query_p50_ms"]:
+            lines.append(f"| {m} | {t['query_p50_ms']:.1f} / {t['query_p95_ms']:.1f} | {t['context_p50_ms']:.1f} / "
+                         f"{t['context_p95_ms']:.1f} | {t['context_p50_ms'] / t['query_p50_ms']:.1f}× / "
+                         f"{t['context_p95_ms'] / t['query_p95_ms']:.1f}× |")
+    return lines
 
 
 def _present_mean(questions: list[dict[str, Any]], method: str, metric: str) -> tuple[float, int] | None:

@@ -112,16 +112,44 @@ def store_key(ingester: MemGAS, units: str | None = None) -> str:
     return hashlib.sha256(spec_text.encode()).hexdigest()[:12]
 
 
+def growth_rates(growth: Sequence[tuple[float, float]], parts: int = 10) -> list[float]:
+    """Ingest seconds per 100K tokens in ``parts`` stretches of equal tokens, in ingest order (how the cost of an add
+    moves as a memory grows); ``growth`` holds each session's ``(tokens, seconds)``.
+
+    >>> growth_rates([(50_000, 1.0), (50_000, 1.0), (100_000, 4.0)], parts=2)
+    [2.0, 4.0]
+    """
+    total = sum(t for t, _ in growth)
+    if not total:
+        return []
+    sums = [[0.0, 0.0] for _ in range(parts)]
+    done = 0.0
+    for tokens, seconds in growth:  # a session counts in the stretch its middle falls in
+        part = min(int((done + tokens / 2) / total * parts), parts - 1)
+        sums[part][0] += tokens
+        sums[part][1] += seconds
+        done += tokens
+    return [round(s / t * 1e5, 2) if t else 0.0 for t, s in sums]
+
+
+def peak_rss_mb() -> float:
+    """The most memory this process has held (resident set, MiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def _ingest(
     ingester: MemGAS, user_id: str, sessions: list[Session], store_dir: Path | None, shared: Store | None = None,
-    appends: list[float] | None = None,
+    appends: list[float] | None = None, growth: list[tuple[float, float]] | None = None,
 ) -> tuple[Any, dict[str, float]]:
     """Fill a store with the sessions, or reopen the kept one from an earlier run with the same key.
 
     With a ``shared`` store (``--backend``) the haystack is its own user there, ingested afresh each run:
     a user left by an earlier run is deleted first, as nothing keys that database by ingest settings.
     With ``appends`` (a stream run) each session is fed one exchange at a time
-    (:func:`memgas.bench.stream.stream_ingest`), each append's seconds added to the list.
+    (:func:`memgas.bench.stream.stream_ingest`), each append's seconds added to the list. With ``growth``, each
+    session's ``(tokens, seconds)`` in ingest order (4 characters a token).
     """
     parts: dict[str, float] = {}
     if appends is not None:
@@ -148,8 +176,11 @@ def _ingest(
             seconds, each = stream_ingest(ingester, store, sessions[i])
             appends += each
         else:
+            t0 = time.perf_counter()
             stats = ingester.ingest(store, sessions[i])
             seconds = stats.seconds
+            if growth is not None:
+                growth.append((sum(len(m.content) for m in sessions[i].messages) / 4, time.perf_counter() - t0))
         for name, sec in seconds.items():
             parts[name] = parts.get(name, 0.0) + sec
     return store, parts
@@ -230,7 +261,8 @@ def run_groups(
     for user_id, sessions, questions in groups:
         t0 = time.perf_counter()
         appends: list[float] | None = [] if ingest == "stream" else None
-        store, parts = _ingest(ingester, user_id, sessions, store_dir, shared, appends)
+        growth: list[tuple[float, float]] = []
+        store, parts = _ingest(ingester, user_id, sessions, store_dir, shared, appends, growth)
         if appends is not None:
             result.timing["ingest"].setdefault("append_s", []).extend(appends)
         ing = result.timing["ingest"]
@@ -239,8 +271,9 @@ def run_groups(
         else:
             ing["total_s"].append(time.perf_counter() - t0)
             ing.setdefault("tokens", []).append(sum(len(m.content) for s in sessions for m in s.messages) / 4)
-            result.config.setdefault("ingest_by_group", {})[user_id] = {"seconds": ing["total_s"][-1],
-                                                                        "tokens": ing["tokens"][-1]}
+            result.config.setdefault("ingest_by_group", {})[user_id] = {
+                "seconds": ing["total_s"][-1], "tokens": ing["tokens"][-1],
+                "s_per_100k_by_tenth": growth_rates(growth), "store_bytes": store.stats().get("file_bytes")}
             for name in ("units", "associate", "write"):
                 ing[f"{name}_s"].append(parts.get(name, 0.0))
         for m, method in methods.items():
@@ -312,6 +345,7 @@ def run_groups(
     if shared is not None:
         shared.close()
     bar.close()
+    result.config["peak_rss_mb"] = round(peak_rss_mb(), 1)
     if unit_writer is not None:  # sessions of kept stores were written by an earlier run and count in neither
         result.config["llm_units"] = {"writer": unit_writer.id, "written": unit_writer.written,
                                       "fallbacks": unit_writer.fallbacks}
