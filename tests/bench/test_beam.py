@@ -167,6 +167,22 @@ def test_one_user_holds_every_conversation_and_asks_each_question_of_the_whole(t
     assert found["beam-100K-1"]["ctx1000_recall"] == found["beam-100K-2"]["ctx1000_recall"] == 1.0
 
 
+def test_one_user_runs_on_postgresql_too(tmp_path: Path, capsys: pytest.CaptureFixture, pg_url: str,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMGAS_CACHE_DIR", str(tmp_path / "cache"))
+    root = beam_folder(tmp_path / "beam")
+    out = tmp_path / "out"
+    assert main(["bench", "beam", "--data", str(root), "--scales", "100K", "--method", "memgas", "--one-user",
+                 "--backend", pg_url, "--contexts", "1000", "--out", str(out), "--no-progress"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["config"]["backend"] == "postgresql" and results["config"]["ingest_by_group"][ONE_USER][
+        "store_bytes"] > 0
+    assert "password" not in json.dumps(results["config"])
+    capsys.readouterr()
+    assert main(["bench", "beam", "--data", str(root), "--backend", pg_url, "--out", str(out)]) == 2  # not per user
+    assert "--one-user" in capsys.readouterr().err
+
+
 def test_growth_rates_split_the_memory_in_equal_tokens() -> None:
     assert growth_rates([(10.0, 1.0)] * 10) == [10_000.0] * 10
     assert growth_rates([(100_000.0, 2.0), (100_000.0, 6.0)], parts=2) == [2.0, 6.0]

@@ -248,9 +248,11 @@ def run_beam(
     stages: Mapping[str, Any] | None = None,
     context_options: ContextOptions | None = None,
     single_user: bool = False,
+    backend: str | None = None,
 ) -> BenchResult:
     """Retrieval and context measures on BEAM: each conversation one user, its batches dated sessions (with
-    ``single_user``, every conversation in one user's memory: :func:`one_user`).
+    ``single_user``, every conversation in one user's memory: :func:`one_user`), in memory, kept in ``store_dir`` or
+    in the store ``backend`` (a URL, ingested afresh).
 
     Every method ranks the turns (``turn_msg_recall@k``, ``turn_current_first``, and the harness's session and turn
     metrics over the gold messages' turns); each question's context at each budget in ``contexts`` is measured by
@@ -270,10 +272,11 @@ def run_beam(
     groups = [(c.conv_id, c.sessions, c.questions) for c in conversations]
     if single_user:
         conversations = one_user(conversations)
-        groups = [(ONE_USER, [s for c in conversations for s in c.sessions], [q for c in conversations for q in c.questions])]
+        groups = [(ONE_USER, [s for c in conversations for s in c.sessions],
+                   [q for c in conversations for q in c.questions])]
         config["single_user"] = True
     result = run_groups("beam", groups, method_names, embedder,
-                  ks, config, beam_scores(conversations, ks), progress, store_dir, overrides, stages=stages,
-                  contexts=contexts, context_options=context_options)
+                  ks, config, beam_scores(conversations, ks), progress, store_dir, overrides, backend=backend,
+                  stages=stages, contexts=contexts, context_options=context_options)
     result.skipped = skipped
     return result

@@ -100,7 +100,8 @@ def add_bench_parser(sub: Any) -> None:
     sp.add_argument("--one-user", action="store_true",
                     help="beam: every conversation of --scales in one user's memory (each conversation's batches its "
                          "sessions, ids kept apart), every question asked against the whole; the report adds ingest "
-                         "seconds per 100K tokens as the memory grows, store bytes, peak memory and context ÷ search")
+                         "seconds per 100K tokens as the memory grows, store bytes, peak memory and context ÷ search; "
+                         "on SQLite (in memory, or kept with --stores) or --backend / --pg-temp")
     sp.add_argument("--contexts", type=_ks, default=None, metavar="TOKENS[,TOKENS...]",
                     help="measure each method's context at these budgets (default 1000,4000 for beam; off for locomo "
                          "and longmemeval unless given): the share of gold evidence messages it holds, and whether the "
@@ -675,16 +676,20 @@ def _cmd_beam(args: argparse.Namespace, methods: list[str]) -> int:
     from memgas.methods import NEEDS_LLM
 
     needs = sorted(NEEDS_LLM & set(methods))
-    if needs or args.qa or args.backend or args.pg_temp or args.ingest != "whole" or args.llm_units:
-        left_out = ", ".join(needs) if needs else "--qa, --backend, --pg-temp, --ingest and --llm-units"
+    elsewhere = (args.backend or args.pg_temp) and not args.one_user
+    if needs or args.qa or elsewhere or args.ingest != "whole" or args.llm_units:
+        left_out = ", ".join(needs) if needs else "--qa, --backend and --pg-temp (but with --one-user), --ingest " \
+            "and --llm-units"
         raise InvalidInputError(f"beam runs the offline methods on kept or in-memory stores: leave out {left_out}")
     root = args.data or DEFAULT_BEAM
     scales = [s.strip() for s in args.scales.split(",") if s.strip()]
     embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
-    result = run_beam(Path(root), methods, embedder, scales=scales, limit=args.limit, ks=args.k or (5, 10, 20),
-                      contexts=args.contexts or (1000, 4000), progress=not args.no_progress, store_dir=args.stores,
-                      overrides=memgas_options(args.set), stages=_stages(args),
-                      context_options=context_options(args.context_set), single_user=args.one_user)
+    with _backend(args, "memgas_bench_beam") as backend:
+        result = run_beam(Path(root), methods, embedder, scales=scales, limit=args.limit, ks=args.k or (5, 10, 20),
+                          contexts=args.contexts or (1000, 4000), progress=not args.no_progress, store_dir=args.stores,
+                          overrides=memgas_options(args.set), stages=_stages(args),
+                          context_options=context_options(args.context_set), single_user=args.one_user,
+                          backend=backend)
     paths = write_outputs(result, args.out or Path("bench-out") / "beam", command_line())
     print(markdown_table(result))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
