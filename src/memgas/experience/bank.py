@@ -25,6 +25,7 @@ class ExperienceBank:
         self.store: ExperienceStore = part(store, ExperienceStore)
         self.embedder = embedder
         self.scope = scope
+        self._binding = store
         store.bind_embedder(embedder.id, embedder.dim)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -36,6 +37,8 @@ class ExperienceBank:
         """Store an item; its key is embedded unless ``vector`` is given or it is not ``matchable`` (yet)."""
         if matchable and vector is None:
             vector = self.embed([key])[0]
+        if vector is not None:  # the store may have been re-embedded since this bank was made: never mix vectors
+            self._binding.bind_embedder(self.embedder.id, self.embedder.dim)
         return self.store.add_experience(self.scope, kind, key, payload, vector if matchable else None)
 
     def items(self, kind: str | None = None) -> list[ExperienceRecord]:
@@ -57,6 +60,8 @@ class ExperienceBank:
 
     def update(self, item_id: int, **fields: Any) -> ExperienceRecord:
         """Change fields of one item (``kind``, ``key``, ``payload``, ``vector``; see :meth:`ExperienceStore.update_experience`)."""
+        if fields.get("vector") is not None:
+            self._binding.bind_embedder(self.embedder.id, self.embedder.dim)
         return self.store.update_experience(self.scope, item_id, **fields)
 
     def delete(self, ids: Sequence[int] | None = None, *, kind: str | None = None) -> int:
