@@ -152,15 +152,17 @@ def test_one_user_holds_every_conversation_and_asks_each_question_of_the_whole(t
     assert q.conv_id == "beam-100K-2" and q.qid.startswith("beam-100K-2/") and len(q.sessions) == 4
     assert q.gold_sessions == {"beam-100K-2/b1"} and q.gold_places["all"] == [("beam-100K-2/b1", 7)]
     out = tmp_path / "out"
-    assert main(["bench", "beam", "--data", str(root), "--scales", "100K", "--method", "memgas", "--one-user",
+    shutil.copytree(root / "100K" / "1", root / "500K" / "1")  # and a second scale, for the per-scale rows
+    assert main(["bench", "beam", "--data", str(root), "--scales", "100K,500K", "--method", "memgas", "--one-user",
                  "--contexts", "1000", "--out", str(out), "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "One user who said everything" in printed and "context ÷ search" in printed
+    assert "| 100K | one user (below) |" in printed
     results = json.loads((out / "results.json").read_text())
     ingested = results["config"]["ingest_by_group"]
     assert list(ingested) == [ONE_USER] and len(ingested[ONE_USER]["s_per_100k_by_tenth"]) == 10
     assert results["config"]["peak_rss_mb"] > 50
-    assert {r["conv"] for r in results["questions"]} == {"beam-100K-1", "beam-100K-2"}
+    assert {r["conv"] for r in results["questions"]} == {"beam-100K-1", "beam-100K-2", "beam-500K-1"}
     # each conversation's fact is found in the whole, and counted only from that conversation's own message
     found = {r["conv"]: r["methods"]["memgas"]["metrics"] for r in results["questions"]
              if r["type"] == "information_extraction"}

@@ -233,7 +233,8 @@ def _scale_timing(result: BenchResult, methods: list[str], scales: list[str]) ->
     ingested = result.config.get("ingest_by_group", {})
     for sc in scales:
         own = [v for k, v in ingested.items() if k.split("-")[1] == sc]
-        rate = f"{sum(v['seconds'] for v in own) / sum(v['tokens'] for v in own) * 1e5:.1f}" if own else "reused"
+        rate = f"{sum(v['seconds'] for v in own) / sum(v['tokens'] for v in own) * 1e5:.1f}" if own else \
+            "one user (below)" if result.config.get("single_user") else "reused"
         qs = [q for q in result.questions if str(q["conv"]).split("-")[1] == sc]
         cells = []
         for m in methods:
