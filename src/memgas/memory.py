@@ -14,7 +14,7 @@ import uuid
 from collections import Counter
 from contextlib import ExitStack, closing
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -23,6 +23,7 @@ from memgas.core.errors import DuplicateSessionError, EmbedderMismatchError, Inv
 from memgas.core.filters import compile_filter
 from memgas.core.paths import default_llm_cache_path
 from memgas.core.results import Added, Appended, Deleted, Edited, SessionPage, UserSessions
+from memgas.core.retention import Retention
 from memgas.core.types import Hit, Session
 from memgas.core.validate import (
     MAX_K,
@@ -100,6 +101,9 @@ class Memory:
         retention_days: keep a session this many days from its time (from when it was stored, if it has none);
             an older session is never read again (no search, context, profile, timeline, list or get returns it)
             and :meth:`expire` deletes it as :meth:`delete` does. ``None`` (default): keep everything.
+        retention: periods of some users or tenants, in days, by ``"user:ID"`` or ``"tenant:NAME"`` (a tenant's
+            users are stored as ``NAME::ID``): ``{"tenant:acme": 90, "user:bob": 30}``. A user's own period comes
+            first, then their tenant's, then ``retention_days`` (:class:`memgas.core.retention.Retention`).
         **method_options: parameters of the method (e.g. ``damping=0.5`` for MemGAS).
 
     Raises:
@@ -120,14 +124,11 @@ class Memory:
         decompose: str | None = None,
         index_cache_mb: float | None = DEFAULT_INDEX_CACHE_MB,
         retention_days: float | None = None,
+        retention: Mapping[str, float] | None = None,
         **method_options: Any,
     ) -> None:
-        if retention_days is not None and (isinstance(retention_days, bool) or not isinstance(
-                retention_days, (int, float)) or not 0 < retention_days <= MAX_RETENTION_DAYS):
-            raise InvalidInputError(f"retention_days must be a number of days above 0 and at most "
-                                    f"{MAX_RETENTION_DAYS:,}, got {retention_days!r}")
-        #: How long a session is kept (from its time, or when it was stored if it has none); ``None``: for ever.
-        self.retention = None if retention_days is None else timedelta(days=retention_days)
+        #: How long each user's sessions are kept (from their time, or when they were stored if they have none).
+        self.retention = Retention(retention_days, retention)
         if index_cache_mb is not None and (isinstance(index_cache_mb, bool) or not isinstance(
                 index_cache_mb, (int, float)) or not 1 <= index_cache_mb <= 1_048_576):
             raise InvalidInputError(
@@ -796,8 +797,9 @@ class Memory:
         deleted by :meth:`expire`."""
         now = datetime.now(timezone.utc)
         gone = set(self._catalog.expired(self.store, user_id, naive_utc(now)))
-        if self.retention is not None:
-            flt = compile_filter(self._expired_filter(now - self.retention))
+        period = self.retention.period_of(user_id)
+        if period is not None:
+            flt = compile_filter(self._expired_filter(now - period))
             gone.update(h.session_id for h in self._catalog.matching(self.store, user_id, flt))
         return gone
 
@@ -806,22 +808,22 @@ class Memory:
         units, edges and cache rows, its bytes out of every file); how many sessions went.
 
         Expired are the sessions past their own expiry (metadata ``expires_at``) and those older than ``before``
-        (default: now less the retention period, where there is one); a session without a time is aged by when it
-        was stored.
+        (default: now less the user's retention period, where they have one); a session without a time is aged by
+        when it was stored.
 
         Raises:
             InvalidInputError: a bad user id or time.
         """
         cutoff = parse_timestamp(before)
         now = datetime.now(timezone.utc)
-        if cutoff is None and self.retention is not None:
-            cutoff = now - self.retention
         users = [check_id("user_id", user_id)] if user_id is not None else self.store.list_users()
-        older = None if cutoff is None else compile_filter(self._expired_filter(cutoff))
         gone = 0
         for user in users:
             if not self.store.has_user(user):
                 continue
+            period = self.retention.period_of(user)
+            limit = cutoff if cutoff is not None else None if period is None else now - period
+            older = None if limit is None else compile_filter(self._expired_filter(limit))
             ids = set(self._catalog.expired(self.store, user, naive_utc(now)))
             if older is not None:
                 ids.update(h.session_id for h in self._catalog.matching(self.store, user, older))
@@ -1031,10 +1033,6 @@ class Memory:
 
     def _require_user(self, user_id: str) -> None:
         _require_user(self.store, user_id)
-
-
-#: The longest retention period :class:`Memory` takes (a hundred years).
-MAX_RETENTION_DAYS = 36_525
 
 #: The keys of a session object of :meth:`Memory.add_many`.
 _SESSION_KEYS = frozenset({"messages", "session_id", "timestamp", "metadata", "agent_id", "run_id"})

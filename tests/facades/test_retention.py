@@ -91,6 +91,43 @@ def test_the_expire_command(tmp_path: Path, embedder: Any, capsys: pytest.Captur
     assert capsys.readouterr().out.strip() == '{"expired_sessions": 0}'
     assert main(["expire", "--db", str(db), "--older-than", "1", "--before", "2026-01-01"]) == 2
     assert "not both" in capsys.readouterr().err
+    assert main(["expire", "--db", str(db), "--retention", "user:v=20"]) == 0  # v's 30-day-old session: past 20
+    assert capsys.readouterr().out.strip() == '{"expired_sessions": 1}'
+    for bad in ("user:v", "user:v=soon", "nobody=3"):
+        assert main(["expire", "--db", str(db), "--retention", bad]) == 2
+        err = capsys.readouterr().err
+        assert "retention" in err and err.count("\n") == 1
+    for bad in ("user:v", "nobody=3"):  # refused before anything starts or is made
+        assert main(["serve", "--db", str(tmp_path / "new.db"), "--retention", bad]) == 2
+        assert "retention" in capsys.readouterr().err and not (tmp_path / "new.db").exists()
+
+
+def test_a_user_or_a_tenant_can_have_a_period_of_its_own(tmp_path: Path) -> None:
+    db = str(tmp_path / "m.db")
+    aged = {"d60": 60, "d120": 120, "d500": 500}  # session id -> days old
+    users = ("carl", "bob", "acme::ann", "acme::boss", "other::eve")
+    with Memory(db, embedder=EMBEDDER) as mem:
+        for user in users:
+            for sid, days in aged.items():
+                mem.add(f"{user} said something {days} days ago.", user_id=user, session_id=sid,
+                        timestamp=(NOW - timedelta(days=days)).isoformat())
+    rules = {"user:bob": 30, "tenant:acme": 90, "user:acme::boss": 1000}
+    kept = {"carl": {"d60", "d120"}, "bob": set(), "acme::ann": {"d60"}, "acme::boss": {"d60", "d120", "d500"},
+            "other::eve": {"d60", "d120"}}  # the store's 365 days for those without their own
+    with Memory(db, embedder=EMBEDDER, retention_days=365, retention=rules) as mem:
+        assert {u: {h.session_id for h in mem.list(user_id=u)} for u in users} == kept
+        assert {h.session_id for h in mem.search("said something", user_id="acme::ann", k=10,
+                                                 min_score=0.0)} == {"d60"}
+        with pytest.raises(NotFoundError, match="expired"):
+            mem.get("d120", user_id="acme::ann")
+        assert mem.expire() == 15 - sum(len(v) for v in kept.values())
+    with Memory(db, embedder=EMBEDDER) as mem:  # what expire() left: exactly what was readable
+        assert {u.user_id: {h.session_id for h in mem.list(user_id=u.user_id)} for u in mem.users()} == \
+            {u: v for u, v in kept.items() if v}
+    for bad in ({"bob": 30}, {"user:": 30}, {"tenant:Acme Corp": 30}, {"user:bob": 0}, {"tenant:acme": "90"},
+                ["user:bob"]):
+        with pytest.raises(InvalidInputError, match="retention"):
+            Memory(None, embedder=EMBEDDER, retention=bad)  # type: ignore[arg-type]
 
 
 BRIEF = "quokka-lantern-902"  # only in the session that carries its own expiry

@@ -33,7 +33,16 @@ from memgas.core.version import __version__
 
 if TYPE_CHECKING:
     from memgas.memory import Memory
-from memgas.cli.common import DEFAULT_DB, Progress, memgas_options, print_json, require_store, store_file, undo_created
+from memgas.cli.common import (
+    DEFAULT_DB,
+    Progress,
+    memgas_options,
+    print_json,
+    require_store,
+    retention_periods,
+    store_file,
+    undo_created,
+)
 
 __all__ = ["main", "build_parser", "EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED"]
 
@@ -501,7 +510,8 @@ def cmd_expire(args: argparse.Namespace) -> int:
     require_store(args.db)
     if args.older_than is not None and args.before is not None:
         raise InvalidInputError("give --older-than DAYS or --before TIME, not both")
-    with Memory(args.db, method=None, retention_days=args.older_than) as mem:
+    with Memory(args.db, method=None, retention_days=args.older_than,
+                retention=retention_periods(args.retention)) as mem:
         gone = mem.expire(user_id=args.user, before=args.before)
     print_json({"expired_sessions": gone}, indent=None)
     return 0
@@ -702,6 +712,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--older-than", type=float, metavar="DAYS",
                     help="delete sessions older than this many days (by their time, else by when they were stored)")
     sp.add_argument("--before", metavar="TIME", help="delete sessions older than this time (ISO 8601) instead")
+    sp.add_argument("--retention", action="append", default=[], metavar="user:ID=DAYS|tenant:NAME=DAYS",
+                    help="a user's or a tenant's own period, before --older-than (repeatable)")
     sp.add_argument("--user", help="only this user's sessions (default: every user's)")
     sp.set_defaults(func=cmd_expire)
 

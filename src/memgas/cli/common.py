@@ -146,3 +146,19 @@ def memgas_options(pairs: list[str]) -> dict[str, Any]:
         except ValueError:
             raise InvalidInputError(f"--set {pair!r}: {raw!r} is not a valid {kind}") from None
     return out
+
+
+def retention_periods(pairs: list[str]) -> dict[str, float]:
+    """``--retention`` pairs as periods by user or tenant: ``["tenant:acme=90", "user:bob=30"]`` →
+    ``{"tenant:acme": 90.0, "user:bob": 30.0}`` (the keys and days are checked where the memory is opened,
+    :class:`memgas.core.retention.Retention`)."""
+    out: dict[str, float] = {}
+    for pair in pairs:
+        key, sep, raw = pair.rpartition("=")
+        try:
+            out[key] = float(raw)
+        except ValueError:
+            raise InvalidInputError(f"--retention {pair!r}: expected user:ID=DAYS or tenant:NAME=DAYS") from None
+        if not sep:
+            raise InvalidInputError(f"--retention {pair!r}: expected user:ID=DAYS or tenant:NAME=DAYS")
+    return out

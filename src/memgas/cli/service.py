@@ -11,7 +11,7 @@ import math
 import sys
 from typing import Any, Callable
 
-from memgas.cli.common import memgas_options, require_store
+from memgas.cli.common import memgas_options, require_store, retention_periods
 from memgas.core.errors import InvalidInputError, MemgasError
 
 __all__ = ["add_service_parsers"]
@@ -75,13 +75,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Run the REST API (and MCP over HTTP at /mcp) until interrupted."""
     for module in ("fastapi", "uvicorn"):
         _need_extra(module)
+    from memgas.core.retention import Retention
     from memgas.service.serve import ServeConfig, serve
 
     options = memgas_options(args.set)  # before the store is opened: a refused --set creates nothing
+    retention = retention_periods(args.retention)
+    Retention(args.retention_days, retention)  # checked here too: a worker would refuse it only once started
     announce = open_or_create(args)
     config = ServeConfig(db=args.db, method=args.method, llm=args.llm, auth=not args.no_auth,
                          rate_limit=args.rate_limit, max_body=args.max_body, mcp=not args.no_mcp,
                          index_cache_mb=args.index_cache_mb, options=options, retention_days=args.retention_days,
+                         retention=retention,
                          expire_every=args.expire_every,
                          **({} if args.idle_timeout is None else {"idle_timeout": args.idle_timeout}),
                          **({} if args.request_timeout is None else {"request_timeout": args.request_timeout}))
@@ -156,6 +160,9 @@ def add_service_parsers(sub: Any, common: Callable[..., None]) -> None:
     sp.add_argument("--retention-days", type=_positive_number, default=None, metavar="DAYS",
                     help="keep a session this many days from its time: older ones are never read and are deleted "
                          "on a schedule (default: keep everything)")
+    sp.add_argument("--retention", action="append", default=[], metavar="user:ID=DAYS|tenant:NAME=DAYS",
+                    help="a user's or a tenant's own period (a tenant's users: its API keys' users), before "
+                         "--retention-days (repeatable)")
     sp.add_argument("--expire-every", type=_positive_number, default=3600.0, metavar="SECONDS",
                     help="how often the expired sessions (past their expires_at or --retention-days) are deleted "
                          "(default 3600)")

@@ -18,8 +18,13 @@ from memgas.core.types import ROLES, Message, Session
 __all__ = [
     "ID_CHAR", "MAX_MESSAGE_CHARS", "INDEXED_MESSAGE_CHARS", "MAX_QUERY_CHARS", "MAX_K", "MAX_METADATA_DEPTH", "MAX_METADATA_BYTES",
     "MIN_TIMESTAMP", "MAX_TIMESTAMP", "check_id", "check_unicode", "check_query", "check_k", "check_count",
-    "check_metadata", "session_expiry", "naive_utc", "parse_timestamp", "make_session",
+    "check_metadata", "session_expiry", "TENANT_SEPARATOR", "TENANT_NAME", "naive_utc", "parse_timestamp", "make_session",
 ]
+
+#: Between a tenant's name and its user's id in a stored user id (``acme::alice``; tenant names cannot hold it).
+TENANT_SEPARATOR = "::"
+#: A tenant's name: 1-64 of ``a-z 0-9 _ -``, starting with a letter or digit.
+TENANT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 #: Longest accepted message, in characters (2 MB of ASCII, a quarter of a request body's default limit). A pasted
 #: log or document is ordinary in agent conversations (BEAM holds a 348,853-character reply): it is stored whole, and

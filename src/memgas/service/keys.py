@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from typing import Sequence
 
 from memgas.core.errors import AuthError, ForbiddenError, InvalidInputError, NotFoundError
-from memgas.core.validate import check_id
+from memgas.core.validate import TENANT_NAME, TENANT_SEPARATOR, check_id
 from memgas.store import ApiKeyRecord, KeyStore
 
 __all__ = ["KnownKeyIds",
@@ -36,9 +36,6 @@ __all__ = ["KnownKeyIds",
     "parse_scope", "TENANT_SEPARATOR", "is_loopback",
 ]
 
-#: Between a tenant's name and its user's id in the stored user id (tenant names cannot hold it).
-TENANT_SEPARATOR = "::"
-_TENANT_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _KEY_RE = re.compile(r"mgs_([0-9a-f]{16})_([A-Za-z0-9_-]{43})")
 
 
@@ -108,7 +105,7 @@ def parse_scope(scope: str) -> tuple[str, str | None]:
     if scope == "admin":
         return "admin", None
     kind, _, tenant = scope.partition(":")
-    if kind != "tenant" or not _TENANT_RE.fullmatch(tenant):
+    if kind != "tenant" or not TENANT_NAME.fullmatch(tenant):
         raise InvalidInputError(f"invalid scope {scope!r}: use 'admin' or 'tenant:NAME' (NAME: 1-64 of a-z 0-9 _ -)")
     return "tenant", tenant
 

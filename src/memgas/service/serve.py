@@ -54,6 +54,7 @@ class ServeConfig:
     index_cache_mb: float | None = None  # None: the library's default
     options: dict[str, Any] = field(default_factory=dict)  # the method's parameters (memgas serve --set)
     retention_days: float | None = None  # None: keep everything
+    retention: dict[str, float] = field(default_factory=dict)  # some users' or tenants' own periods
     expire_every: float = 3600.0  # seconds between two deletions of what has expired
 
 
@@ -93,7 +94,8 @@ def build_app(config: ServeConfig) -> Any:
 
     cache: dict[str, Any] = {} if config.index_cache_mb is None else {"index_cache_mb": config.index_cache_mb}
     # embeddings cached in memory only
-    memory = Memory(config.db, method=config.method, llm=config.llm, retention_days=config.retention_days, **cache,
+    memory = Memory(config.db, method=config.method, llm=config.llm, retention_days=config.retention_days,
+                    retention=config.retention, **cache,
                     **config.options)
     expirer = Expirer(memory, config.expire_every)  # sessions may carry their own expiry, whatever the period
 
