@@ -120,7 +120,8 @@ def test_a_user_written_elsewhere_is_first_read_on_the_primary(urls: tuple[str, 
         writer.append("Miso is nine years old.", user_id="bruno", session_id="s1")  # unknown to the reader: the
         time.sleep(2 * LAG_MS / 1000)  # read after it may show either state; once the replica has it, it serves
         assert len(reader.get("s1", user_id="bruno").messages) == 2
-        assert reader.store.reads["replica"] == served + 1 and reader.store.reads["primary"] == 1
+        # the replica served the read (the session's messages and the expiry check's headers), the primary nothing more
+        assert reader.store.reads["replica"] > served and reader.store.reads["primary"] == 1
 
 
 @pytest.mark.slow
