@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 import numpy as np
 
-from memgas.context.assemble import MEMORY_HEADERS, PROFILE_HEADER, Excerpt, fill, order_excerpts, render
+from memgas.context.assemble import (
+    MEMORY_HEADERS,
+    PROFILE_HEADER,
+    Excerpt,
+    Pending,
+    fill,
+    least_cost,
+    order_excerpts,
+    render,
+    take,
+)
 from memgas.kernels.text import context_tokens
 
 
@@ -23,6 +34,45 @@ def test_fill_takes_by_priority_passes_over_what_does_not_fit_and_never_a_messag
     assert [e.message for e in taken] == [0, 2]
     assert sum(context_tokens(e.line(99, True)) + 1 for e in taken) <= 40
     assert fill([b], 40) == []
+
+
+def test_taking_lazily_takes_what_filling_with_every_excerpt_made_takes_and_makes_few() -> None:
+    """Random messages, short and long, some not to be shown (a reply without the question's words), each cut to
+    between half its cap and its cap: :func:`take` over pending excerpts takes exactly what :func:`fill` takes of
+    all of them made first, and makes none whose least cost is over what is left."""
+    rng = np.random.default_rng(5)
+    made_in_all = pending_in_all = 0
+    for trial in range(200):
+        cap = int(rng.choice([320, 400, 600]))
+        made: list[Excerpt | None] = []
+        pending: list[Pending] = []
+        calls: list[int] = []
+        for m in range(int(rng.integers(1, 40))):
+            content = "w " * int(rng.integers(1, cap)) if rng.random() < 0.4 else "w " * int(rng.integers(cap, 3 * cap))
+            shown = content.strip() if len(content) <= cap else "… " + "v" * int(rng.integers(cap // 2, cap + 1))
+            bare = ex(f"s{m % 5}", m, "", m + float(rng.random()), 1 + m % 9)
+            e = None if rng.random() < 0.2 else replace(bare, text=shown)
+            made.append(e)
+
+            def make(e: Excerpt | None = e, m: int = m) -> Excerpt | None:
+                calls.append(m)
+                return e
+
+            pending.append(Pending(least_cost(bare, content, cap), make))
+            assert e is None or least_cost(bare, content, cap) <= context_tokens(e.line(99, True)) + 1
+        budget = int(rng.integers(20, 1500))
+        expected = fill([e for e in made if e is not None], budget)  # priorities rise with m: fill's order too
+        assert take(iter(pending), budget) == expected, trial
+        assert len(calls) == len(set(calls))
+        made_in_all, pending_in_all = made_in_all + len(calls), pending_in_all + len(pending)
+    assert made_in_all < pending_in_all
+    # thirty long messages, room for one: the first is made and taken, and no other is made (what is left, 82
+    # tokens, is under the least a cut of one costs, 86)
+    calls = []
+    long = [Pending(least_cost(ex("s", m, "", m, 1), "w " * 900, 600),
+                    lambda m=m: calls.append(m) or ex("s", m, "v" * 590, m, 1)) for m in range(30)]
+    assert [e.message for e in take(iter(long), 240)] == [0] and calls == [0]
+    assert take(iter([Pending(10_000, lambda: (_ for _ in ()).throw(AssertionError("made")))]), 50) == []
 
 
 def test_the_newer_of_two_excerpts_about_one_thing_reads_first_and_the_older_is_marked() -> None:

@@ -4,6 +4,7 @@ real embedder and a real SQLite store."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -225,3 +226,23 @@ def test_in_prompt_leaves_out_a_conversations_latest_messages_and_recalls_its_ol
         for bad in ({"chat": -1}, {"chat": True}, {"bad id!": 1}, ["chat"]):
             with pytest.raises(InvalidInputError, match="in_prompt|session_id"):
                 mem.context("x", user_id="ana", in_prompt=bad)  # type: ignore[arg-type]
+
+
+def test_the_floor_by_words_reads_the_index_and_agrees_with_the_texts(embedder: Embedder,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every turn below the floor, only the words decide: those deep in a long reply count (the index's tails),
+    and the block is the one built by reading every turn's text."""
+    filler = "Here is some general background on planning, budgets, packing lists and weather. " * 6
+    with Memory(embedder=embedder) as mem:
+        mem.add(chat("Any tips for the weekend?", filler + "The Timberline trail permit costs 30 dollars at the "
+                     "ranger station."), user_id="u", session_id="hike", timestamp="2024-05-01")
+        for i, (said, reply) in enumerate(CHATTER):
+            mem.add(chat(said, reply), user_id="u", session_id=f"c{i}", timestamp=f"2024-05-{12 + i}")
+        # the turn holds 4 of 6, exactly 3 of 6 (half: enough), and 2 of 5 of these questions' words
+        questions = ["What does the Timberline trail permit cost?", "Does the trail permit cost extra for dogs?",
+                     "Is the trail permit sold in shops downtown?", "Which tyres before winter?"]
+        blocks = [mem.context(q, user_id="u", max_tokens=400, min_score=0.95) for q in questions]
+        assert ["30 dollars" in b for b in blocks] == [True, True, False, False]
+        scored = mem.method.scored
+        monkeypatch.setattr(mem.method, "scored", lambda *a, **k: replace(scored(*a, **k), turn_words=None))
+        assert [mem.context(q, user_id="u", max_tokens=400, min_score=0.95) for q in questions] == blocks

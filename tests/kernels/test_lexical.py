@@ -184,20 +184,40 @@ def test_an_index_from_its_arrays_scores_and_grows_as_the_original() -> None:
     def docs(n: int) -> list[str]:
         return [" ".join(rng.choice(words, size=rng.integers(1, 9))) for _ in range(n)]
 
-    original = LexicalIndex(docs(40), k1=0.9, b=0.4)
-    vocabulary, arrays = original.to_arrays()
-    loaded = LexicalIndex.from_arrays(vocabulary, {k: v.copy() for k, v in arrays.items()}, k1=0.9, b=0.4)
+    original = LexicalIndex(docs(30), k1=0.9, b=0.4)
+    original.add(docs(10), skip={"bike", "sushi"})  # held, not scored
+    vocabulary, arrays, present = original.to_arrays()
+    loaded = LexicalIndex.from_arrays(vocabulary, {k: v.copy() for k, v in arrays.items()}, present, k1=0.9, b=0.4)
     assert len(loaded) == 40 and loaded.memory_bytes() > 0
     more = docs(15) + ["zebra crossing"]  # a term the loaded index has never seen
     for index in (original, loaded):
-        index.add(more)
+        index.add(more, skip={"jazz"})
     within = rng.random(len(original)) < 0.5
     for query in ["cat garden", "sellwood bike", "zebra", "the of", "Buckman jazz sushi"]:
         assert np.array_equal(loaded.scores(query), original.scores(query)), query
         assert np.array_equal(loaded.scores(query, 40), original.scores(query, 40)), query  # the snapshot it was
         assert np.array_equal(loaded.scores(query, within=within), original.scores(query, within=within))
         assert np.array_equal(loaded.coverage(query), original.coverage(query))
-    assert loaded.to_arrays()[0] == original.to_arrays()[0]
+    for n in (40, None):
+        stems = {w for s in tokenize(words) for w in s} | {"zebra", "cello"}
+        held, kept = loaded.holding(stems, n), original.holding(stems, n)
+        assert held.keys() == kept.keys() and {"bike", "jazz"} <= held.keys()
+        assert all(np.array_equal(held[t], kept[t]) for t in held)
+    assert loaded.to_arrays()[0] == original.to_arrays()[0] and loaded.to_arrays()[2] == original.to_arrays()[2]
+
+
+def test_holding_names_every_document_holding_a_word_scored_or_skipped() -> None:
+    """Against the token sets of the texts themselves: an index holding some words only as present."""
+    corpus = _corpus()
+    index = LexicalIndex(corpus[:50])
+    index.add(corpus[50:], skip={"corgi", "trail", "lentil"})
+    sets = [frozenset(w) for w in tokenize(corpus)]
+    words = sorted({w for s in sets for w in s})
+    held = index.holding(words + ["unknownword"])
+    assert "unknownword" not in held and {"corgi", "trail", "lentil"} <= held.keys()
+    for word in words:
+        assert held[word].tolist() == [d for d, s in enumerate(sets) if word in s], word
+    assert index.holding(["corgi"], 50)["corgi"].tolist() == [d for d, s in enumerate(sets[:50]) if "corgi" in s]
 
 
 def test_absent_names_the_query_tokens_no_document_scored_holds() -> None:
@@ -229,6 +249,7 @@ def test_skipped_tokens_get_no_postings_and_the_others_score_as_without_skip() -
         np.testing.assert_array_equal(lean.scores(q), full.scores(q))  # lengths still count the skipped tokens
     assert not lean.scores("corgi trail").any() and lean.absent("corgi trail vet") == {"corgi", "trail"}
     assert "corgi" not in lean.to_arrays()[0] and lean.memory_bytes() < full.memory_bytes()
+    assert lean.holding({"corgi"})["corgi"].tolist() == full.holding({"corgi"})["corgi"].tolist()  # held, unscored
 
 
 def test_token_sets_are_tokenize_as_sets_kept_for_the_latest_texts() -> None:

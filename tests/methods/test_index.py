@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 
 from memgas.core.validate import make_session
+from memgas.kernels.excerpt import query_terms
+from memgas.kernels.lexical import token_sets
 from memgas.methods import MemGAS
 from memgas.methods.baselines import DenseMethod
-from memgas.store import open_store
+from memgas.store import open_store, texts_of
 
 LINES = [
     "I hiked the Timberline Trail on Mount Hood last weekend.", "The wildflowers near Ramona Falls were amazing.",
@@ -28,11 +30,26 @@ QUERIES = ["What did the vet say about Biscuit?", "which trail did I hike?", "sp
 WHEN = datetime(2024, 3, 12, 9, 0)
 
 
+#: A reply longer than the BM25 view reads (300 characters): its words past that are in the tail's index.
+LONG_REPLY = ("Here is a longer answer with some background first, so that the words which matter come late. " * 3
+              + "The vet said Biscuit should walk the trail daily; your spreadsheet formula needs dates as dates.")
+
+
 def _session(rng: random.Random, sid: str, user: str = "u") -> object:
     msgs = []
     for line in rng.sample(LINES, rng.randint(1, 3)):
-        msgs += [{"role": "user", "content": line}, {"role": "assistant", "content": f"Noted ({sid})."}]
+        reply = LONG_REPLY if line.startswith("My") else f"Noted ({sid})."
+        msgs += [{"role": "user", "content": line}, {"role": "assistant", "content": reply}]
     return make_session(msgs, user_id=user, session_id=sid, timestamp=f"2024-03-{rng.randint(1, 14):02d}T10:00:00")
+
+
+def _assert_words_are_the_texts(scored: object) -> None:
+    """What the index says each turn's text holds of a question's words is what the texts hold."""
+    turns = scored.index.masks["turn"]
+    held = token_sets(texts_of(scored.index.table.texts, turns.tolist()))
+    for q in QUERIES + ["Did the vet say to walk the trail?", "dates as dates in the formula"]:
+        terms = query_terms(q)
+        assert scored.turn_words(terms).tolist() == [len(terms & words) for words in held], q
 
 
 def _assert_same_as_fresh(cached: MemGAS, store: object, embedder: object, user: str = "u") -> None:
@@ -40,6 +57,7 @@ def _assert_same_as_fresh(cached: MemGAS, store: object, embedder: object, user:
     fresh = MemGAS(embedder, snapshots=False)
     for q in QUERIES:
         a = cached.score(store, user, q, query_time=WHEN)
+        _assert_words_are_the_texts(a)
         b = fresh.score(store, user, q, query_time=WHEN)
         assert a.index.table.ids.tolist() == b.index.table.ids.tolist()
         assert a.index.sessions == b.index.sessions and a.index.timestamps == b.index.timestamps
@@ -166,6 +184,7 @@ def _assert_cold_is_exact(store: object, embedder: object) -> MemGAS:
     cold, fresh = MemGAS(embedder), MemGAS(embedder, snapshots=False)
     for q in QUERIES:
         a, b = cold.score(store, "u", q, query_time=WHEN), fresh.score(store, "u", q, query_time=WHEN)
+        _assert_words_are_the_texts(a)
         assert a.index.table.ids.tolist() == b.index.table.ids.tolist() and a.index.sessions == b.index.sessions
         assert a.index.timestamps == b.index.timestamps and list(a.index.table.texts) == list(b.index.table.texts)
         np.testing.assert_array_equal(a.index.table.vectors, b.index.table.vectors)

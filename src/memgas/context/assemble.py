@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
 from memgas.kernels.text import context_tokens as count_tokens
 
-__all__ = ["Excerpt", "ContextOptions", "fill", "order_excerpts", "render", "PROFILE_HEADER", "MEMORY_HEADERS"]
+__all__ = ["Excerpt", "ContextOptions", "fill", "take", "Pending", "least_cost", "order_excerpts", "render", "PROFILE_HEADER", "MEMORY_HEADERS"]
 
 PROFILE_HEADER = "Standing instructions and preferences (said earlier; they still hold):"
 MEMORY_HEADERS = {
@@ -109,8 +109,7 @@ class Excerpt:
 
 
 def fill(candidates: Sequence[Excerpt], budget: int) -> list[Excerpt]:
-    """The candidates taken by priority (then given order) while their lines fit ``budget`` tokens; one that does
-    not fit is passed over for smaller ones after it. No message twice.
+    """The candidates taken by priority (then given order) while their lines fit ``budget`` tokens (:func:`take`).
 
     >>> a = Excerpt("s", 0, "user", "x" * 40, None, 0, (0, 0))
     >>> b = Excerpt("s", 1, "user", "y" * 400, None, 1, (0, 1))
@@ -118,10 +117,52 @@ def fill(candidates: Sequence[Excerpt], budget: int) -> list[Excerpt]:
     >>> [e.message for e in fill([c, b, a], 40)]
     [0, 2]
     """
+    ordered: list[Excerpt] = sorted(candidates, key=lambda e: e.priority)
+    return take(ordered, budget)
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """An excerpt not cut yet: the least its line may cost (tokens, with its line break) and how to make it
+    (``make()``: the excerpt, or ``None`` where it is not to be shown)."""
+
+    least: int
+    make: Callable[[], Excerpt | None]
+
+
+def least_cost(shown: Excerpt, content: str, cap: int) -> int:
+    """The least that ``shown``'s line (with its line break) costs once its text is ``content`` cut to at most ``cap``
+    characters (:func:`memgas.kernels.excerpt.excerpt`): exact for a message that fits whole; for a longer one, its
+    cut taken as at least half of ``cap`` (a cut grows its window of sentences to about ``cap`` at word boundaries,
+    and is shorter only where most of it is white space).
+
+    >>> e = Excerpt("s", 0, "user", "", None, 0, (0, 0))
+    >>> least_cost(e, "short", 600), least_cost(e, "x" * 900, 600)
+    (11, 85)
+    """
+    shown_chars = len(content.strip()) if len(content) <= cap else cap // 2
+    return -(-(len(shown.line(99, True)) + shown_chars) // 4) + 1  # count_tokens of the line with that text
+
+
+def take(ordered: Iterable[Excerpt | Pending], budget: int) -> list[Excerpt]:
+    """The excerpts taken in the order given while their lines fit ``budget`` tokens; one that does not fit is passed
+    over for smaller ones after it. No message twice. Reads ``ordered`` only until the budget is spent (less than
+    12 tokens left), and makes a :class:`Pending` excerpt only where its least cost fits what is left, so the work
+    follows what the block shows.
+
+    >>> lazy = iter([Excerpt("s", m, "user", "x" * 20, None, m, (0, m)) for m in range(9)])
+    >>> [e.message for e in take(lazy, 40)], next(lazy).message  # the third is left unread
+    ([0, 1], 2)
+    """
     taken: list[Excerpt] = []
     seen: set[tuple[str, int]] = set()
     left = budget
-    for e in sorted(candidates, key=lambda e: e.priority):
+    for e in ordered:
+        if isinstance(e, Pending):
+            made = e.make() if e.least <= left else None
+            if made is None:
+                continue
+            e = made
         if (e.session_id, e.message) in seen:
             continue
         cost = count_tokens(e.line(99, True)) + 1

@@ -16,8 +16,12 @@ for the order and the format.
 
 from __future__ import annotations
 
+import heapq
+from dataclasses import replace
 from datetime import datetime
-from typing import Collection
+from functools import partial
+from itertools import count
+from typing import Collection, Iterator
 
 import numpy as np
 
@@ -26,14 +30,17 @@ from memgas.context.assemble import (
     PROFILE_HEADER,
     ContextOptions,
     Excerpt,
+    Pending,
     fill,
+    least_cost,
     order_excerpts,
     render,
+    take,
 )
 from memgas.context.profile import Profiles
 from memgas.context.question import Question, context_mode
-from memgas.core.types import Session, Turn
-from memgas.kernels.excerpt import excerpt, warm
+from memgas.core.types import Message, Session, Turn
+from memgas.kernels.excerpt import excerpt
 from memgas.kernels.lexical import token_sets
 from memgas.kernels.people import named_in, only_asks, people_of
 from memgas.kernels.text import context_tokens as count_tokens
@@ -136,31 +143,38 @@ def build_context(
     budget -= count_tokens(MEMORY_HEADERS[mode]) + 1
     memories: list[tuple[Excerpt, bool]] = []
     if len(scored.scores) and budget > 12:
-        candidates = _candidates(scored, store, user_id, question, mode, excluded, max_sessions, options,
-                                 {(e.session_id, e.message) for e in profile} | set(hidden))
-        memories = order_excerpts(fill(candidates, budget), mode, options.same_subject, question.words_needed,
-                                  options.now_margin)
+        rows, after = _rows(scored, question, mode, excluded, max_sessions, options)
+        shown = {(e.session_id, e.message) for e in profile} | set(hidden)
+        taken = take(_excerpts(scored, rows, after, store, user_id, question, mode, options, shown), budget)
+        # the question's words each shown part holds, in one batch
+        taken = [replace(e, words=question.terms & held) for e, held in zip(taken, token_sets([e.text for e in taken]))]
+        memories = order_excerpts(taken, mode, options.same_subject, question.words_needed, options.now_margin)
     return render(profile, memories, mode)
 
 
-def _relevant(index: UserIndex, rows: np.ndarray, relevance: np.ndarray, question: Question,
+def _relevant(scored: Scored, rows: np.ndarray, relevance: np.ndarray, question: Question,
               floor: float) -> np.ndarray:
     """Which of ``rows`` (turns) pass the floor: by meaning (their cosine with the query at least ``floor``) or by
     words (at least half the query's words, and two, in the turn's text: what a turn's vector does not see, such as
-    the depths of a long reply, still counts)."""
+    the depths of a long reply, still counts). The words are counted by the method's index where it holds them
+    (:attr:`memgas.methods.ranking.Scored.turn_words`), else in the turns' texts."""
     keep = relevance[rows] >= floor
     below = np.flatnonzero(~keep)
     terms, need = question.terms, question.words_needed
     if len(below) and len(terms) >= need:
-        texts = texts_of(index.table.texts, [int(r) for r in rows[below]])
-        keep[below] = [len(terms & words) >= need for words in token_sets(texts)]
+        index = scored.index
+        if scored.turn_words is not None:
+            keep[below] = scored.turn_words(terms)[np.searchsorted(index.masks["turn"], rows[below])] >= need
+        else:
+            texts = texts_of(index.table.texts, [int(r) for r in rows[below]])
+            keep[below] = [len(terms & words) >= need for words in token_sets(texts)]
     return keep
 
 
-def _candidates(scored: Scored, store: Store, user_id: str, question: Question, mode: str,
-                excluded: set[str], max_sessions: int | None, options: ContextOptions,
-                shown: set[tuple[str, int]]) -> list[Excerpt]:
-    """The excerpts the evidence part may take, with their priorities (see the module docstring)."""
+def _rows(scored: Scored, question: Question, mode: str, excluded: set[str], max_sessions: int | None,
+          options: ContextOptions) -> tuple[np.ndarray, set[int]]:
+    """The turns whose messages the evidence part may take, best first, and those of them taken only after every
+    other (see the module docstring)."""
     index, scores = scored.index, scored.scores
     relevance = scored.relevance if scored.relevance is not None else np.zeros(len(scores))
     rows = index.masks["turn"]
@@ -168,7 +182,7 @@ def _candidates(scored: Scored, store: Store, user_id: str, question: Question, 
     rows = rows[np.argsort(-scores[rows], kind="stable")][: 4 * options.turns]
     # across the conversation the subject is broad: a turn less relevant than the floor may still say where it went,
     # so a timeline takes such turns too (above its own, lower floor), after the relevant ones
-    rows = rows[_relevant(index, rows, relevance, question,
+    rows = rows[_relevant(scored, rows, relevance, question,
                           options.timeline_floor if mode == "time" else options.floor)]
     # turns taken only after every other: a timeline's below the floor, and those beyond the k best sessions
     after = set(rows[relevance[rows] < options.floor].tolist()) if mode == "time" else set()
@@ -185,52 +199,79 @@ def _candidates(scored: Scored, store: Store, user_id: str, question: Question, 
             rows = np.concatenate([rows[inside], rows[~inside]])
         else:
             rows = rows[inside]
+    return _turn_order(index, rows, mode == "time")[: options.turns], after
+
+
+def _excerpts(scored: Scored, rows: np.ndarray, after: set[int], store: Store, user_id: str, question: Question,
+              mode: str, options: ContextOptions, shown: set[tuple[str, int]]) -> Iterator[Pending]:
+    """The excerpts of the messages of ``rows`` (turns, best first) in the order :func:`take` tries them: by
+    priority, equals in the order of their turns and of the messages in them. Each is cut only when it is reached,
+    and each turn's session read only when its messages may be next, so the work follows what the block shows, not
+    how many turns pass the floor.
+
+    A user message (a person's words) has its turn's rank as its priority (a quarter more where the question names
+    another person); a reply, cut to the part that holds the question's words and left out where it holds none, comes
+    after the user messages of ``reply_lag`` better turns; the turns of ``after`` come after every other. Nothing of
+    a turn not yet read can come before ``rank`` of its turn (``+ len(rows)`` for those of ``after``), so an excerpt
+    is given once no unread turn can precede it.
+    """
+    index = scored.index
+    relevance = scored.relevance if scored.relevance is not None else np.zeros(len(scored.scores))
+    table = index.table
     spread = mode == "time"
-    rows = _turn_order(index, rows, spread)[: options.turns]
     # a reply follows its own user message where the question asks what the assistant said
     lag = 0 if question.replies else options.reply_lag
     summary = question.summary or question.replies  # a timeline of both sides
-    terms = question.terms
-    # each quoted session read, cut into turns, and its people found, once
+    n = len(rows)
+    # the least priority any message of rows[i:] may have
+    least = np.minimum.accumulate([float(i + (n if int(r) in after else 0)) for i, r in enumerate(rows)][::-1])[::-1]
     sessions: dict[str, tuple[Session, tuple[Turn, ...], frozenset[str], frozenset[str]]] = {}
-    for sid in dict.fromkeys(index.table.session_ids[r] for r in rows):
-        read = store.get_session(user_id, sid)
-        people = people_of(read.metadata, [(m.role, m.name) for m in read.messages])
-        sessions[sid] = (read, read.turns, people, named_in(question.text, people))
-    # every message the loop may cut, tokenized in one batch (one call per message costs more than its words)
-    warm([m.content for r in rows for turns in [sessions[index.table.session_ids[r]][1]]
-          if int(index.table.turn_start[r]) < len(turns) for m in turns[int(index.table.turn_start[r])].messages],
-         min(options.timeline_chars, options.user_chars, options.reply_chars),
-         max(options.timeline_chars, options.user_chars, options.reply_chars))
-    taken: list[tuple[str, int, str, str, Session, float, np.ndarray, int, bool, float]] = []
-    for rank, r in enumerate(rows):
-        sid = index.table.session_ids[r]
-        session, turns, people, named = sessions[sid]
-        t = int(index.table.turn_start[r])
-        if t >= len(turns):  # the index is older than the session's last rewrite
+    waiting: list[tuple[float, int, int, Message, bool, int]] = []  # priority, order, row rank, message, said, at
+    order = count()
+    read, chunk = 0, 8
+    while waiting or read < n:
+        if read < n and (not waiting or waiting[0][0] > least[read]):
+            end, chunk = min(n, read + chunk), 2 * chunk
+            for sid in dict.fromkeys(table.session_ids[r] for r in rows[read:end]):
+                if sid not in sessions:  # each quoted session read, cut into turns, and its people found, once
+                    got = store.get_session(user_id, sid)
+                    people = people_of(got.metadata, [(m.role, m.name) for m in got.messages])
+                    sessions[sid] = (got, got.turns, people, named_in(question.text, people))
+            for rank in range(read, end):
+                r = rows[rank]
+                sid = table.session_ids[r]
+                _, turns, people, named = sessions[sid]
+                t = int(table.turn_start[r])
+                if t >= len(turns):  # the index is older than the session's last rewrite
+                    continue
+                for offset, m in enumerate(turns[t].messages):
+                    if (sid, turns[t].msg_start + offset) in shown:
+                        continue
+                    author = (m.name or "").casefold()
+                    said = m.role == "user" or (m.role == "assistant" and author in people)  # a person's words
+                    if spread and not said and not summary:  # a timeline of what the people brought up
+                        continue
+                    if said:  # the words of the person a question names first, then the others'
+                        priority = rank + (0.25 if named and author not in named else 0.0)
+                    else:  # a reply, after the user messages of a few better turns
+                        priority = rank + lag + 0.5
+                    priority += n if int(r) in after else 0
+                    heapq.heappush(waiting, (priority, next(order), rank, m, said, turns[t].msg_start + offset))
+            read = end
             continue
-        turn = turns[t]
-        vector = np.asarray(index.table.vectors[r], np.float32)
-        for offset, m in enumerate(turn.messages):
-            at = turn.msg_start + offset
-            if (sid, at) in shown:
-                continue
-            author = (m.name or "").casefold()
-            said = m.role == "user" or (m.role == "assistant" and author in people)  # a person's words
-            if spread and not said and not summary:  # a timeline of what the people brought up
-                continue
-            cap = options.timeline_chars if spread else options.user_chars if said else options.reply_chars
-            text, hits = excerpt(m.content, terms, cap)
-            if not said and hits == 0:
-                continue
-            if said:  # the words of the person a question names first, then the others'
-                priority = rank + (0.25 if named and author not in named else 0.0)
-            else:  # a reply, after the user messages of a few better turns
-                priority = rank + lag + 0.5
-            priority += len(rows) if r in after else 0
-            taken.append((sid, at, m.name or m.role, text, session, priority, vector, t,
-                          said and only_asks(m.content), float(relevance[r])))
-    words = token_sets([e[3] for e in taken])  # the question's words each shown part holds, in one batch
-    return [Excerpt(sid, at, speaker, text, session.timestamp, priority, (_seconds(session.timestamp), at), vector,
-                    t, terms & held, asks, rel)
-            for (sid, at, speaker, text, session, priority, vector, t, asks, rel), held in zip(taken, words)]
+        priority, _, rank, m, said, at = heapq.heappop(waiting)
+        r = rows[rank]
+        sid = table.session_ids[r]
+        session = sessions[sid][0]
+        cap = options.timeline_chars if spread else options.user_chars if said else options.reply_chars
+        bare = Excerpt(sid, at, m.name or m.role, "", session.timestamp, priority, (_seconds(session.timestamp), at),
+                        np.asarray(table.vectors[r], np.float32), int(table.turn_start[r]), frozenset(), False,
+                        float(relevance[r]))
+        yield Pending(least_cost(bare, m.content, cap), partial(_cut, bare, m.content, question.terms, cap, said))
+
+
+def _cut(bare: Excerpt, content: str, terms: frozenset[str], cap: int, said: bool) -> Excerpt | None:
+    """``bare`` with its text, ``content``'s part that matters (:func:`memgas.kernels.excerpt.excerpt`), and whether
+    it only asks; ``None`` for a reply that holds none of the question's words."""
+    text, hits = excerpt(content, terms, cap)
+    return replace(bare, text=text, asks=said and only_asks(content)) if said or hits else None

@@ -95,15 +95,19 @@ class Profiles:
         #: (store id, user) → (version key, statements per session id), the least recently read first
         self._cache: OrderedDict[tuple[int, str], tuple[tuple[int, int], dict[str, list[StandingStatement]]]] = \
             OrderedDict()
+        #: (store id, user) → (version key, sessions within, excluded, the current statements) of the last call:
+        #: an agent asks with the same scope turn after turn, and superseding compares every pair of statements
+        self._current: OrderedDict[tuple[int, str], tuple[Any, ...]] = OrderedDict()
 
-    def _per_session(self, store: Store, user_id: str) -> dict[str, list[StandingStatement]]:
+    def _per_session(self, store: Store, user_id: str) -> tuple[tuple[int, int], dict[str, list[StandingStatement]]]:
+        """The version key the user's statements are of, and the statements per session."""
         key = (store.version(user_id), store.generation)
         with self._lock:
             cached = self._cache.get((id(store), user_id))
             if cached is not None:
                 self._cache.move_to_end((id(store), user_id))
         if cached is not None and cached[0] == key:
-            return cached[1]
+            return cached
         ids = {i.session_id for i in store.list_sessions(user_id)}
         if cached is None:
             changed = ids
@@ -119,7 +123,7 @@ class Profiles:
             self._cache[(id(store), user_id)] = (key, per)
             while len(self._cache) > self.max_users:  # a server's many users: the least recently read go first
                 self._cache.popitem(last=False)
-        return per
+        return key, per
 
     def statements(self, store: Store, user_id: str, *, within: Collection[str] | None = None,
                    excluded: Collection[str] = ()) -> list[StandingStatement]:
@@ -129,16 +133,26 @@ class Profiles:
         Raises:
             MemgasError: the store or embedder failed.
         """
-        per = self._per_session(store, user_id)
+        key, per = self._per_session(store, user_id)
+        scope = (key, None if within is None else frozenset(within), frozenset(excluded))
+        with self._lock:
+            last = self._current.get((id(store), user_id))
+        if last is not None and last[:3] == scope:
+            return list(last[3])
         found = sorted((s for sid, v in per.items() if (within is None or sid in within) and sid not in excluded
                         for s in v), key=_when)
-        if len(found) < 2:
-            return found
-        vectors = self.vectors(found)
-        similar = vectors @ vectors.T
-        kinds = np.array([s.kind for s in found])
-        later_same = np.triu(similar >= SUPERSEDE_COSINE, 1) & (kinds[:, None] == kinds[None, :])
-        return [s for i, s in enumerate(found) if not later_same[i].any()]
+        if len(found) >= 2:
+            vectors = self.vectors(found)
+            similar = vectors @ vectors.T
+            kinds = np.array([s.kind for s in found])
+            later_same = np.triu(similar >= SUPERSEDE_COSINE, 1) & (kinds[:, None] == kinds[None, :])
+            found = [s for i, s in enumerate(found) if not later_same[i].any()]
+        with self._lock:
+            self._current[(id(store), user_id)] = (*scope, tuple(found))
+            self._current.move_to_end((id(store), user_id))
+            while len(self._current) > self.max_users:
+                self._current.popitem(last=False)
+        return list(found)
 
     def vectors(self, statements: list[StandingStatement]) -> np.ndarray:
         """The statements' unit vectors, one row each (those :meth:`statements` gave carry theirs already)."""

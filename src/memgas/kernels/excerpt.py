@@ -14,7 +14,7 @@ from typing import Collection, Sequence
 
 from memgas.kernels.lexical import token_sets, tokenize
 
-__all__ = ["sentence_spans", "query_terms", "best_window", "best_sentences", "excerpt", "around", "warm"]
+__all__ = ["sentence_spans", "query_terms", "best_window", "best_sentences", "excerpt", "around"]
 
 #: A sentence ends at ., ! or ? followed by white space, or at a line break (code and lists are line-shaped).
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -48,18 +48,6 @@ def _spans(text: str) -> tuple[tuple[int, int], ...]:
 @lru_cache(maxsize=4096)
 def _kept_spans(text: str) -> tuple[tuple[int, int], ...]:
     return tuple(sentence_spans(text)) or ((0, len(text)),)
-
-
-def warm(texts: Sequence[str], shortest: int, longest: int) -> None:
-    """Tokenize at once what :func:`best_window` will read of ``texts`` with a ``max_chars`` from ``shortest`` to
-    ``longest``: each text that may fit whole, the sentences of each that may not (kept by
-    :data:`memgas.kernels.lexical.token_sets`). One batch costs less than a call per text; the windows are the same.
-
-    >>> warm(["My locker code is 4512.", "A long one. " * 40], 100, 600)
-    """
-    pieces = [t for t in texts if len(t) <= longest]
-    pieces += [t[a:b] for t in texts if len(t) > shortest for a, b in _spans(t)]
-    token_sets(pieces)
 
 
 def query_terms(query: str) -> frozenset[str]:

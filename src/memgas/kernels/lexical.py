@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict, defaultdict
 from functools import cache
 from itertools import count
-from typing import Any, Container, Sequence
+from typing import Any, Collection, Container, Sequence
 
 import numpy as np
 
@@ -186,6 +186,9 @@ class LexicalIndex:
         self._docs: dict[int, list[np.ndarray]] = {}
         self._tfs: dict[int, list[np.ndarray]] = {}
         self._packed: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # starts, documents, frequencies
+        # Per stem that ``add`` was told to skip, the documents that hold it (int32 pieces): never scored, only read
+        # by ``holding`` (which documents hold a word at all).
+        self._present: dict[str, list[np.ndarray]] = {}
         self._lengths: list[np.ndarray] = []
         self._n = 0
         self._bytes = 0  # what the postings, lengths and vocabulary hold, kept as they grow (memory_bytes)
@@ -208,29 +211,35 @@ class LexicalIndex:
             return docs, tfs
         return found, self._tfs[t]
 
-    def to_arrays(self, n: int | None = None) -> tuple[list[str], dict[str, np.ndarray]]:
-        """The index of the first ``n`` documents (default: all) as its vocabulary (stems by term id) and arrays
-        (``starts`` of each term's postings in ``docs``/``tfs``, and each document's ``lengths``), for
-        :meth:`from_arrays`. Terms that only later documents hold stay in the vocabulary, with no postings."""
+    def to_arrays(self, n: int | None = None) -> tuple[list[str], dict[str, np.ndarray], list[str]]:
+        """The index of the first ``n`` documents (default: all) as its vocabulary (stems by term id), arrays
+        (``starts`` of each term's postings in ``docs``/``tfs``, and each document's ``lengths``; ``present_starts``
+        and ``present_docs`` for the skipped stems) and the skipped stems, for :meth:`from_arrays`. Terms that only
+        later documents hold stay in the vocabulary, with no postings."""
         with self._lock:
             n = self._n if n is None else n
             pieces = [self._pieces(t) for t in range(len(self._vocab))]
             docs = [_joined(d) if d else np.zeros(0, np.int64) for d, _ in pieces]
             tfs = [_joined(f) if f else np.zeros(0, np.float64) for _, f in pieces]
+            present = list(self._present)
+            held = [_joined(self._present[stem]) for stem in present]
             if n < self._n:
                 ends = [int(np.searchsorted(d, n)) for d in docs]
                 docs = [d[:e] for d, e in zip(docs, ends)]
                 tfs = [f[:e] for f, e in zip(tfs, ends)]
+                held = [d[: int(np.searchsorted(d, n))] for d in held]
             starts = np.concatenate([[0], np.cumsum([d.size for d in docs])]).astype(np.int64)
             lengths = (_joined(self._lengths) if self._lengths else np.zeros(0, np.float64))[:n]
             return list(self._vocab), {
                 "starts": starts, "docs": np.concatenate(docs) if docs else np.zeros(0, np.int64),
-                "tfs": np.concatenate(tfs) if tfs else np.zeros(0, np.float64), "lengths": lengths}
+                "tfs": np.concatenate(tfs) if tfs else np.zeros(0, np.float64), "lengths": lengths,
+                "present_starts": np.concatenate([[0], np.cumsum([d.size for d in held])]).astype(np.int64),
+                "present_docs": np.concatenate(held) if held else np.zeros(0, np.int32)}, present
 
     @classmethod
-    def from_arrays(cls, vocabulary: Sequence[str], arrays: dict[str, np.ndarray], *, k1: float = 1.5,
-                    b: float = 0.75) -> "LexicalIndex":
-        """The index that :meth:`to_arrays` gave (its arrays are used as they are, not copied): it scores and
+    def from_arrays(cls, vocabulary: Sequence[str], arrays: dict[str, np.ndarray], present: Sequence[str] = (), *,
+                    k1: float = 1.5, b: float = 0.75) -> "LexicalIndex":
+        """The index that :meth:`to_arrays` gave (its arrays are used as they are, not copied): it scores, holds and
         grows exactly as the original does."""
         index = cls(k1=k1, b=b)
         index._vocab = dict(zip(vocabulary, range(len(vocabulary))))
@@ -239,7 +248,10 @@ class LexicalIndex:
         lengths = arrays["lengths"].astype(np.float64, copy=False)
         index._lengths = [lengths] if lengths.size else []
         index._n = int(lengths.size)
-        index._bytes = docs.nbytes + tfs.nbytes + 8 * index._n + 72 * len(vocabulary)
+        held = arrays.get("present_docs", np.zeros(0, np.int32)).astype(np.int32, copy=False)
+        bounds = arrays.get("present_starts", np.zeros(1, np.int64)).tolist()
+        index._present = {stem: [held[a:z]] for stem, a, z in zip(present, bounds, bounds[1:])}
+        index._bytes = docs.nbytes + tfs.nbytes + 8 * index._n + 72 * len(vocabulary) + held.nbytes + 72 * len(present)
         return index
 
     def __len__(self) -> int:
@@ -255,17 +267,30 @@ class LexicalIndex:
 
         With ``skip``, the tokens whose stem it holds get no postings (and no place in the vocabulary), though
         they still count in their document's length: the index then scores every other token exactly as one
-        built without ``skip``, and holds nothing for those (a second index asked only for what a first one lacks).
+        built without ``skip``, and keeps for those only which documents hold them (:meth:`holding`; a quarter of
+        what a posting takes), for a second index asked only for what a first one lacks.
         """
         if not len(texts):
             return
         stems, tokens, lengths = _analyse(texts)
         width = self._n + len(texts)
         doc = np.repeat(np.arange(self._n, width), lengths)
+        present: list[tuple[str, np.ndarray]] = []
         if skip is not None:
             kept = np.fromiter((s not in skip for s in stems), bool, len(stems))[tokens]
+            pairs = np.unique(tokens[~kept] * width + doc[~kept])
+            stem_of, held = np.divmod(pairs, width)
+            starts = np.flatnonzero(np.diff(stem_of, prepend=-1))
+            present = [(stems[int(stem_of[a])], held[a:z].astype(np.int32))
+                       for a, z in zip(starts.tolist(), [*starts[1:].tolist(), pairs.size])]
             tokens, doc = tokens[kept], doc[kept]
         with self._lock:
+            for stem, held in present:
+                if stem not in self._present:
+                    self._present[stem] = []
+                    self._bytes += 72
+                self._present[stem].append(held)
+                self._bytes += held.nbytes
             vocab = self._vocab
             before = len(vocab)
             used = np.zeros(len(stems), bool)
@@ -301,6 +326,30 @@ class LexicalIndex:
         for docs in present:
             out[docs[: int(np.searchsorted(docs, n))]] += 1.0
         return out / len(tokens) if tokens else out
+
+    def holding(self, terms: Collection[str], n: int | None = None) -> dict[str, np.ndarray]:
+        """For each of ``terms`` (stems) any of the first ``n`` documents holds, those documents (ascending), whether
+        the index scores the term or ``add`` skipped it: which documents hold a word at all.
+
+        >>> index = LexicalIndex(["my dog barks", "a cat"])
+        >>> index.add(["the dog sleeps"], skip={"dog"})
+        >>> {t: d.tolist() for t, d in index.holding({"dog", "cat", "fish"}).items()}
+        {'cat': [1], 'dog': [0, 2]}
+        """
+        n = self._n if n is None else n
+        out: dict[str, np.ndarray] = {}
+        with self._lock:
+            for term in sorted(terms):
+                t = self._vocab.get(term)
+                scored = self._pieces(t)[0] if t is not None else []
+                skipped = self._present.get(term, [])
+                found = [_joined(pieces) for pieces in (scored, skipped) if pieces]
+                if found:
+                    docs = np.union1d(*found) if len(found) > 1 else found[0]
+                    docs = docs[: int(np.searchsorted(docs, n))]
+                    if docs.size:
+                        out[term] = docs
+        return out
 
     def terms(self) -> Container[str]:
         """The stems the index has postings for (a live view: it grows with the index)."""

@@ -188,6 +188,22 @@ class _Index:
             self._parent = None  # let the previous matrix go
         return self._adjacency
 
+    def turn_words(self, terms: Collection[str]) -> np.ndarray:
+        """How many of ``terms`` (stems) each turn's whole text holds, a value per row of ``units.masks["turn"]``:
+        its BM25 view and its replies' tail together hold every word of it (:meth:`MemGAS._turn_views`). Needs both
+        indexes (``lexical`` and ``tails``)."""
+        assert self.lexical is not None and self.tails is not None
+        n = self.units.masks["turn"].size
+        views, tails = self.lexical.holding(terms, n), self.tails.holding(terms, n)
+        out = np.zeros(n, np.int64)
+        for term in views.keys() | tails.keys():
+            held = np.zeros(n, bool)
+            for docs in (views.get(term), tails.get(term)):
+                if docs is not None:
+                    held[docs] = True
+            out += held
+        return out
+
 
 class _Snapshots:
     """A MemGAS index as a store snapshot (:class:`~memgas.methods.index.IndexCache`): the units (vectors as the
@@ -196,7 +212,7 @@ class _Snapshots:
     index is derived with (a change of either reads no old snapshot)."""
 
     #: Bumped whenever what the index holds, or how it is derived from the store, changes.
-    FORMAT = 1
+    FORMAT = 2
 
     def __init__(self, cfg: MemGASConfig) -> None:
         self._cfg = cfg
@@ -234,11 +250,13 @@ def _put_lexical(arrays: dict[str, np.ndarray], meta: dict[str, Any], prefix: st
                  n: int) -> None:
     """Add BM25 over the first ``n`` turns to a snapshot's ``arrays`` and ``meta``, under ``prefix``. Counts and
     lengths are whole numbers: float32 holds them exactly, and they are widened back on load."""
-    vocabulary, parts = lexical.to_arrays(n)
+    vocabulary, parts, present = lexical.to_arrays(n)
     arrays.update({f"{prefix}_starts": parts["starts"], f"{prefix}_docs": parts["docs"].astype(np.int32),
                    f"{prefix}_tfs": parts["tfs"].astype(np.float32),
-                   f"{prefix}_lengths": parts["lengths"].astype(np.float32)})
+                   f"{prefix}_lengths": parts["lengths"].astype(np.float32),
+                   f"{prefix}_present_starts": parts["present_starts"], f"{prefix}_present_docs": parts["present_docs"]})
     meta[_VOCABULARY[prefix]] = vocabulary
+    meta[f"{_VOCABULARY[prefix]}_present"] = present
 
 
 def _get_lexical(arrays: dict[str, np.ndarray], meta: dict[str, Any], prefix: str, cfg: MemGASConfig
@@ -248,7 +266,9 @@ def _get_lexical(arrays: dict[str, np.ndarray], meta: dict[str, Any], prefix: st
         return None
     return LexicalIndex.from_arrays(meta[_VOCABULARY[prefix]], {
         "starts": arrays[f"{prefix}_starts"].copy(), "docs": arrays[f"{prefix}_docs"],
-        "tfs": arrays[f"{prefix}_tfs"], "lengths": arrays[f"{prefix}_lengths"]}, k1=cfg.bm25_k1, b=cfg.bm25_b)
+        "tfs": arrays[f"{prefix}_tfs"], "lengths": arrays[f"{prefix}_lengths"],
+        "present_starts": arrays[f"{prefix}_present_starts"], "present_docs": arrays[f"{prefix}_present_docs"]},
+        meta[f"{_VOCABULARY[prefix]}_present"], k1=cfg.bm25_k1, b=cfg.bm25_b)
 
 
 def _extended_adjacency(a: sp.csr_matrix, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
@@ -716,7 +736,8 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
             scores = self._directly_ordered(index, scores, direct)
         if self.cfg.current_first and asks_about_now(query, query_time):
             scores = self._current_first(index, scores, sims, shares.get("lexical"))
-        return Scored(index.units, scores, weights, personalization, relevance=sims, channels=shares)
+        return Scored(index.units, scores, weights, personalization, relevance=sims, channels=shares,
+                      turn_words=index.turn_words if index.lexical is not None and index.tails is not None else None)
 
     def _directly_ordered(self, index: _Index, scores: np.ndarray, direct: np.ndarray) -> np.ndarray:
         """``scores`` with the ``direct_window`` best sessions ordered by their best ``direct`` score

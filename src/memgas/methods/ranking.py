@@ -5,7 +5,7 @@ with their best turns.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Collection, Mapping
+from typing import Callable, Collection, Mapping
 
 import numpy as np
 
@@ -34,6 +34,10 @@ class Scored:
     #: Per channel, its share of each session's evidence (a value per session of ``index``), when the method
     #: computes one (MemGAS): what each hit's :attr:`~memgas.core.types.Hit.channels` shows.
     channels: dict[str, np.ndarray] | None = None
+    #: How many of the given stems (:func:`memgas.kernels.lexical.tokenize`'s) each turn's text holds, a value per
+    #: row of ``index.masks["turn"]``, when the method's index knows it without reading the texts (MemGAS's BM25
+    #: over the whole turns); ``None``: read the texts.
+    turn_words: Callable[[Collection[str]], np.ndarray] | None = None
 
 
 @dataclass(frozen=True, slots=True)
