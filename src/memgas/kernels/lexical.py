@@ -248,7 +248,7 @@ class LexicalIndex:
         lengths = arrays["lengths"].astype(np.float64, copy=False)
         index._lengths = [lengths] if lengths.size else []
         index._n = int(lengths.size)
-        held = arrays.get("present_docs", np.zeros(0, np.int32)).astype(np.int32, copy=False)
+        held = arrays.get("present_docs", np.zeros(0, np.int32))  # document numbers, of any integer type
         bounds = arrays.get("present_starts", np.zeros(1, np.int64)).tolist()
         index._present = {stem: [held[a:z]] for stem, a, z in zip(present, bounds, bounds[1:])}
         index._bytes = docs.nbytes + tfs.nbytes + 8 * index._n + 72 * len(vocabulary) + held.nbytes + 72 * len(present)

@@ -15,6 +15,7 @@ from typing import Any, Callable, Generic, Protocol, TypeVar
 import numpy as np
 
 from memgas.core.errors import InvalidInputError
+from memgas.core.packing import narrowed
 from memgas.core.types import GRANULARITIES, Session
 from memgas.kernels.quantize import to_half
 from memgas.store import SnapshotStore, Store, StoredTexts, UnitTable
@@ -104,12 +105,14 @@ def _spare(n: int) -> int:
 
 
 def user_index_arrays(index: UserIndex) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """``index`` as arrays and JSON values for a snapshot (:func:`memgas.core.packing.pack`): the unit columns, the
-    vectors in float16 as the store keeps them (so a snapshot takes what the store takes for them), and the sessions
-    with their timestamps. Not the texts: they stay in the store, read for the hits that show them (StoredTexts)."""
+    """``index`` as arrays and JSON values for a snapshot (:func:`memgas.core.packing.pack`): the unit columns (whole
+    numbers in the smallest type that holds them, :func:`memgas.core.packing.narrowed`), the vectors in float16 as the
+    store keeps them (so a snapshot takes what the store takes for them), and the sessions with their timestamps. Not
+    the texts: they stay in the store, read for the hits that show them (StoredTexts)."""
     t = index.table
-    arrays = {"ids": t.ids, "session_of": index.session_of.astype(np.int32), "granularity": t.granularity,
-              "turn_start": t.turn_start, "turn_end": t.turn_end, "chunk": t.chunk, "halves": to_half(t.vectors)}
+    arrays = {"ids": narrowed(t.ids), "session_of": narrowed(index.session_of), "granularity": t.granularity,
+              "turn_start": narrowed(t.turn_start), "turn_end": narrowed(t.turn_end), "chunk": narrowed(t.chunk),
+              "halves": to_half(t.vectors)}
     meta = {"sessions": list(index.sessions), "dim": int(t.vectors.shape[1]),
             "timestamps": {sid: None if ts is None else ts.isoformat() for sid, ts in index.timestamps.items()}}
     return arrays, meta

@@ -31,7 +31,7 @@ from typing import Any, Callable, Collection, Optional
 import numpy as np
 import scipy.sparse as sp
 
-from memgas.core.packing import pack, unpack
+from memgas.core.packing import narrowed, pack, unpack
 from memgas.core.types import GRANULARITIES, Edge, Session, Unit
 from memgas.kernels.gmm import accept_masks
 from memgas.kernels.lexical import LexicalIndex
@@ -227,7 +227,7 @@ class _Snapshots:
     def encode(self, index: _Index) -> bytes:
         """``index`` as one packed byte string (:func:`memgas.core.packing.pack`)."""
         arrays, meta = user_index_arrays(index.units)
-        arrays.update(src=index.src.astype(np.int32), dst=index.dst.astype(np.int32), weight=index.weight)
+        arrays.update(src=narrowed(index.src), dst=narrowed(index.dst), weight=index.weight)
         for prefix, lexical in (("lex", index.lexical), ("tail", index.tails)):
             if lexical is not None:
                 _put_lexical(arrays, meta, prefix, lexical, index.units.masks["turn"].size)
@@ -248,13 +248,12 @@ _VOCABULARY = {"lex": "vocabulary", "tail": "tail_vocabulary"}
 
 def _put_lexical(arrays: dict[str, np.ndarray], meta: dict[str, Any], prefix: str, lexical: LexicalIndex,
                  n: int) -> None:
-    """Add BM25 over the first ``n`` turns to a snapshot's ``arrays`` and ``meta``, under ``prefix``. Counts and
-    lengths are whole numbers: float32 holds them exactly, and they are widened back on load."""
+    """Add BM25 over the first ``n`` turns to a snapshot's ``arrays`` and ``meta``, under ``prefix``. Documents,
+    counts and lengths are whole numbers: each array is kept in the smallest type that holds it exactly
+    (:func:`memgas.core.packing.narrowed`), and widened back on load."""
     vocabulary, parts, present = lexical.to_arrays(n)
-    arrays.update({f"{prefix}_starts": parts["starts"], f"{prefix}_docs": parts["docs"].astype(np.int32),
-                   f"{prefix}_tfs": parts["tfs"].astype(np.float32),
-                   f"{prefix}_lengths": parts["lengths"].astype(np.float32),
-                   f"{prefix}_present_starts": parts["present_starts"], f"{prefix}_present_docs": parts["present_docs"]})
+    arrays.update({f"{prefix}_{name}": narrowed(parts[name]) for name in
+                   ("starts", "docs", "tfs", "lengths", "present_starts", "present_docs")})
     meta[_VOCABULARY[prefix]] = vocabulary
     meta[f"{_VOCABULARY[prefix]}_present"] = present
 

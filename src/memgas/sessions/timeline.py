@@ -103,7 +103,7 @@ class SessionDigest:
 def _turn_vectors(store: Store, user_id: str, session_id: str, n_turns: int) -> np.ndarray | None:
     """Each turn's vector (the mean of its chunks' when it was cut), ``None`` where the method stores no turn units
     or they do not cover the session as it is (a rewrite under way)."""
-    table = store.session_units(user_id, session_id)
+    table = store.session_units(user_id, session_id, texts=False)
     rows = np.flatnonzero(table.mask("turn")) if len(table) else np.zeros(0, np.int64)
     if len(rows) == 0:
         return None

@@ -224,8 +224,9 @@ class Store(ABC):
         ``embedder_id``) as :meth:`add_session` does; return the new unit ids."""
 
     @abstractmethod
-    def session_units(self, user_id: str, session_id: str) -> UnitTable:
-        """The units of one session, in id order (empty when there is no such session)."""
+    def session_units(self, user_id: str, session_id: str, *, texts: bool = True) -> UnitTable:
+        """The units of one session, in id order (empty when there is no such session); with ``texts=False`` their
+        texts are not read (:class:`StoredTexts`, as :meth:`load_units_after` gives them)."""
 
     @abstractmethod
     def unit_ids(self, user_id: str) -> np.ndarray:

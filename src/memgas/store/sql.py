@@ -287,6 +287,8 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
 
     #: The unit columns read by load_units(_after), with the session id joined on the backend's key.
     _UNIT_COLUMNS: ClassVar[str]
+    #: Which units :meth:`session_units` reads (parameters: the user twice, the session id).
+    _UNITS_OF_SESSION: ClassVar[str] = "u.user_id = ? AND s.user_id = ? AND s.session_id = ?"
     #: The table expression load_edges_after reads (SQLite names the ``dst`` index it must use).
     _EDGES_AFTER_FROM: ClassVar[str] = "edges"
     #: How a subquery on ``messages m`` names the messages of session ``s`` (on the backend's key).
@@ -844,14 +846,17 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
                 rows = self._joined_texts(conn, user_id, rows)
         return int(kept), self._unit_table(rows, dim, None if texts else user_id)
 
-    def session_units(self, user_id: str, session_id: str) -> UnitTable:
-        """The units of one session, in id order (empty when there is no such session)."""
+    def session_units(self, user_id: str, session_id: str, *, texts: bool = True) -> UnitTable:
+        """The units of one session, in id order (empty when there is no such session); with ``texts=False`` their
+        texts are not read (:class:`~memgas.store.base.StoredTexts`)."""
         with self._read(user_id) as conn:
             dim = self._dim(conn) or 0
-            rows = conn.execute(self._q(self._UNIT_COLUMNS + " WHERE u.user_id = ? AND s.session_id = ? ORDER BY u.id"),
-                                (user_id, session_id)).fetchall()
-            rows = self._joined_texts(conn, user_id, rows)
-        return self._unit_table(rows, dim)
+            columns = self._UNIT_COLUMNS if texts else self._UNIT_COLUMNS.replace(" u.text,", " NULL,")
+            rows = conn.execute(self._q(columns + f" WHERE {self._UNITS_OF_SESSION} ORDER BY u.id"),
+                                (user_id, user_id, session_id)).fetchall()
+            if texts:
+                rows = self._joined_texts(conn, user_id, rows)
+        return self._unit_table(rows, dim, None if texts else user_id)
 
     def unit_ids(self, user_id: str) -> np.ndarray:
         """The ids of the user's units, ascending (int64): what an index compares its rows with after a rewrite."""
