@@ -1146,3 +1146,22 @@ def test_a_text_that_joins_its_turns_is_stored_once(target: str, store: Store, r
     assert store.load_units_after("alice", ids[0])[1].texts == texts[1:]
     assert store.unit_texts("alice", ids) == dict(zip(ids, texts))
     assert list(store.load_units("alice", texts=False).texts) == list(texts)
+
+
+def test_one_sessions_units_with_or_without_their_texts(store: Store, rng: np.random.Generator) -> None:
+    for sid in ("a", "b", "c"):
+        session = _session("u", sid, n_turns=3)
+        store.add_session(session, _units(session, rng), [])
+    whole, lean = store.session_units("u", "b"), store.session_units("u", "b", texts=False)
+    assert lean.ids.tolist() == whole.ids.tolist() and set(whole.session_ids) == {"b"}
+    np.testing.assert_array_equal(lean.vectors, whole.vectors)
+    assert list(lean.texts) == list(whole.texts)  # read from the store when asked for
+
+
+def test_one_sessions_units_are_found_by_the_sessions_key_not_the_users(sqlite_store: SQLiteStore) -> None:
+    """SQLite's planner, left to itself, took the user's index and read every unit row of the user for each session
+    (a timeline read all of them once per session)."""
+    statement = SQLiteStore._UNIT_COLUMNS + f" WHERE {SQLiteStore._UNITS_OF_SESSION} ORDER BY u.id"
+    with sqlite3.connect(sqlite_store.path) as conn:
+        plan = " ".join(str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + statement, ("u", "u", "s")))
+    assert "units_session" in plan and "units_user" not in plan

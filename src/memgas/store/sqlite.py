@@ -433,9 +433,6 @@ class SQLiteStore(SQLStore):
     _UNIT_COLUMNS = ("SELECT u.id, s.session_id, u.granularity, u.turn_start, u.turn_end, u.chunk, u.text, u.msg_start,"
                      " u.msg_end, u.session_pk, u.vector"
                      " FROM units u JOIN sessions s ON s.pk = u.session_pk")
-    # ``+`` keeps the planner off the user's index: by it, one session's units were found by reading every unit row
-    # of the user (a timeline of 262 sessions, 20,471 units: 3.8 s), by the session's key they are read directly
-    _UNITS_OF_SESSION = "+u.user_id = ? AND s.user_id = ? AND s.session_id = ?"
     # Without the hint the planner may walk the user's whole graph; by ``dst`` the cost follows the
     # edges written since ``after_id`` (of every user: ids are store-wide).
     _EDGES_AFTER_FROM = "edges INDEXED BY edges_dst"
