@@ -555,5 +555,8 @@ def test_latency_times_search_and_context_on_an_existing_store(tmp_path: Path, c
     assert len(result["search_ms"]) == len(result["context_ms"]) == len(result["timeline_ms"]) == 3
     assert result["timeline_p95_ms"] >= result["timeline_p50_ms"] > 0 and "timeline of the question" in printed
     assert result["ratio_p50"] == pytest.approx(result["context_p50_ms"] / result["search_p50_ms"])
+    embedded = [np.percentile(np.add(result[f"{call}_ms"], result["embed_ms"]), 50) for call in ("context", "search")]
+    assert result["ratio_embedded_p50"] == pytest.approx(embedded[0] / embedded[1])
+    assert f"{result['ratio_embedded_p95']:.1f}×" in printed and "with the embedding in both" in printed
     assert main(["bench", "latency", "--out", str(out)]) == 2  # no store named: one line
     assert "pass --backend" in capsys.readouterr().err

@@ -5,8 +5,9 @@ Anyone can time their own deployment with it (``memgas bench latency --backend <
 beginnings of the store's own user messages (a fixed draw, so two runs ask the same), each asked of its own user as
 a search (``k`` 5) and as a context (``max_tokens`` 1,000), after one warm-up call per user so that index builds are
 not counted. Each question is embedded first and timed on its own (as the benchmark runner does): both calls then
-find its vector, and each timing is that call's own work (a caller pays the embedding once per question too). Both timings of a question are taken one after the other in one
-process, so their ratio holds on shared cores.
+find its vector, and each timing is that call's own work; a second ratio counts the embedding in both, as a caller
+who calls either one pays it. Both timings of a question are taken one after the other in one process, so their
+ratio holds on shared cores.
 """
 
 from __future__ import annotations
@@ -72,6 +73,9 @@ def run_latency(mem: Memory, n: int = 20, *, k: int = 5, max_tokens: int = 1000)
             out[f"{name}_p{p}_ms"] = float(np.percentile(values, p)) if values else 0.0
     for p in (50, 95):
         out[f"ratio_p{p}"] = out[f"context_p{p}_ms"] / out[f"search_p{p}_ms"] if out[f"search_p{p}_ms"] else 0.0
+        # as a caller sees the two calls: each embeds its question first
+        searched = np.percentile(np.add(search_ms, embed_ms), p) if search_ms else 0.0
+        out[f"ratio_embedded_p{p}"] = float(np.percentile(np.add(context_ms, embed_ms), p) / searched) if searched else 0.0
     return out
 
 
@@ -82,8 +86,10 @@ def latency_markdown(result: dict[str, Any]) -> str:
         f"{result['max_tokens']} tokens; the question's embedding, made once before both: "
         f"{result['embed_p50_ms']:.1f} ms p50",
         "",
-        "| | search (ms) | context (ms) | context ÷ search | timeline of the question's topic (ms) |",
-        "|---|---:|---:|---:|---:|",
+        "| | search (ms) | context (ms) | context ÷ search | ÷ with the embedding in both | timeline of the question's "
+        "topic (ms) |",
+        "|---|---:|---:|---:|---:|---:|",
         *(f"| p{p} | {result[f'search_p{p}_ms']:.1f} | {result[f'context_p{p}_ms']:.1f} | "
-          f"{result[f'ratio_p{p}']:.1f}× | {result[f'timeline_p{p}_ms']:.1f} |" for p in (50, 95)),
+          f"{result[f'ratio_p{p}']:.1f}× | {result[f'ratio_embedded_p{p}']:.1f}× | {result[f'timeline_p{p}_ms']:.1f} |"
+          for p in (50, 95)),
     ])
