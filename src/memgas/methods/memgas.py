@@ -227,7 +227,7 @@ class _Snapshots:
     def encode(self, index: _Index) -> bytes:
         """``index`` as one packed byte string (:func:`memgas.core.packing.pack`)."""
         arrays, meta = user_index_arrays(index.units)
-        arrays.update(src=narrowed(index.src), dst=narrowed(index.dst), weight=index.weight)
+        arrays.update(src=narrowed(index.src), dst=narrowed(index.dst), weight=narrowed(index.weight))
         for prefix, lexical in (("lex", index.lexical), ("tail", index.tails)):
             if lexical is not None:
                 _put_lexical(arrays, meta, prefix, lexical, index.units.masks["turn"].size)
@@ -237,7 +237,7 @@ class _Snapshots:
         """The index :meth:`encode` wrote: it scores and grows bit for bit as the index it was written from."""
         arrays, meta = unpack(data)
         return _Index(user_index_from_arrays(store, user_id, arrays, meta), arrays["src"].astype(np.int64),
-                      arrays["dst"].astype(np.int64), arrays["weight"].copy(), _get_lexical(arrays, meta, "lex", self._cfg),
+                      arrays["dst"].astype(np.int64), arrays["weight"].astype(np.float64), _get_lexical(arrays, meta, "lex", self._cfg),
                       _get_lexical(arrays, meta, "tail", self._cfg))
 
 
