@@ -260,3 +260,18 @@ def test_snapshots_are_only_kept_for_the_current_state_and_unreadable_ones_are_r
     store.delete_user("u")
     assert store.load_snapshot("u", kind) is None and store.load_snapshot("u", other._indexes._snapshots.kind) is None
     store.close()
+
+
+def test_an_upgraded_store_drops_the_snapshots_of_the_old_format(embedder, tmp_path: Path) -> None:
+    store = open_store(tmp_path / "mem.db")
+    method = MemGAS(embedder)
+    method.ingest(store, _session(random.Random(2), "s0"))
+    kind = method._indexes._snapshots.kind
+    old = kind.replace("memgas/2/", "memgas/1/")
+    assert kind.startswith("memgas/2/") and old != kind
+    assert store.save_snapshot("u", old, (store.version("u"), store.generation), b"an index of the older format")
+    cold = MemGAS(embedder)  # a process of the new code: builds, and keeps its snapshot
+    cold.search(store, "u", QUERIES[0], k=3)
+    assert cold.flush(timeout=30)
+    assert store.load_snapshot("u", kind) is not None and store.load_snapshot("u", old) is None
+    store.close()

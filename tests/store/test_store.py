@@ -1165,3 +1165,23 @@ def test_one_sessions_units_are_found_by_the_sessions_key_not_the_users(sqlite_s
     with sqlite3.connect(sqlite_store.path) as conn:
         plan = " ".join(str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + statement, ("u", "u", "s")))
     assert "units_session" in plan and "units_user" not in plan
+
+
+def test_a_snapshot_of_a_new_format_drops_the_users_snapshots_of_the_old(store: Store, rng: np.random.Generator
+                                                                          ) -> None:
+    for user in ("alice", "bob"):
+        s = _session(user, "s1")
+        store.add_session(s, _units(s, rng), [])
+    key = {u: (store.version(u), store.generation) for u in ("alice", "bob")}
+    for user in ("alice", "bob"):
+        assert store.save_snapshot(user, "m/1/x=1", key[user], b"old")
+        assert store.save_snapshot(user, "m/1/x=2", key[user], b"old, other settings")
+        assert store.save_snapshot(user, "other/1/x=1", key[user], b"another method's")
+    assert store.save_snapshot("alice", "m/2/x=1", key["alice"], b"new", replaces=("m/1/",))
+    assert store.load_snapshot("alice", "m/2/x=1") == (key["alice"][0], b"new")
+    assert store.load_snapshot("alice", "m/1/x=1") is None and store.load_snapshot("alice", "m/1/x=2") is None
+    assert store.load_snapshot("alice", "other/1/x=1") is not None  # another method's stays
+    assert store.load_snapshot("bob", "m/1/x=1") == (key["bob"][0], b"old")  # and every other user's
+    # a snapshot that is not kept (a state no longer the user's) drops nothing
+    assert not store.save_snapshot("bob", "m/2/x=1", (key["bob"][0] - 1, key["bob"][1]), b"new", replaces=("m/1/",))
+    assert store.load_snapshot("bob", "m/1/x=2") is not None

@@ -260,6 +260,9 @@ class SnapshotCodec(Protocol[T]):
 
     #: The snapshot kind: names the method, the format and every setting the index depends on.
     kind: str
+    #: Beginnings of the kinds this one replaces (the method's older formats, which no reader reads again): saving a
+    #: snapshot drops the user's snapshots of those, so an upgraded store does not keep them for ever.
+    replaces: tuple[str, ...]
 
     def encode(self, index: T) -> bytes:
         """``index`` as bytes."""
@@ -425,8 +428,8 @@ class IndexCache(Generic[T]):
                     return
                 store, user_id, key, index = self._pending.pop(next(iter(self._pending)))
             try:
-                kept = isinstance(store, SnapshotStore) and store.save_snapshot(user_id, codec.kind, key,
-                                                                                 codec.encode(index))
+                kept = isinstance(store, SnapshotStore) and store.save_snapshot(
+                    user_id, codec.kind, key, codec.encode(index), replaces=codec.replaces)
             except Exception:
                 kept = False   # read-only, busy past its timeout) loses nothing, and the next build tries again
             if kept:

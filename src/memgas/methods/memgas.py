@@ -213,6 +213,8 @@ class _Snapshots:
 
     #: Bumped whenever what the index holds, or how it is derived from the store, changes.
     FORMAT = 2
+    #: The older formats' kinds, dropped when a snapshot of this one is kept.
+    replaces = tuple(f"memgas/{n}/" for n in range(1, FORMAT))
 
     def __init__(self, cfg: MemGASConfig) -> None:
         self._cfg = cfg

@@ -5,6 +5,7 @@ from its units)."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Sequence
 
 __all__ = ["SnapshotStore"]
 
@@ -13,10 +14,12 @@ class SnapshotStore(ABC):
     """Where a user's index snapshots live; deletes drop a user's snapshots."""
 
     @abstractmethod
-    def save_snapshot(self, user_id: str, kind: str, key: tuple[int, int], data: bytes) -> bool:
+    def save_snapshot(self, user_id: str, kind: str, key: tuple[int, int], data: bytes, *,
+                      replaces: Sequence[str] = ()) -> bool:
         """Keep ``data``, an index of the user's state at ``key`` (``(version(user_id), generation)`` as read), as
         the user's snapshot of ``kind``; return whether it was kept (only while ``key`` is still the user's state).
-        Deletes drop a user's snapshots."""
+        Keeping it drops the user's snapshots whose kind begins with one of ``replaces``. Deletes drop a user's
+        snapshots."""
 
     @abstractmethod
     def load_snapshot(self, user_id: str, kind: str) -> tuple[int, bytes] | None:

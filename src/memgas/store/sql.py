@@ -593,9 +593,11 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
         """Drop the user's index snapshots in the open write transaction: what it deletes must not live on in them."""
         conn.execute(self._q("DELETE FROM snapshots WHERE user_id = ?"), (user_id,))
 
-    def save_snapshot(self, user_id: str, kind: str, key: tuple[int, int], data: bytes) -> bool:
+    def save_snapshot(self, user_id: str, kind: str, key: tuple[int, int], data: bytes, *,
+                      replaces: Sequence[str] = ()) -> bool:
         """Keep ``data``, an index of the user's state at ``key`` (``(version(user_id), generation)`` when it was
-        read), as the user's snapshot of ``kind``, replacing the one before; return whether it was kept.
+        read), as the user's snapshot of ``kind``, replacing the one before and the user's snapshots whose kind begins
+        with one of ``replaces`` (a method's older formats); return whether it was kept.
 
         It is kept only while ``key`` is still the user's state (no write of this user committed since and no
         rollback in this store object), so a snapshot is always of a committed state that no later delete removed
@@ -610,6 +612,10 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
             conn.execute(self._q("INSERT INTO snapshots (user_id, kind, version, data) VALUES (?, ?, ?, ?)"
                                  " ON CONFLICT (user_id, kind) DO UPDATE SET version = excluded.version,"
                                  " data = excluded.data"), (user_id, kind, key[0], data))
+            for old in replaces:
+                if not kind.startswith(old):
+                    conn.execute(self._q("DELETE FROM snapshots WHERE user_id = ? AND substr(kind, 1, ?) = ?"),
+                                 (user_id, len(old), old))
         return True
 
     def load_snapshot(self, user_id: str, kind: str) -> tuple[int, bytes] | None:
