@@ -39,15 +39,19 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _spans(text: str) -> tuple[tuple[int, int], ...]:
-    """:func:`sentence_spans` of a long text (the whole text as one where it has none), kept for the texts of up to
-    20,000 characters read most recently: a context cuts the same long messages question after question."""
-    return _kept_spans(text) if len(text) <= 20_000 else tuple(sentence_spans(text)) or ((0, len(text)),)
+def _sentences(text: str) -> tuple[tuple[tuple[int, int], ...], tuple[frozenset[str], ...]]:
+    """:func:`sentence_spans` of a long text (the whole text as one where it has none) with each sentence's tokens,
+    kept for the 4,096 texts of up to 20,000 characters read most recently: a context cuts the same long messages
+    question after question, and one look-up then stands for every sentence's."""
+    return _kept_sentences(text) if len(text) <= 20_000 else _split(text)
 
 
-@lru_cache(maxsize=4096)
-def _kept_spans(text: str) -> tuple[tuple[int, int], ...]:
-    return tuple(sentence_spans(text)) or ((0, len(text)),)
+def _split(text: str) -> tuple[tuple[tuple[int, int], ...], tuple[frozenset[str], ...]]:
+    spans = tuple(sentence_spans(text)) or ((0, len(text)),)
+    return spans, tuple(token_sets([text[a:b] for a, b in spans]))
+
+
+_kept_sentences = lru_cache(maxsize=4096)(_split)
 
 
 def query_terms(query: str) -> frozenset[str]:
@@ -87,9 +91,9 @@ def best_window(text: str, terms: Collection[str], max_chars: int) -> tuple[int,
     """
     if len(text) <= max_chars:
         return 0, len(text), len(token_sets([text])[0] & set(terms)) if terms else 0
-    spans = _spans(text)
+    spans, sets = _sentences(text)
     wanted = set(terms)
-    have = [w & wanted for w in token_sets([text[a:b] for a, b in spans])]
+    have = [w & wanted for w in sets]
     hits, i, j = best_sentences(spans, have, max_chars)
     start, end = spans[i][0], spans[j - 1][1]
     if end - start > max_chars:
