@@ -246,3 +246,28 @@ def test_the_floor_by_words_reads_the_index_and_agrees_with_the_texts(embedder: 
         scored = mem.method.scored
         monkeypatch.setattr(mem.method, "scored", lambda *a, **k: replace(scored(*a, **k), turn_words=None))
         assert [mem.context(q, user_id="u", max_tokens=400, min_score=0.95) for q in questions] == blocks
+
+
+def test_a_turn_whose_unit_keeps_its_own_text_is_quoted_from_its_session(tmp_path: Path) -> None:
+    """Another method's turn units may keep a text of their own (no message range): their messages come from the
+    session, read whole; a unit kept as its turn's messages is read by them."""
+    import numpy as np
+
+    from memgas.context.build import _quoted
+    from memgas.core.types import Unit
+    from memgas.core.validate import make_session
+    from memgas.store import open_store
+
+    session = make_session([m for t in range(3) for m in chat(f"question {t}", f"answer {t}")], user_id="u",
+                           session_id="s")
+    vector = np.ones(4) / 2
+    units = [Unit("s", "turn", f"a note on turn {t}" if t != 1 else session.turns[t].text, t, t + 1, vector=vector)
+             for t in range(3)]
+    with open_store(tmp_path / "m.db") as store:
+        store.bind_embedder("test", 4)
+        store.add_session(session, units, [])
+        table = store.load_units("u")
+        rows = np.flatnonzero(table.mask("turn"))
+        assert _quoted(store, "u", table, rows) == {
+            int(table.ids[r]): (session.turns[t].msg_start, session.turns[t].messages) for t, r in enumerate(rows)}
+        assert store.unit_messages("u", [int(table.ids[rows[0]])])[int(table.ids[rows[0]])] == (-1, ())

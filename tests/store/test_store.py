@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -1185,3 +1186,20 @@ def test_a_snapshot_of_a_new_format_drops_the_users_snapshots_of_the_old(store: 
     # a snapshot that is not kept (a state no longer the user's) drops nothing
     assert not store.save_snapshot("bob", "m/2/x=1", (key["bob"][0] - 1, key["bob"][1]), b"new", replaces=("m/1/",))
     assert store.load_snapshot("bob", "m/1/x=2") is not None
+
+
+def test_a_units_messages_and_a_sessions_speakers_are_read_without_the_rest(store: Store,
+                                                                            rng: np.random.Generator) -> None:
+    s = _session("u", "s1", n_turns=3, participants=["Ann"])
+    units = _units(s, rng)
+    units[2] = replace(units[2], text=s.turns[1].text)  # turn 1's unit: its turn's text, kept as a message range
+    ids = store.add_session(s, units, [])
+    other = _session("u", "s2")
+    store.add_session(other, _units(other, rng), [])
+    got = store.unit_messages("u", [ids[2], ids[1], 10**9])
+    assert got == {ids[2]: (s.turns[1].msg_start, s.turns[1].messages), ids[1]: (-1, ())}  # turn 0's: kept as is
+    assert store.unit_messages("someone else", [ids[2]]) == {}
+    assert store.session_metadata("u", ["s1", "s2", "nope"]) == {"s1": {"participants": ["Ann"]}, "s2": {}}
+    assert store.session_speakers("u", ["s1", "nope"]) == {
+        "s1": ({"participants": ["Ann"]}, tuple((m.role, m.name) for m in s.messages))}
+    assert store.session_speakers("u", []) == {} and store.session_metadata("someone else", ["s1"]) == {}

@@ -1,6 +1,6 @@
 """The store cut by concern: the core interface (sessions, messages, units, edges, versions) and, apart, what only
-some layers use (binding, index snapshots, API keys, experience items, shared rate-limit buckets), each backend holding
-the parts it can on one database."""
+some layers use (binding, index snapshots, API keys, experience items, quoted parts of sessions, shared rate-limit
+buckets), each backend holding the parts it can on one database."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from memgas.core.errors import InvalidInputError
 from memgas.store import (
     ExperienceStore,
     KeyStore,
+    QuoteStore,
     RateLimitStore,
     SnapshotStore,
     SQLiteStore,
@@ -21,7 +22,7 @@ from memgas.store import (
 )
 from memgas.store.postgres import PostgresStore
 
-PARTS = (StoreBinding, SnapshotStore, KeyStore, ExperienceStore, RateLimitStore)
+PARTS = (StoreBinding, SnapshotStore, KeyStore, ExperienceStore, QuoteStore, RateLimitStore)
 
 
 def test_the_core_interface_holds_sessions_units_and_edges_only() -> None:
@@ -31,7 +32,7 @@ def test_the_core_interface_holds_sessions_units_and_edges_only() -> None:
 
 
 def test_each_backend_holds_the_parts_it_can() -> None:
-    assert [issubclass(SQLiteStore, p) for p in PARTS] == [True, True, True, True, False]  # limits: one process
+    assert [issubclass(SQLiteStore, p) for p in PARTS] == [True, True, True, True, True, False]  # limits: one process
     assert all(issubclass(PostgresStore, p) for p in PARTS)  # buckets shared by every worker on the database
 
 

@@ -39,15 +39,15 @@ from memgas.context.assemble import (
 )
 from memgas.context.profile import Profiles
 from memgas.context.question import Question, context_mode
-from memgas.core.types import Message, Session, Turn
+from memgas.core.types import Message, Turn
 from memgas.kernels.excerpt import excerpt
 from memgas.kernels.lexical import token_sets
-from memgas.kernels.people import named_in, only_asks, people_of
+from memgas.kernels.people import known_from, named_in, only_asks, people_of
 from memgas.kernels.text import context_tokens as count_tokens
 from memgas.methods.base import MemoryMethod
 from memgas.methods.index import UserIndex
 from memgas.methods.ranking import Scored
-from memgas.store import Store, texts_of
+from memgas.store import QuoteStore, Store, UnitTable, part, texts_of
 
 __all__ = ["build_context", "context_mode"]
 
@@ -206,8 +206,8 @@ def _excerpts(scored: Scored, rows: np.ndarray, after: set[int], store: Store, u
               mode: str, options: ContextOptions, shown: set[tuple[str, int]]) -> Iterator[Pending]:
     """The excerpts of the messages of ``rows`` (turns, best first) in the order :func:`take` tries them: by
     priority, equals in the order of their turns and of the messages in them. Each is cut only when it is reached,
-    and each turn's session read only when its messages may be next, so the work follows what the block shows, not
-    how many turns pass the floor.
+    and each turn's messages read (by their key, not their whole session) only when they may be next, so the work
+    follows what the block shows, not how many turns pass the floor or how long their sessions are.
 
     A user message (a person's words) has its turn's rank as its priority (a quarter more where the question names
     another person); a reply, cut to the part that holds the question's words and left out where it holds none, comes
@@ -225,30 +225,32 @@ def _excerpts(scored: Scored, rows: np.ndarray, after: set[int], store: Store, u
     n = len(rows)
     # the least priority any message of rows[i:] may have
     least = np.minimum.accumulate([float(i + (n if int(r) in after else 0)) for i, r in enumerate(rows)][::-1])[::-1]
-    sessions: dict[str, tuple[Session, tuple[Turn, ...], frozenset[str], frozenset[str]]] = {}
+    people: dict[str, tuple[frozenset[str], frozenset[str]]] = {}  # per session: who speaks, whom the question names
     waiting: list[tuple[float, int, int, Message, bool, int]] = []  # priority, order, row rank, message, said, at
     order = count()
     read, chunk = 0, 8
     while waiting or read < n:
         if read < n and (not waiting or waiting[0][0] > least[read]):
             end, chunk = min(n, read + chunk), 2 * chunk
-            for sid in dict.fromkeys(table.session_ids[r] for r in rows[read:end]):
-                if sid not in sessions:  # each quoted session read, cut into turns, and its people found, once
-                    got = store.get_session(user_id, sid)
-                    people = people_of(got.metadata, [(m.role, m.name) for m in got.messages])
-                    sessions[sid] = (got, got.turns, people, named_in(question.text, people))
+            quoted = _quoted(store, user_id, table, rows[read:end])
+            fresh: dict[str, list[Message]] = {}
+            for r in rows[read:end]:
+                if table.session_ids[r] not in people and int(table.ids[r]) in quoted:
+                    fresh.setdefault(table.session_ids[r], []).extend(quoted[int(table.ids[r])][1])
+            for sid, who in _people(store, user_id, fresh).items():
+                people[sid] = (who, named_in(question.text, who))
             for rank in range(read, end):
                 r = rows[rank]
                 sid = table.session_ids[r]
-                _, turns, people, named = sessions[sid]
-                t = int(table.turn_start[r])
-                if t >= len(turns):  # the index is older than the session's last rewrite
+                if int(table.ids[r]) not in quoted or sid not in people:  # gone since the index was read
                     continue
-                for offset, m in enumerate(turns[t].messages):
-                    if (sid, turns[t].msg_start + offset) in shown:
+                start, messages = quoted[int(table.ids[r])]
+                who, named = people[sid]
+                for offset, m in enumerate(messages):
+                    if (sid, start + offset) in shown:
                         continue
                     author = (m.name or "").casefold()
-                    said = m.role == "user" or (m.role == "assistant" and author in people)  # a person's words
+                    said = m.role == "user" or (m.role == "assistant" and author in who)  # a person's words
                     if spread and not said and not summary:  # a timeline of what the people brought up
                         continue
                     if said:  # the words of the person a question names first, then the others'
@@ -256,18 +258,48 @@ def _excerpts(scored: Scored, rows: np.ndarray, after: set[int], store: Store, u
                     else:  # a reply, after the user messages of a few better turns
                         priority = rank + lag + 0.5
                     priority += n if int(r) in after else 0
-                    heapq.heappush(waiting, (priority, next(order), rank, m, said, turns[t].msg_start + offset))
+                    heapq.heappush(waiting, (priority, next(order), rank, m, said, start + offset))
             read = end
             continue
         priority, _, rank, m, said, at = heapq.heappop(waiting)
         r = rows[rank]
         sid = table.session_ids[r]
-        session = sessions[sid][0]
+        when = index.timestamps.get(sid)
         cap = options.timeline_chars if spread else options.user_chars if said else options.reply_chars
-        bare = Excerpt(sid, at, m.name or m.role, "", session.timestamp, priority, (_seconds(session.timestamp), at),
+        bare = Excerpt(sid, at, m.name or m.role, "", when, priority, (_seconds(when), at),
                         np.asarray(table.vectors[r], np.float32), int(table.turn_start[r]), frozenset(), False,
                         float(relevance[r]))
         yield Pending(least_cost(bare, m.content, cap), partial(_cut, bare, m.content, question.terms, cap, said))
+
+
+def _quoted(store: Store, user_id: str, table: UnitTable, rows: np.ndarray
+            ) -> dict[int, tuple[int, tuple[Message, ...]]]:
+    """The messages of the turns ``rows``, by unit id: each turn's, read by the messages' key
+    (:meth:`memgas.store.Store.unit_messages`); a turn whose text is kept as it is (no message range: another
+    method's units) is cut from its session, read whole. A unit gone since the index was read is left out."""
+    quoted = part(store, QuoteStore).unit_messages(user_id, [int(table.ids[r]) for r in rows])
+    whole: dict[str, tuple[Turn, ...]] = {}
+    for r in rows:
+        uid, sid, t = int(table.ids[r]), table.session_ids[r], int(table.turn_start[r])
+        if uid in quoted and quoted[uid][0] < 0:
+            turns = whole[sid] if sid in whole else whole.setdefault(sid, store.get_session(user_id, sid).turns)
+            quoted[uid] = (turns[t].msg_start, turns[t].messages) if t < len(turns) else (0, ())
+    return quoted
+
+
+def _people(store: Store, user_id: str, quoted: dict[str, list[Message]]) -> dict[str, frozenset[str]]:
+    """Who speaks in each session of ``quoted`` (:func:`memgas.kernels.people.people_of`), given some of its
+    messages: from its metadata and those messages where they settle it (:func:`memgas.kernels.people.known_from`),
+    else from every message's speaker, read without the messages' text (a conversation of named speakers)."""
+    quotes = part(store, QuoteStore)
+    metadata = quotes.session_metadata(user_id, list(quoted))
+    some = {sid: [(m.role, m.name) for m in quoted[sid]] for sid in metadata}
+    out = {sid: people_of(meta, some[sid]) for sid, meta in metadata.items() if known_from(meta, some[sid])}
+    rest = [sid for sid in metadata if sid not in out]
+    if rest:
+        out.update((sid, people_of(meta, speakers)) for sid, (meta, speakers) in
+                   quotes.session_speakers(user_id, rest).items())
+    return out
 
 
 def _cut(bare: Excerpt, content: str, terms: frozenset[str], cap: int, said: bool) -> Excerpt | None:

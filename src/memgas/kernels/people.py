@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, Collection, Mapping, Sequence
 
-__all__ = ["people_of", "named_in", "only_asks"]
+__all__ = ["people_of", "known_from", "named_in", "only_asks"]
 
 
 def people_of(metadata: Mapping[str, Any], speakers: Sequence[tuple[str, str | None]]) -> frozenset[str]:
@@ -38,6 +38,18 @@ def people_of(metadata: Mapping[str, Any], speakers: Sequence[tuple[str, str | N
     if not talk or any(not name for name in talk):
         return frozenset()
     return frozenset(str(name).casefold() for name in talk)
+
+
+def known_from(metadata: Mapping[str, Any], some: Sequence[tuple[str, str | None]]) -> bool:
+    """Whether :func:`people_of` of a session is known from its ``metadata`` and ``some`` of its speakers, whatever
+    the others: where the metadata declares the participants, or one of ``some`` speaking as user or assistant has
+    no name (then nobody is a person by name).
+
+    >>> known_from({"participants": ["Ann"]}, []), known_from({}, [("assistant", None)]), known_from({}, [("user", "Ann")])
+    (True, True, False)
+    """
+    return isinstance(metadata.get("participants"), (Mapping, list, tuple)) or any(
+        role in ("user", "assistant") and not name for role, name in some)
 
 
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*")

@@ -12,12 +12,13 @@ from memgas.store.binding import StoreBinding
 from memgas.store.experience import ExperienceRecord, ExperienceStore, scope_of
 from memgas.store.keys import ApiKeyRecord, KeyStore
 from memgas.store.limits import RateLimitStore
+from memgas.store.quotes import QuoteStore
 from memgas.store.snapshots import SnapshotStore
 from memgas.store.sqlite import SQLiteStore
 
 __all__ = [
     "Store", "UnitTable", "EdgeTable", "SessionInfo", "StoreBinding", "SnapshotStore", "KeyStore", "ApiKeyRecord",
-    "ExperienceStore", "ExperienceRecord", "scope_of", "RateLimitStore",
+    "ExperienceStore", "ExperienceRecord", "scope_of", "RateLimitStore", "QuoteStore",
     "StoredTexts", "texts_of",
     "SQLiteStore", "open_store", "migrate", "part",
 ]

@@ -27,6 +27,7 @@ from memgas.store.base import PREVIEW_CHARS, EdgeTable, SessionInfo, Store, Stor
 from memgas.store.binding import EmbedderSwitch, StoreBinding
 from memgas.store.experience import ExperienceRecord, ExperienceStore, scope_of
 from memgas.store.keys import ApiKeyRecord, KeyStore
+from memgas.store.quotes import QuoteStore
 from memgas.store.snapshots import SnapshotStore
 
 __all__ = ["SQLStore"]
@@ -274,7 +275,7 @@ class _Switch(EmbedderSwitch):
         self.set.add(int(item_id))
 
 
-class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
+class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, QuoteStore):
     """A :class:`~memgas.store.base.Store` over a SQL database, with the other concerns a SQL database holds beside
     it (binding, snapshots, keys, experience, each its own interface): the methods whose SQL both backends share.
 
@@ -818,6 +819,56 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore):
                     elif role is not None:
                         got.append(speaker_line(role, name, content))
         return {uid: "\n".join(got) for uid, got in lines.items()}
+
+    def unit_messages(self, user_id: str, ids: Sequence[int]) -> dict[int, tuple[int, tuple[Message, ...]]]:
+        """For each of the user's units ``ids`` that exists, by id: the position of the first message its text is made
+        of and those messages, ``(-1, ())`` for a text kept as it is: one statement per 500 ids, by the messages' key
+        (a context quotes a few turns of sessions that may hold tens of thousands of words)."""
+        wanted = sorted({int(i) for i in ids})
+        out: dict[int, tuple[int, list[Message]]] = {}
+        with self._read(user_id) as conn:
+            for start in range(0, len(wanted), 500):
+                part = wanted[start:start + 500]
+                statement = ("SELECT u.id, u.msg_start, m.role, m.content, m.name, m.metadata FROM units u LEFT JOIN"
+                             f" messages m ON {self._MESSAGES_OF_UNIT} AND m.position >= u.msg_start"
+                             f" AND m.position < u.msg_end WHERE u.user_id = ? AND u.id IN ({', '.join('?' * len(part))})"
+                             " ORDER BY u.id, m.position")
+                params = (user_id,) * self._MESSAGES_OF_UNIT.count("?") + (user_id, *part)
+                for uid, msg_start, role, content, name, meta in conn.execute(self._q(statement), params).fetchall():
+                    got = out.setdefault(int(uid), (int(msg_start), []))[1]
+                    if role is not None:
+                        got.append(Message(role, content, name, None if meta is None else json.loads(meta)))
+        return {uid: (start, tuple(got)) for uid, (start, got) in out.items()}
+
+    def session_metadata(self, user_id: str, session_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The metadata of each of the user's sessions ``session_ids`` that exists, by id: one statement per 500."""
+        wanted = sorted(set(session_ids))
+        out: dict[str, dict[str, Any]] = {}
+        with self._read(user_id) as conn:
+            for start in range(0, len(wanted), 500):
+                part = wanted[start:start + 500]
+                statement = (f"SELECT session_id, metadata FROM sessions WHERE user_id = ? AND session_id IN"
+                             f" ({', '.join('?' * len(part))})")
+                out.update((sid, json.loads(meta)) for sid, meta in conn.execute(self._q(statement), (user_id, *part)))
+        return out
+
+    def session_speakers(self, user_id: str, session_ids: Sequence[str]
+                         ) -> dict[str, tuple[dict[str, Any], tuple[tuple[str, str | None], ...]]]:
+        """For each of the user's sessions ``session_ids`` that exists, by id: its metadata and each message's
+        ``(role, name)`` in order, without the messages' text: one statement per 500 sessions."""
+        wanted = sorted(set(session_ids))
+        out: dict[str, tuple[dict[str, Any], list[tuple[str, str | None]]]] = {}
+        with self._read(user_id) as conn:
+            for start in range(0, len(wanted), 500):
+                part = wanted[start:start + 500]
+                statement = (f"SELECT s.session_id, s.metadata, m.role, m.name FROM sessions s LEFT JOIN messages m ON"
+                             f" {self._MESSAGES_OF} WHERE s.user_id = ? AND s.session_id IN ({', '.join('?' * len(part))})"
+                             " ORDER BY s.pk, m.position")
+                for sid, meta, role, name in conn.execute(self._q(statement), (user_id, *part)).fetchall():
+                    got = out.setdefault(sid, (json.loads(meta), []))[1]
+                    if role is not None:
+                        got.append((role, name))
+        return {sid: (meta, tuple(got)) for sid, (meta, got) in out.items()}
 
     def _joined_texts(self, conn: Any, user_id: str, rows: list[Any]) -> list[Any]:
         """Unit ``rows`` (as :attr:`_UNIT_COLUMNS` reads them) with each text stored as a message range made again:
