@@ -802,43 +802,42 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
     def unit_texts(self, user_id: str, ids: Sequence[int]) -> dict[int, str]:
         """The texts of the user's units ``ids`` that exist, by id: one statement per 500 ids, which joins each text
         kept as a message range to its messages (a search reads its hits' turns so, in one round trip)."""
-        wanted = sorted({int(i) for i in ids})
         lines: dict[int, list[str]] = {}
-        with self._read(user_id) as conn:
-            for start in range(0, len(wanted), 500):
-                part = wanted[start:start + 500]
-                statement = ("SELECT u.id, u.text, u.msg_start, m.role, m.content, m.name FROM units u LEFT JOIN"
-                             f" messages m ON {self._MESSAGES_OF_UNIT} AND m.position >= u.msg_start"
-                             f" AND m.position < u.msg_end WHERE u.user_id = ? AND u.id IN ({', '.join('?' * len(part))})"
-                             " ORDER BY u.id, m.position")
-                params = (user_id,) * self._MESSAGES_OF_UNIT.count("?") + (user_id, *part)
-                for uid, text, msg_start, role, content, name in conn.execute(self._q(statement), params).fetchall():
-                    got = lines.setdefault(int(uid), [])
-                    if msg_start < 0:
-                        got.append(text)
-                    elif role is not None:
-                        got.append(speaker_line(role, name, content))
+        for uid, text, msg_start, role, content, name, _ in self._unit_ranges(user_id, ids):
+            got = lines.setdefault(uid, [])
+            if msg_start < 0:
+                got.append(text)
+            elif role is not None:
+                got.append(speaker_line(role, name, content))
         return {uid: "\n".join(got) for uid, got in lines.items()}
 
     def unit_messages(self, user_id: str, ids: Sequence[int]) -> dict[int, tuple[int, tuple[Message, ...]]]:
         """For each of the user's units ``ids`` that exists, by id: the position of the first message its text is made
         of and those messages, ``(-1, ())`` for a text kept as it is: one statement per 500 ids, by the messages' key
         (a context quotes a few turns of sessions that may hold tens of thousands of words)."""
-        wanted = sorted({int(i) for i in ids})
         out: dict[int, tuple[int, list[Message]]] = {}
+        for uid, _, msg_start, role, content, name, meta in self._unit_ranges(user_id, ids):
+            got = out.setdefault(uid, (msg_start, []))[1]
+            if role is not None:
+                got.append(Message(role, content, name, None if meta is None else json.loads(meta)))
+        return {uid: (start, tuple(got)) for uid, (start, got) in out.items()}
+
+    def _unit_ranges(self, user_id: str, ids: Sequence[int]) -> list[tuple[int, str, int, Any, Any, Any, Any]]:
+        """Per unit of ``ids`` the user has, by ascending id: ``(id, text, msg_start, role, content, name, metadata)``
+        for each message of its range in order, or one row of ``None`` message columns for a text kept as it is."""
+        wanted = sorted({int(i) for i in ids})
+        rows: list[tuple[int, str, int, Any, Any, Any, Any]] = []
         with self._read(user_id) as conn:
             for start in range(0, len(wanted), 500):
                 part = wanted[start:start + 500]
-                statement = ("SELECT u.id, u.msg_start, m.role, m.content, m.name, m.metadata FROM units u LEFT JOIN"
-                             f" messages m ON {self._MESSAGES_OF_UNIT} AND m.position >= u.msg_start"
+                statement = ("SELECT u.id, u.text, u.msg_start, m.role, m.content, m.name, m.metadata FROM units u"
+                             f" LEFT JOIN messages m ON {self._MESSAGES_OF_UNIT} AND m.position >= u.msg_start"
                              f" AND m.position < u.msg_end WHERE u.user_id = ? AND u.id IN ({', '.join('?' * len(part))})"
                              " ORDER BY u.id, m.position")
                 params = (user_id,) * self._MESSAGES_OF_UNIT.count("?") + (user_id, *part)
-                for uid, msg_start, role, content, name, meta in conn.execute(self._q(statement), params).fetchall():
-                    got = out.setdefault(int(uid), (int(msg_start), []))[1]
-                    if role is not None:
-                        got.append(Message(role, content, name, None if meta is None else json.loads(meta)))
-        return {uid: (start, tuple(got)) for uid, (start, got) in out.items()}
+                rows += [(int(uid), text, int(msg_start), role, content, name, meta) for uid, text, msg_start, role,
+                         content, name, meta in conn.execute(self._q(statement), params).fetchall()]
+        return rows
 
     def session_metadata(self, user_id: str, session_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The metadata of each of the user's sessions ``session_ids`` that exists, by id: one statement per 500."""
