@@ -1203,3 +1203,23 @@ def test_a_units_messages_and_a_sessions_speakers_are_read_without_the_rest(stor
     assert store.session_speakers("u", ["s1", "nope"]) == {
         "s1": ({"participants": ["Ann"]}, tuple((m.role, m.name) for m in s.messages))}
     assert store.session_speakers("u", []) == {} and store.session_metadata("someone else", ["s1"]) == {}
+
+
+def test_a_file_locked_by_another_writer_past_the_timeout_is_unavailable_and_nothing_is_written(
+        db: Path, rng: np.random.Generator) -> None:
+    from memgas.core.errors import UnavailableError
+
+    with SQLiteStore(db, timeout=0.2) as store:
+        store.bind_embedder(EMBEDDER, DIM)
+        first = _session("u", "s1")
+        store.add_session(first, _units(first, rng), [])
+        other = sqlite3.connect(db, isolation_level=None)  # another process's writer, holding the lock
+        other.execute("BEGIN IMMEDIATE")
+        second = _session("u", "s2")
+        with pytest.raises(UnavailableError, match="stayed locked by another writer for 0.2 s; nothing was written"):
+            store.add_session(second, _units(second, rng), [])
+        other.execute("ROLLBACK")
+        other.close()
+        assert [i.session_id for i in store.list_sessions("u")] == ["s1"]
+        store.add_session(second, _units(second, rng), [])  # once the lock is free, the same call goes through
+        assert [i.session_id for i in store.list_sessions("u")] == ["s1", "s2"]

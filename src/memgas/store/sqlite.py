@@ -43,7 +43,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Iterator
 
-from memgas.core.errors import InvalidInputError, MemgasError
+from memgas.core.errors import InvalidInputError, MemgasError, UnavailableError
 from memgas.core.types import GRANULARITIES
 from memgas.core.validate import check_id
 from memgas.store.sql import (
@@ -350,7 +350,14 @@ class SQLiteStore(SQLStore):
                               "use store.writing() for a block that reads and writes")
         with self._lock:
             conn = self._writer()
-            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                # another process held the file's write lock past the timeout: the caller may retry, nothing was written
+                raise UnavailableError(f"the store {self._path} stayed locked by another writer for {self._timeout:g} s;"
+                                       " nothing was written, try again") from None
             state.write_depth, state.deleted = 1, False
             try:
                 yield conn
