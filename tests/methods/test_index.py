@@ -266,12 +266,14 @@ def test_an_upgraded_store_drops_the_snapshots_of_the_old_format(embedder, tmp_p
     store = open_store(tmp_path / "mem.db")
     method = MemGAS(embedder)
     method.ingest(store, _session(random.Random(2), "s0"))
-    kind = method._indexes._snapshots.kind
-    old = kind.replace("memgas/2/", "memgas/1/")
-    assert kind.startswith("memgas/2/") and old != kind
-    assert store.save_snapshot("u", old, (store.version("u"), store.generation), b"an index of the older format")
+    kind, fmt = method._indexes._snapshots.kind, method._indexes._snapshots.FORMAT
+    assert kind.startswith(f"memgas/{fmt}/") and fmt >= 3
+    olds = [kind.replace(f"memgas/{fmt}/", f"memgas/{n}/") for n in (1, fmt - 1)]
+    for old in olds:
+        assert store.save_snapshot("u", old, (store.version("u"), store.generation), b"an index of an older format")
     cold = MemGAS(embedder)  # a process of the new code: builds, and keeps its snapshot
     cold.search(store, "u", QUERIES[0], k=3)
     assert cold.flush(timeout=30)
-    assert store.load_snapshot("u", kind) is not None and store.load_snapshot("u", old) is None
+    assert store.load_snapshot("u", kind) is not None
+    assert all(store.load_snapshot("u", old) is None for old in olds)
     store.close()

@@ -1205,6 +1205,30 @@ def test_a_units_messages_and_a_sessions_speakers_are_read_without_the_rest(stor
     assert store.session_speakers("u", []) == {} and store.session_metadata("someone else", ["s1"]) == {}
 
 
+def test_unit_vectors_are_the_stored_halves_by_id_with_zeros_for_units_gone(store: Store,
+                                                                         rng: np.random.Generator) -> None:
+    from memgas.kernels.quantize import to_half
+    for sid in ("a", "b", "c"):
+        s = _session("u", sid)
+        store.add_session(s, _units(s, rng), [])
+    other = _session("v", "x")
+    store.add_session(other, _units(other, rng), [])  # another user's units lie between none of u's ids, but exist
+    whole = store.load_units("u")
+    got = store.unit_vectors("u", whole.ids)
+    assert got.dtype == np.float16 and got.shape == whole.vectors.shape
+    np.testing.assert_array_equal(got, to_half(whole.vectors))
+    gone = store.session_units("u", "b").ids
+    store.delete_session("u", "b")
+    got = store.unit_vectors("u", whole.ids)
+    missing = np.isin(whole.ids, gone)
+    assert not got[missing].any()  # a unit no longer stored reads as zeros
+    np.testing.assert_array_equal(got[~missing], to_half(whole.vectors[~missing]))
+    some = whole.ids[[0, 3, len(whole) - 1]]
+    np.testing.assert_array_equal(store.unit_vectors("u", some), to_half(whole.vectors[[0, 3, len(whole) - 1]]))
+    assert not store.unit_vectors("v", whole.ids).any()  # another user's ids read nothing
+    assert store.unit_vectors("u", np.array([], np.int64)).shape[0] == 0
+
+
 def test_a_file_locked_by_another_writer_past_the_timeout_is_unavailable_and_nothing_is_written(
         db: Path, rng: np.random.Generator) -> None:
     from memgas.core.errors import UnavailableError

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["to_half", "from_half", "encode_rows", "decode_rows", "code_size"]
+__all__ = ["to_half", "from_half", "encode_rows", "decode_rows", "stored_halves", "code_size"]
 
 #: How a stored vector is laid out: ``dim`` little-endian float16 components.
 _HALF = np.dtype("<f2")
@@ -52,6 +52,11 @@ def encode_rows(vectors: np.ndarray) -> list[bytes]:
     return [row.tobytes() for row in to_half(vectors)]
 
 
+def stored_halves(blob: bytes, n: int, dim: int) -> np.ndarray:
+    """The float16 ``(n, dim)`` rows of ``n`` stored vectors joined in ``blob``, as stored (read-only)."""
+    return np.frombuffer(blob, dtype=_HALF).reshape(n, dim)
+
+
 def decode_rows(blob: bytes, n: int, dim: int) -> np.ndarray:
     """The float32 ``(n, dim)`` rows of ``n`` stored vectors joined in ``blob`` (inverse of :func:`encode_rows`)."""
-    return from_half(np.frombuffer(blob, dtype=_HALF).reshape(n, dim))
+    return from_half(stored_halves(blob, n, dim))

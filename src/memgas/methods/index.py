@@ -17,7 +17,6 @@ import numpy as np
 from memgas.core.errors import InvalidInputError
 from memgas.core.packing import narrowed
 from memgas.core.types import GRANULARITIES, Session
-from memgas.kernels.quantize import to_half
 from memgas.store import SnapshotStore, Store, StoredTexts, UnitTable
 
 __all__ = [
@@ -106,13 +105,13 @@ def _spare(n: int) -> int:
 
 def user_index_arrays(index: UserIndex) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """``index`` as arrays and JSON values for a snapshot (:func:`memgas.core.packing.pack`): the unit columns (whole
-    numbers in the smallest type that holds them, :func:`memgas.core.packing.narrowed`), the vectors in float16 as the
-    store keeps them (so a snapshot takes what the store takes for them), and the sessions with their timestamps. Not
-    the texts: they stay in the store, read for the hits that show them (StoredTexts)."""
+    numbers in the smallest type that holds them, :func:`memgas.core.packing.narrowed`) and the sessions with their
+    timestamps. Not the vectors or the texts: the store holds them once, and a load reads the vectors back by the
+    units' ids (:meth:`~memgas.store.SnapshotStore.unit_vectors`), the texts for the hits that show them
+    (StoredTexts)."""
     t = index.table
     arrays = {"ids": narrowed(t.ids), "session_of": narrowed(index.session_of), "granularity": t.granularity,
-              "turn_start": narrowed(t.turn_start), "turn_end": narrowed(t.turn_end), "chunk": narrowed(t.chunk),
-              "halves": to_half(t.vectors)}
+              "turn_start": narrowed(t.turn_start), "turn_end": narrowed(t.turn_end), "chunk": narrowed(t.chunk)}
     meta = {"sessions": list(index.sessions), "dim": int(t.vectors.shape[1]),
             "timestamps": {sid: None if ts is None else ts.isoformat() for sid, ts in index.timestamps.items()}}
     return arrays, meta
@@ -121,12 +120,14 @@ def user_index_arrays(index: UserIndex) -> tuple[dict[str, np.ndarray], dict[str
 def user_index_from_arrays(store: Store, user_id: str, arrays: dict[str, np.ndarray], meta: dict[str, Any]
                            ) -> UserIndex:
     """The :class:`UserIndex` of the user's units that :func:`user_index_arrays` gave: equal, row for row and bit for
-    bit, to the one ``build_user_index(store, user_id, texts=False)`` gives at that state."""
+    bit, to the one ``build_user_index(store, user_id, texts=False)`` gives at that state. A unit the store no longer
+    holds (a later rewrite replaced it) gets a zero vector: updating the index to the store's state drops its row."""
     sessions = tuple(meta["sessions"])
     session_of = arrays["session_of"].astype(np.int64)
-    halves = arrays["halves"].reshape(-1, int(meta["dim"]))
-    rows = RowBuffer(halves, capacity=_spare(len(halves)))  # widened to float32 as they are copied in: exact
     ids = arrays["ids"].astype(np.int64)
+    assert isinstance(store, SnapshotStore)  # snapshots are read only from a store that keeps them
+    halves = store.unit_vectors(user_id, ids).reshape(-1, int(meta["dim"]))
+    rows = RowBuffer(halves, capacity=_spare(len(halves)))  # widened to float32 as they are copied in: exact
     table = UnitTable(ids, tuple(sessions[i] for i in session_of.tolist()), arrays["granularity"].astype(np.int8),
                       arrays["turn_start"].astype(np.int32), arrays["turn_end"].astype(np.int32),
                       arrays["chunk"].astype(np.int32), StoredTexts(store, user_id, ids), rows.view())

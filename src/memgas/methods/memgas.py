@@ -206,13 +206,13 @@ class _Index:
 
 
 class _Snapshots:
-    """A MemGAS index as a store snapshot (:class:`~memgas.methods.index.IndexCache`): the units (vectors as the
-    store's float16; texts stay in the store), the search graph's edge list, and BM25's vocabulary and postings; the
+    """A MemGAS index as a store snapshot (:class:`~memgas.methods.index.IndexCache`): the units (their vectors and
+    texts stay in the store, read back by id), the search graph's edge list, and BM25's vocabulary and postings; the
     PageRank matrix is made again on first use, as after a build. The kind names the format and the settings the
     index is derived with (a change of either reads no old snapshot)."""
 
     #: Bumped whenever what the index holds, or how it is derived from the store, changes.
-    FORMAT = 2
+    FORMAT = 3
     #: The older formats' kinds, dropped when a snapshot of this one is kept.
     replaces = tuple(f"memgas/{n}/" for n in range(1, FORMAT))
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Sequence
 
+import numpy as np
+
 __all__ = ["SnapshotStore"]
 
 
@@ -24,3 +26,9 @@ class SnapshotStore(ABC):
     @abstractmethod
     def load_snapshot(self, user_id: str, kind: str) -> tuple[int, bytes] | None:
         """The user's snapshot of ``kind`` as ``(version it is of, data)``, or ``None``."""
+
+    @abstractmethod
+    def unit_vectors(self, user_id: str, ids: np.ndarray) -> np.ndarray:
+        """The stored float16 vectors of the user's units ``ids`` (ascending), one ``(len(ids), dim)`` row each, zeros
+        for an id no longer stored: a snapshot keeps its units' ids, not their vectors (the store holds those once),
+        and a unit a later rewrite replaced leaves the index when the snapshot is brought up to date."""

@@ -22,7 +22,7 @@ import numpy as np
 from memgas.core.errors import DuplicateSessionError, EmbedderMismatchError, InvalidInputError, NotFoundError
 from memgas.core.types import GRANULARITIES, Edge, Message, Session, Unit, speaker_line
 from memgas.core.validate import ID_CHAR, check_id, check_unicode, parse_timestamp
-from memgas.kernels.quantize import decode_rows, encode_rows
+from memgas.kernels.quantize import decode_rows, encode_rows, stored_halves
 from memgas.store.base import PREVIEW_CHARS, EdgeTable, SessionInfo, Store, StoredTexts, UnitTable
 from memgas.store.binding import EmbedderSwitch, StoreBinding
 from memgas.store.experience import ExperienceRecord, ExperienceStore, scope_of
@@ -625,6 +625,23 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
             row = conn.execute(self._q("SELECT version, data FROM snapshots WHERE user_id = ? AND kind = ?"),
                                (user_id, kind)).fetchone()
         return None if row is None else (int(row[0]), bytes(row[1]))
+
+    def unit_vectors(self, user_id: str, ids: np.ndarray) -> np.ndarray:
+        """The stored float16 vectors of the user's units ``ids`` (ascending), zeros for an id no longer stored: one
+        statement over the user's units between the first and the last id (a snapshot names most of them)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        with self._read(user_id) as conn:
+            dim = self._dim(conn) or 0
+            rows = [] if ids.size == 0 else conn.execute(self._q(
+                "SELECT id, vector FROM units WHERE user_id = ? AND id BETWEEN ? AND ? ORDER BY id"),
+                (user_id, int(ids[0]), int(ids[-1]))).fetchall()
+        out = np.zeros((ids.size, dim), dtype=np.float16)
+        if rows:
+            stored = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+            at = np.searchsorted(ids, stored)
+            hit = (at < ids.size) & (ids[np.minimum(at, ids.size - 1)] == stored)
+            out[at[hit]] = stored_halves(b"".join(bytes(r[1]) for r in rows), len(rows), dim)[hit]
+        return out
 
     def _stamp(self, conn: Any, user_id: str, session_pk: int) -> None:
         """Mark a session written by this transaction with the user's new version (for :meth:`sessions_since`)."""
