@@ -23,6 +23,7 @@ import pytest
 
 from memgas import Memory
 from memgas.core.errors import MemgasError, NotFoundError
+from memgas.core.packing import pack_text
 from memgas.embed.base import Embedder
 from memgas.embed.cache import CachedEmbedder
 from support.openai_stub import OpenAIStub
@@ -37,7 +38,8 @@ SHARED = [  # the same first turn in both sessions: its cache rows are produced 
 ]
 SECRET_SESSION = SHARED + [
     {"role": "user", "content": f"My bank vault passphrase is {SECRET}, please remember it for me."},
-    {"role": "assistant", "content": f"Noted: the passphrase is {SECRET}. I will keep it safe."},
+    {"role": "assistant", "content": f"Noted: the passphrase is {SECRET}. I will keep it safe. " + " ".join(
+        f"Rule {i}: never say the passphrase aloud, never write it on paper." for i in range(12))},
 ]
 OTHER_SESSION = SHARED + [
     {"role": "user", "content": "The compost heap needs turning every two weeks in summer."},
@@ -100,6 +102,9 @@ def leaks(root: Path, needles: dict[str, bytes]) -> list[str]:
 def needles_of(texts: set[str], emb: CachedEmbedder) -> dict[str, bytes]:
     """The secret, and the cache key and vector bytes of each text."""
     out = {"secret": SECRET.encode("utf-8")}
+    long = SECRET_SESSION[-1]["content"]
+    assert pack_text(long)[:1] == b"\x01"  # deflated in the store: the plain secret is not in its bytes there
+    out["packed long reply"] = pack_text(long)[1:]
     vectors = emb.inner.embed(sorted(texts))
     for text, vec in zip(sorted(texts), vectors):
         out[f"key of {text[:40]!r}"] = hashlib.sha256(text.encode("utf-8")).digest()
@@ -127,6 +132,7 @@ def test_delete_session_forgets_it_in_every_file(tmp_path: Path, stub: OpenAIStu
     needles["query key"] = hashlib.sha256(query.encode("utf-8")).digest()
     before = leaks(tmp_path, needles)
     assert any(f.startswith("store") for f in before) and any(f.startswith("cache/llm") for f in before)
+    assert any(f.startswith("store") and "packed long reply" in f for f in before)  # the message as the store keeps it
     assert any(f.startswith("cache/emb") and "key of" in f for f in before)  # else the scan proves nothing
 
     assert mem.delete("secret", user_id="u").to_dict() == {"user_id": "u", "deleted_sessions": 1}

@@ -4,6 +4,7 @@ or a rolled-back write), the index a cached method extends ranks and scores exac
 from __future__ import annotations
 
 import random
+import zlib
 from datetime import datetime
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from memgas.core.validate import make_session
 from memgas.kernels.excerpt import query_terms
 from memgas.kernels.lexical import token_sets
+from memgas.kernels.quantize import to_half
 from memgas.methods import MemGAS
 from memgas.methods.baselines import DenseMethod
 from memgas.store import open_store, texts_of
@@ -247,6 +249,10 @@ def test_snapshots_are_only_kept_for_the_current_state_and_unreadable_ones_are_r
     assert not store.save_snapshot("u", kind, (key[0] - 1, key[1]), data)  # a state that is not the user's now
     assert not store.save_snapshot("u", kind, (key[0], key[1] + 1), data)  # read inside a rolled-back write
     assert store.load_snapshot("u", kind) == (key[0], data)
+    inner = zlib.decompress(data)  # deflated; it names the units by id and holds none of their vectors
+    assert inner.startswith(b"MGPK1\n") and len(data) < len(inner)
+    units = store.load_units("u", texts=False)
+    assert not any(to_half(v).tobytes()[:32] in inner for v in units.vectors)
     assert store.save_snapshot("u", kind, key, b"MGPK1\n garbage")
     cold = MemGAS(embedder)
     assert cold.rank(store, "u", QUERIES[0]) == MemGAS(embedder, snapshots=False).rank(store, "u", QUERIES[0])

@@ -26,10 +26,11 @@ from memgas.core.errors import (
     MemgasError,
     NotFoundError,
 )
-from memgas.core.types import Edge, Session, Unit
+from memgas.core.types import Edge, Message, Session, Unit
 from memgas.core.validate import make_session
 from memgas.kernels.quantize import from_half, to_half
 from memgas.store import SQLiteStore, Store, UnitTable, migrate, open_store
+from memgas.store.base import PREVIEW_CHARS
 from memgas.store.sqlite import _FORGET_WAIT, SCHEMA_VERSION
 
 try:
@@ -1057,6 +1058,71 @@ def test_the_store_records_the_first_method_that_wrote_it(store: Store) -> None:
         store.record_method("not a method name")
 
 
+def _unpack_messages(target: str) -> None:
+    """Put the store's messages back as the schemas before SQLite 9 and PostgreSQL 10 kept them: plain text, and the
+    schema's version back to before the packing (an older store)."""
+    from memgas.core.packing import unpack_text
+    if target.startswith("postgresql://"):
+        with psycopg.connect(target, autocommit=True) as conn:
+            rows = conn.execute("SELECT user_id, session_pk, position, content FROM messages").fetchall()
+            conn.execute("ALTER TABLE messages ALTER COLUMN content TYPE text USING ''")
+            conn.cursor().executemany("UPDATE messages SET content = %s WHERE user_id = %s AND session_pk = %s"
+                                      " AND position = %s", [(unpack_text(c), u, pk, p) for u, pk, p, c in rows])
+            conn.execute("DELETE FROM schema_version WHERE version >= 10")
+    else:
+        conn = sqlite3.connect(target)
+        rows = conn.execute("SELECT session_pk, position, content FROM messages").fetchall()
+        conn.executemany("UPDATE messages SET content = ? WHERE session_pk = ? AND position = ?",
+                         [(unpack_text(c), pk, p) for pk, p, c in rows])
+        conn.execute("PRAGMA user_version = 8")
+        conn.commit()
+        conn.close()
+
+
+def test_messages_are_packed_and_a_store_of_plain_texts_is_packed_once_opened(target: str,
+                                                                              rng: np.random.Generator) -> None:
+    """Content is kept packed (deflated where shorter); a store of the schema before (plain text) is packed by its
+    migration, in batches across users, and reads back the same: sessions, previews, turn texts."""
+    from memgas.core.packing import unpack_text
+    from memgas.store import sql as sql_module
+    long = " ".join(f"On day {i} we walked along the river and talked about the garden again." for i in range(40))
+    sessions = [Session(user_id=user, session_id=sid, messages=(Message("user", f"{long} ({user} {sid})"),
+                                                                Message("assistant", "Noted — ça va.")))
+                for user in ("alice", "bob") for sid in ("s1", "s2", "s3")]
+    with open_store(target) as store:
+        store.bind_embedder(EMBEDDER, DIM)
+        for s in sessions:
+            store.add_session(s, _units(s, rng), [])
+        texts = store.load_units("alice").texts
+        previews = [i.preview for i in store.list_sessions("bob", previews=True)]
+    assert previews == [f"{long} (bob {sid})"[:PREVIEW_CHARS] for sid in ("s1", "s2", "s3")]
+
+    def stored() -> list:
+        if target.startswith("postgresql://"):
+            with psycopg.connect(target) as conn:
+                return [r[0] if isinstance(r[0], str) else bytes(r[0])
+                        for r in conn.execute("SELECT content FROM messages ORDER BY 1")]
+        with sqlite3.connect(target) as conn:
+            return [r[0] for r in conn.execute("SELECT content FROM messages ORDER BY 1")]
+
+    packed = stored()
+    assert sorted(unpack_text(c) for c in packed) == sorted(m.content for s in sessions for m in s.messages)
+    assert sum(c[:1] == b"\x01" for c in packed) == 6 and max(map(len, packed)) < len(long) // 4  # deflated
+    assert sum(c[:1] == b"\x00" for c in packed) == 6  # the short replies: kept as they are
+    _unpack_messages(target)
+    assert all(isinstance(c, str) for c in stored())
+    sql_module._MIGRATION_BATCH, batch = 4, sql_module._MIGRATION_BATCH  # several batches, across users
+    try:
+        with open_store(target) as store:
+            assert store.schema_upgrade[0] == (9 if target.startswith("postgresql://") else 8)
+            assert [store.get_session(s.user_id, s.session_id) for s in sessions] == sessions
+            assert store.load_units("alice").texts == texts
+            assert [i.preview for i in store.list_sessions("bob", previews=True)] == previews
+    finally:
+        sql_module._MIGRATION_BATCH = batch
+    assert stored() == packed  # packed as a new store packs them
+
+
 def test_schema_6_reencodes_float32_vectors_as_float16(target: str, rng: np.random.Generator) -> None:
     """A store of schema 5 (float32 vector bytes, no snapshots) opened by this memgas: every vector is re-encoded
     in the migration's transaction (and reads as its float16 values), the snapshots table exists, nothing else moves."""
@@ -1067,6 +1133,7 @@ def test_schema_6_reencodes_float32_vectors_as_float16(target: str, rng: np.rand
         store.bind_embedder(EMBEDDER, DIM)
         ids = store.add_session(s1, units, [Edge(-1, -2, 0.5)])
     old = [(v.astype("<f4").tobytes(), i) for v, i in zip(vectors, ids)]  # how schema 5 wrote them
+    _unpack_messages(target)
     if target.startswith("postgresql://"):
         with psycopg.connect(target, autocommit=True) as conn:
             conn.execute("DROP TABLE snapshots")
@@ -1092,6 +1159,7 @@ def test_schema_6_reencodes_float32_vectors_as_float16(target: str, rng: np.rand
         np.testing.assert_array_equal(table.vectors, from_half(to_half(vectors)))
         assert table.ids.tolist() == ids and table.texts == tuple(u.text for u in units)
         assert store.load_edges("alice").weight.tolist() == [0.5] and store.load_snapshot("alice", "k") is None
+        assert store.get_session("alice", "s1").messages == s1.messages
     with open_store(target) as store:
         assert store.schema_upgrade == (latest, latest)  # once
         np.testing.assert_array_equal(store.load_units("alice").vectors, table.vectors)
@@ -1166,6 +1234,28 @@ def test_one_sessions_units_are_found_by_the_sessions_key_not_the_users(sqlite_s
     with sqlite3.connect(sqlite_store.path) as conn:
         plan = " ".join(str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + statement, ("u", "u", "s")))
     assert "units_session" in plan and "units_user" not in plan
+
+
+def test_a_users_edges_are_reached_from_their_units_without_an_index_of_their_own(sqlite_store: SQLiteStore,
+                                                                                 rng: np.random.Generator) -> None:
+    """SQLite keeps no index of the edges' user (schema 9): a user's edges are read from their units, by the edges'
+    key, never by scanning every user's edges; load_edges and stats still see exactly the user's."""
+    ids = {}
+    for user in ("alice", "bob"):
+        s = _session(user, "s1", n_turns=3)
+        ids[user] = sqlite_store.add_session(s, _units(s, rng), [Edge(-1, -2, 0.5), Edge(-1, -3, 0.25)])
+    s = _session("alice", "s2")
+    sqlite_store.add_session(s, _units(s, rng), [Edge(ids["alice"][0], -1, 0.75)])
+    with sqlite3.connect(sqlite_store.path) as conn:
+        assert "edges_user" not in {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        for statement in (f"SELECT e.src FROM {SQLiteStore._EDGES_OF_USER}",
+                          f"SELECT count(*) FROM {SQLiteStore._EDGES_OF_USER}"):
+            plan = " ".join(str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + statement, ("alice",)))
+            assert "units_user" in plan and "SCAN e" not in plan, plan
+    edges = sqlite_store.load_edges("alice")
+    assert edges.weight.tolist() == [0.5, 0.25, 0.75] and edges.src.tolist()[0] == ids["alice"][0]
+    assert sqlite_store.stats("alice")["edges"] == 3 and sqlite_store.stats("bob")["edges"] == 2
+    assert sqlite_store.stats()["edges"] == 5
 
 
 def test_a_snapshot_of_a_new_format_drops_the_users_snapshots_of_the_old(store: Store, rng: np.random.Generator

@@ -1,5 +1,5 @@
 """Named numpy arrays and a JSON header in one byte string, read back without copying: the format of index
-snapshots (:meth:`memgas.store.Store.save_snapshot`).
+snapshots (:meth:`memgas.store.Store.save_snapshot`); and how a store keeps a message's text (:func:`pack_text`).
 
 Layout: the magic ``b"MGPK1\\n"``, the header's length (8 bytes, little-endian), the header (UTF-8 JSON: ``meta``
 and, per array, its name, dtype, shape and offset), then each array's bytes at an offset that is a multiple of 8.
@@ -10,13 +10,14 @@ header, whatever the arrays hold.
 from __future__ import annotations
 
 import json
+import zlib
 from typing import Any, Mapping
 
 import numpy as np
 
 from memgas.core.errors import InvalidInputError
 
-__all__ = ["pack", "unpack", "narrowed"]
+__all__ = ["pack", "unpack", "narrowed", "pack_text", "unpack_text"]
 
 _MAGIC = b"MGPK1\n"
 _LENGTH = 8
@@ -105,3 +106,54 @@ def narrowed(a: np.ndarray) -> np.ndarray:
         if np.array_equal(single, a):
             return single
     return a
+
+
+#: The first byte of a packed text: what the rest is.
+_AS_IS, _DEFLATED = b"\x00", b"\x01"
+
+
+def pack_text(text: str) -> bytes:
+    """``text`` as a store keeps a message's content: a tag byte, then its UTF-8 bytes raw-deflated (level 9, no
+    header) when that is shorter, else as they are. English prose of a few hundred words packs to about half; a
+    short chat line is kept as it is (deflate would only add to it). :func:`unpack_text` reads either.
+
+    Examples
+    --------
+    >>> pack_text("hi there")
+    b'\\x00hi there'
+    >>> long = "I would like to plan a trip to Lisbon in May, and I would like it to be a quiet trip. " * 4
+    >>> packed = pack_text(long)
+    >>> packed[:1], len(packed) < len(long) // 2, unpack_text(packed) == long
+    (b'\\x01', True, True)
+    """
+    raw = text.encode("utf-8")
+    squeezer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    deflated = squeezer.compress(raw) + squeezer.flush()
+    return _DEFLATED + deflated if len(deflated) < len(raw) else _AS_IS + raw
+
+
+def unpack_text(data: bytes | memoryview) -> str:
+    """The text :func:`pack_text` packed.
+
+    Raises:
+        InvalidInputError: ``data`` is not a packed text.
+
+    Examples
+    --------
+    >>> unpack_text(pack_text("Grüße, 東京"))
+    'Grüße, 東京'
+    >>> unpack_text(b"plain")
+    Traceback (most recent call last):
+    ...
+    memgas.core.errors.InvalidInputError: not a packed text (tag b'p')
+    """
+    data = bytes(data)
+    tag, body = data[:1], data[1:]
+    try:
+        if tag == _AS_IS:
+            return body.decode("utf-8")
+        if tag == _DEFLATED:
+            return zlib.decompress(body, -15).decode("utf-8")
+    except (zlib.error, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"a packed text is damaged: {exc}") from None
+    raise InvalidInputError(f"not a packed text (tag {tag!r})")

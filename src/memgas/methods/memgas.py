@@ -24,6 +24,7 @@ Long-Term Conversational Agents" (MemGAS), 2025.
 from __future__ import annotations
 
 import time
+import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Collection, Optional
@@ -31,6 +32,7 @@ from typing import Any, Callable, Collection, Optional
 import numpy as np
 import scipy.sparse as sp
 
+from memgas.core.errors import InvalidInputError
 from memgas.core.packing import narrowed, pack, unpack
 from memgas.core.types import GRANULARITIES, Edge, Session, Unit
 from memgas.kernels.gmm import accept_masks
@@ -227,17 +229,21 @@ class _Snapshots:
         return len(index.units.table)
 
     def encode(self, index: _Index) -> bytes:
-        """``index`` as one packed byte string (:func:`memgas.core.packing.pack`)."""
+        """``index`` as one packed byte string (:func:`memgas.core.packing.pack`), deflated: the vocabularies and the
+        postings' small numbers take about half the bytes so, for a few milliseconds per megabyte each way."""
         arrays, meta = user_index_arrays(index.units)
         arrays.update(src=narrowed(index.src), dst=narrowed(index.dst), weight=narrowed(index.weight))
         for prefix, lexical in (("lex", index.lexical), ("tail", index.tails)):
             if lexical is not None:
                 _put_lexical(arrays, meta, prefix, lexical, index.units.masks["turn"].size)
-        return pack(arrays, meta)
+        return zlib.compress(pack(arrays, meta), 1)
 
     def decode(self, store: Store, user_id: str, data: bytes) -> _Index:
         """The index :meth:`encode` wrote: it scores and grows bit for bit as the index it was written from."""
-        arrays, meta = unpack(data)
+        try:
+            arrays, meta = unpack(zlib.decompress(data))
+        except zlib.error as exc:
+            raise InvalidInputError(f"not a MemGAS snapshot: {exc}") from None
         return _Index(user_index_from_arrays(store, user_id, arrays, meta), arrays["src"].astype(np.int64),
                       arrays["dst"].astype(np.int64), arrays["weight"].astype(np.float64), _get_lexical(arrays, meta, "lex", self._cfg),
                       _get_lexical(arrays, meta, "tail", self._cfg))

@@ -11,7 +11,7 @@ and columns of :mod:`memgas.store.sqlite`, so the two backends stay one design, 
   handed out again, not even after a rollback.
 * ``users(user_id, version)``; ``sessions(user_id, pk, session_id, timestamp, metadata, n_messages,
   n_turns, created_at, agent_id, run_id)``; ``messages(user_id, session_pk, position, role, name, content,
-  metadata)``;
+  metadata)`` (``content`` is ``bytea`` since schema 10: the text packed, :func:`memgas.core.packing.pack_text`);
   ``units(user_id, id, session_pk, granularity, turn_start, turn_end, chunk, text, vector, msg_start, msg_end)``;
   ``edges(user_id, src, dst, weight)``; ``snapshots(user_id, kind, version, data)``. ``vector`` is ``bytea`` encoded
   as in SQLite (little-endian float16 since schema 6); timestamps are
@@ -71,6 +71,7 @@ from memgas.store.sql import (
     SNAPSHOTS_TABLE,
     SQLStore,
     compact_unit_vectors,
+    pack_message_texts,
 )
 
 __all__ = ["PostgresStore", "SCHEMA_VERSION", "MIGRATIONS", "CROSS_USER_STATEMENTS", "split_read_options"]
@@ -157,6 +158,9 @@ MIGRATIONS: tuple[tuple[Any, ...], ...] = (
     ("ALTER TABLE users ADD COLUMN xid xid8",),
     # 9: sessions' version column, where a store reached version 4 before migration 4 made it.
     (SESSION_VERSION_COLUMN.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS"),),
+    # 10: messages' content packed (memgas.core.packing.pack_text), in a bytea column.
+    ("ALTER TABLE messages ALTER COLUMN content TYPE bytea USING '\\x00'::bytea || convert_to(content, 'UTF8')",
+     lambda conn: pack_message_texts(conn, "%s", ("user_id", "session_pk", "position"))),
 )
 
 #: One token-bucket step in one statement, on the database's clock (the same for every worker): refill the
@@ -351,7 +355,10 @@ class PostgresStore(SQLStore, RateLimitStore):
                                         f"supports ({SCHEMA_VERSION}); upgrade memgas to open it")
             for version in range(found + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS[version - 1]:
-                    statement(conn) if callable(statement) else conn.execute(statement)
+                    if not callable(statement):
+                        conn.execute(statement)
+                    elif found:  # a step in Python re-encodes rows: a schema just created has none
+                        statement(conn)
                 conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
         return found, SCHEMA_VERSION
 

@@ -20,6 +20,7 @@ from typing import Any, Callable, ClassVar, Iterator, Sequence
 import numpy as np
 
 from memgas.core.errors import DuplicateSessionError, EmbedderMismatchError, InvalidInputError, NotFoundError
+from memgas.core.packing import pack_text, unpack_text
 from memgas.core.types import GRANULARITIES, Edge, Message, Session, Unit, speaker_line
 from memgas.core.validate import ID_CHAR, check_id, check_unicode, parse_timestamp
 from memgas.kernels.quantize import decode_rows, encode_rows, stored_halves
@@ -112,6 +113,31 @@ def compact_unit_vectors(conn: Any, placeholder: str) -> int:
             done += len(old)
 
 
+def pack_message_texts(conn: Any, placeholder: str, key: tuple[str, ...]) -> int:
+    """Pack every message's content (:func:`memgas.core.packing.pack_text`) of a store opened before schema 9
+    (SQLite) or 10 (PostgreSQL), in batches of rows by the table's primary key ``key``, inside the migration's
+    transaction; return how many were packed. A row already packed is left (PostgreSQL's step first turns the
+    column into ``bytea``, each text tagged as kept as it is)."""
+    columns, done, after = ", ".join(key), 0, None
+    while True:
+        where = "" if after is None else f" WHERE ({columns}) > ({', '.join([placeholder] * len(key))})"
+        rows = conn.execute(f"SELECT {columns}, content FROM messages{where} ORDER BY {columns}"
+                            f" LIMIT {_MIGRATION_BATCH}", after or ()).fetchall()
+        if not rows:
+            return done
+        after = tuple(rows[-1][:-1])
+        changed = []
+        for row in rows:
+            content = row[-1]
+            packed = pack_text(content if isinstance(content, str) else unpack_text(content))
+            if isinstance(content, str) or packed != bytes(content):
+                changed.append((packed, *row[:-1]))
+        if changed:
+            match = " AND ".join(f"{c} = {placeholder}" for c in key)
+            conn.cursor().executemany(f"UPDATE messages SET content = {placeholder} WHERE {match}", changed)
+            done += len(changed)
+
+
 def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
@@ -173,8 +199,9 @@ def session_unit_rows(session: Session, units: Sequence[Unit], dim: int | None) 
 
 
 def _message_rows(messages: Sequence[Message]) -> list[tuple[Any, ...]]:
-    """``(role, name, content, metadata JSON or None)`` per message, as the ``messages`` table holds them."""
-    return [(m.role, m.name, m.content, None if not m.metadata else json.dumps(dict(m.metadata), ensure_ascii=False))
+    """``(role, name, content, metadata JSON or None)`` per message, as the ``messages`` table holds them: the
+    content packed (:func:`memgas.core.packing.pack_text`, schema 9 of SQLite, 10 of PostgreSQL)."""
+    return [(m.role, m.name, pack_text(m.content), None if not m.metadata else json.dumps(dict(m.metadata), ensure_ascii=False))
             for m in messages]
 
 
@@ -294,6 +321,9 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
     _UNITS_OF_SESSION: ClassVar[str] = "u.user_id = ? AND s.user_id = ? AND s.session_id = ?"
     #: The table expression load_edges_after reads (SQLite names the ``dst`` index it must use).
     _EDGES_AFTER_FROM: ClassVar[str] = "edges"
+    #: How a statement reads the edges ``e`` of one user (the parameter): SQLite has no index on their user, and
+    #: reaches them from the user's units (each edge's ``src`` is one) by the edges' key.
+    _EDGES_OF_USER: ClassVar[str] = "edges e WHERE e.user_id = ?"
     #: How a subquery on ``messages m`` names the messages of session ``s`` (on the backend's key).
     _MESSAGES_OF: ClassVar[str] = "m.session_pk = s.pk"
     #: How a statement on ``messages`` alone names the user first (PostgreSQL keys them by user; SQLite's rows have
@@ -741,12 +771,13 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
     def _headers(self, where: str, args: tuple[Any, ...], previews: bool) -> list[SessionInfo]:
         """The headers of the sessions ``s`` that ``where`` selects (``args[0]`` is their user), in
         :meth:`list_sessions`'s order."""
-        # The preview is the first user message (by the primary key's order), else the first message.
+        # The preview is the first user message (by the primary key's order), else the first message; packed, it is
+        # cut once unpacked.
         preview = ("coalesce("
-                   f"(SELECT substr(m.content, 1, {PREVIEW_CHARS}) FROM messages m WHERE {self._MESSAGES_OF}"
+                   f"(SELECT m.content FROM messages m WHERE {self._MESSAGES_OF}"
                    " AND m.role = 'user' ORDER BY m.position LIMIT 1),"
-                   f" (SELECT substr(m.content, 1, {PREVIEW_CHARS}) FROM messages m WHERE {self._MESSAGES_OF}"
-                   " ORDER BY m.position LIMIT 1))") if previews else "''"
+                   f" (SELECT m.content FROM messages m WHERE {self._MESSAGES_OF}"
+                   " ORDER BY m.position LIMIT 1))") if previews else "NULL"
         with self._read(args[0]) as conn:
             rows = conn.execute(
                 self._q("SELECT s.session_id, s.timestamp, s.n_messages, s.n_turns, s.created_at, s.agent_id,"
@@ -757,7 +788,7 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
         return [
             SessionInfo(session_id=sid, timestamp=_datetime(ts), n_messages=n_msg, n_turns=n_turns,
                         created_at=datetime.fromisoformat(created), agent_id=agent, run_id=run,
-                        metadata=json.loads(meta), preview=preview or "")
+                        metadata=json.loads(meta), preview="" if preview is None else unpack_text(preview)[:PREVIEW_CHARS])
             for sid, ts, n_msg, n_turns, created, agent, run, meta, preview in rows
         ]
 
@@ -779,7 +810,7 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
         return Session(
             user_id=user_id,
             session_id=session_id,
-            messages=tuple(Message(role, content, name, None if meta is None else json.loads(meta))
+            messages=tuple(Message(role, unpack_text(content), name, None if meta is None else json.loads(meta))
                            for role, content, name, meta in messages),
             timestamp=_datetime(row[1]),
             metadata=json.loads(row[2]),
@@ -852,8 +883,9 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
                              f" AND m.position < u.msg_end WHERE u.user_id = ? AND u.id IN ({', '.join('?' * len(part))})"
                              " ORDER BY u.id, m.position")
                 params = (user_id,) * self._MESSAGES_OF_UNIT.count("?") + (user_id, *part)
-                rows += [(int(uid), text, int(msg_start), role, content, name, meta) for uid, text, msg_start, role,
-                         content, name, meta in conn.execute(self._q(statement), params).fetchall()]
+                rows += [(int(uid), text, int(msg_start), role, None if content is None else unpack_text(content), name,
+                          meta) for uid, text, msg_start, role, content, name, meta in
+                         conn.execute(self._q(statement), params).fetchall()]
         return rows
 
     def session_metadata(self, user_id: str, session_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -901,7 +933,7 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
             for pk, position, role, content, name in conn.execute(self._q(
                     f"SELECT session_pk, position, role, content, name FROM messages WHERE {self._MESSAGES_USER}"
                     f"({where})"), params).fetchall():
-                lines.setdefault(int(pk), {})[int(position)] = speaker_line(role, name, content)
+                lines.setdefault(int(pk), {})[int(position)] = speaker_line(role, name, unpack_text(content))
         return [(*r[:6], "\n".join(lines.get(int(r[9]), {}).get(p, "") for p in range(r[7], r[8])), *r[7:])
                 if r[7] >= 0 else r for r in rows]
 
@@ -943,7 +975,7 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
         """All edges among a user's units, each undirected edge once with ``src < dst``, sorted."""
         with self._read(user_id) as conn:
             rows = conn.execute(
-                self._q("SELECT src, dst, weight FROM edges WHERE user_id = ? ORDER BY src, dst"), (user_id,)
+                self._q(f"SELECT e.src, e.dst, e.weight FROM {self._EDGES_OF_USER} ORDER BY e.src, e.dst"), (user_id,)
             ).fetchall()
         return self._edge_table(rows)
 
@@ -1128,7 +1160,8 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
             per_granularity = dict(
                 conn.execute(f"SELECT granularity, count(*) FROM units {where} GROUP BY granularity", args).fetchall()
             )
-            n_edges = conn.execute(f"SELECT count(*) FROM edges {where}", args).fetchone()[0]
+            n_edges = conn.execute(self._q(f"SELECT count(*) FROM {self._EDGES_OF_USER}") if user_id is not None
+                                   else "SELECT count(*) FROM edges ", args).fetchone()[0]
             embedder_id, dim = self._meta(conn, "embedder_id"), self._dim(conn)
             storage = self._storage(conn)
         return {

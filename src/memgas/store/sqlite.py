@@ -8,7 +8,9 @@ Schema (version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_version``):
 * ``sessions(pk, user_id, session_id, timestamp, metadata, n_messages, n_turns, created_at, agent_id,
   run_id)``, unique on ``(user_id, session_id)``, indexed on ``(user_id, agent_id)`` and ``(user_id, run_id)``;
   ``timestamp`` and ``created_at`` are ISO 8601 text, ``metadata`` is JSON.
-* ``messages(session_pk, position, role, name, content, metadata)`` (``metadata`` JSON or ``NULL``).
+* ``messages(session_pk, position, role, name, content, metadata)`` (``metadata`` JSON or ``NULL``); ``content``
+  holds the text packed (:func:`memgas.core.packing.pack_text`: deflated where that is shorter), a BLOB since
+  schema 9 although the column is declared ``TEXT``.
 * ``units(id, session_pk, user_id, granularity, turn_start, turn_end, chunk, text, vector, msg_start, msg_end)``:
   ``granularity`` indexes :data:`memgas.core.types.GRANULARITIES`, ``vector`` is the unit's vector as little-endian
   float16 bytes (:mod:`memgas.kernels.quantize`; float32 before schema 6, re-encoded by its migration). For a unit
@@ -54,6 +56,7 @@ from memgas.store.sql import (
     SQLStore,
     add_session_versions,
     compact_unit_vectors,
+    pack_message_texts,
 )
 
 __all__ = ["SQLiteStore", "SCHEMA_VERSION", "MIGRATIONS"]
@@ -130,6 +133,9 @@ MIGRATIONS: tuple[tuple[Any, ...], ...] = (
     JOINED_MIGRATION,
     # 8: sessions' version column, where a store reached version 4 before migration 4 made it.
     (add_session_versions,),
+    # 9: messages' content packed (memgas.core.packing.pack_text): a BLOB in the column declared TEXT; no index of
+    # the edges' user (a user's edges are reached from their units: a third of the edges' bytes).
+    (lambda conn: pack_message_texts(conn, "?", ("session_pk", "position")), "DROP INDEX edges_user"),
 )
 
 #: Version of the on-disk schema this code reads and writes.
@@ -244,11 +250,14 @@ class SQLiteStore(SQLStore):
                 if version < SCHEMA_VERSION:
                     for statements in MIGRATIONS[version:]:
                         for statement in statements:
-                            statement(conn) if callable(statement) else conn.execute(statement)
+                            if not callable(statement):
+                                conn.execute(statement)
+                            elif found:  # a step in Python re-encodes rows or mends a column: nothing to do yet
+                                statement(conn)
                     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                     version = SCHEMA_VERSION
-            if found < 6 and self._path is not None and found:
-                # Schema 6 re-encoded the vectors in place: give the freed three quarters of their pages back.
+            if found < 9 and self._path is not None and found:
+                # Schema 6 re-encoded the vectors in place, 9 packed the messages: give the freed pages back.
                 self._writer().execute("VACUUM")
         if version > SCHEMA_VERSION:
             raise InvalidInputError(
@@ -443,6 +452,7 @@ class SQLiteStore(SQLStore):
     # Without the hint the planner may walk the user's whole graph; by ``dst`` the cost follows the
     # edges written since ``after_id`` (of every user: ids are store-wide).
     _EDGES_AFTER_FROM = "edges INDEXED BY edges_dst"
+    _EDGES_OF_USER = "units u JOIN edges e ON e.src = u.id WHERE u.user_id = ?"
 
     def _messages(self, conn: sqlite3.Connection, user_id: str, session_pk: int) -> list[Any]:
         return conn.execute(
