@@ -440,7 +440,8 @@ def test_users_bench_compares_round_robin_with_a_warm_user(tmp_path: Path, capsy
     assert counted["cache_mb"] is None and (counted["builds"], counted["loads"]) == (0, 3)  # read from the snapshots
     assert tiny["held_users"] == 1 and (tiny["builds"], tiny["loads"]) == (0, 3 * 4)  # nothing fits: a load a search
     assert not rebuilt["snapshots"] and (rebuilt["builds"], rebuilt["loads"]) == (3 * 4, 0)  # a build a search
-    assert 0 < result["store_bytes_per_session"] < result["store_bytes_per_session_with_snapshots"]
+    # the file with the snapshots, not less: six sessions' snapshots (hundreds of bytes, deflated) may fit in its pages
+    assert 0 < result["store_bytes_per_session"] <= result["store_bytes_per_session_with_snapshots"]
     assert "snapshots off" in capsys.readouterr().out
     (http,) = result["http"]  # a real server answered every search
     assert http["workers"] == 1 and http["round_robin"]["p50_ms"] > 0 and http["warm"]["p50_ms"] > 0

@@ -33,7 +33,7 @@ def test_the_cluster_bench_measures_every_part_and_loses_nothing(tmp_path: Path,
     assert all(r["writes_per_s"] > 0 and r["searches_per_s"] > 0 for r in result["load"].values())
     sizes = result["bytes_per_session"]
     assert sizes["messages"] > 0 and sizes["units"] > 0 and sizes["store"] == pytest.approx(
-        sum(sizes[t] for t in ("messages", "units", "edges", "sessions", "snapshots", "users")))
+        sum(sizes[t] for t in ("messages", "units", "sessions", "snapshots", "users")))
     host, postgres = result["drills"]
     assert host["promoted"] != host["killed"] and postgres["acknowledged"] > 0
     assert result["failover"]["lost"] == 0 and result["failover"]["stale"] == 0 and result["failover"]["acknowledged"] == host["acknowledged"] + \

@@ -110,17 +110,19 @@ def _sql(store: Store, statement: str) -> list[tuple]:
 
 
 def _fail_edge_inserts(store: Store) -> None:
-    """Make every edge insert fail (after the session, message and unit rows of its call were written)."""
+    """Make every insert of a unit with edges fail (after the session and message rows of its call were written)."""
     if isinstance(store, SQLiteStore):
-        _sql(store, "CREATE TEMP TRIGGER fail BEFORE INSERT ON edges BEGIN SELECT RAISE(ABORT, 'disk on fire'); END")
+        _sql(store, "CREATE TEMP TRIGGER fail BEFORE INSERT ON units WHEN NEW.links IS NOT NULL"
+                    " BEGIN SELECT RAISE(ABORT, 'disk on fire'); END")
     else:
         _sql(store, "CREATE FUNCTION fail() RETURNS trigger LANGUAGE plpgsql AS "
                     "$$ BEGIN RAISE EXCEPTION 'disk on fire'; END $$")
-        _sql(store, "CREATE TRIGGER fail BEFORE INSERT ON edges FOR EACH ROW EXECUTE FUNCTION fail()")
+        _sql(store, "CREATE TRIGGER fail BEFORE INSERT ON units FOR EACH ROW WHEN (NEW.links IS NOT NULL)"
+                    " EXECUTE FUNCTION fail()")
 
 
 def _repair_edge_inserts(store: Store) -> None:
-    _sql(store, "DROP TRIGGER fail" if isinstance(store, SQLiteStore) else "DROP TRIGGER fail ON edges")
+    _sql(store, "DROP TRIGGER fail" if isinstance(store, SQLiteStore) else "DROP TRIGGER fail ON units")
 
 
 def _n_messages(store: Store) -> int:
@@ -633,13 +635,14 @@ def test_nested_writes_join_and_a_failed_call_inside_leaves_nothing(store: Store
         else:  # inside the open transaction: DDL from another connection would wait for its locks
             store._state.conn.execute("CREATE FUNCTION fail() RETURNS trigger LANGUAGE plpgsql AS"
                                       " $$ BEGIN RAISE EXCEPTION 'disk on fire'; END $$")
-            store._state.conn.execute("CREATE TRIGGER fail BEFORE INSERT ON edges FOR EACH ROW EXECUTE FUNCTION fail()")
+            store._state.conn.execute("CREATE TRIGGER fail BEFORE INSERT ON units FOR EACH ROW"
+                                      " WHEN (NEW.links IS NOT NULL) EXECUTE FUNCTION fail()")
         with pytest.raises(_DB_ERRORS, match="disk on fire"):
             _add(store, "alice", "a2", rng)  # its session, messages and units were written, then undone
         if isinstance(store, SQLiteStore):
             _repair_edge_inserts(store)
         else:
-            store._state.conn.execute("DROP TRIGGER fail ON edges")
+            store._state.conn.execute("DROP TRIGGER fail ON units")
         with pytest.raises(DuplicateSessionError):
             _add(store, "alice", "a1", rng)
         _add(store, "alice", "a3", rng)
@@ -787,7 +790,7 @@ def test_a_failed_checkpoint_does_not_fail_the_committed_delete(sqlite_store: SQ
 
 
 # -- PostgreSQL in particular -----------------------------------------------------------------------------------
-_DATA_TABLES = ("users", "sessions", "messages", "units", "edges")
+_DATA_TABLES = ("users", "sessions", "messages", "units")
 
 
 def _is_scoped(statement: str) -> bool:
@@ -1059,21 +1062,40 @@ def test_the_store_records_the_first_method_that_wrote_it(store: Store) -> None:
 
 
 def _unpack_messages(target: str) -> None:
-    """Put the store's messages back as the schemas before SQLite 9 and PostgreSQL 10 kept them: plain text, and the
-    schema's version back to before the packing (an older store)."""
-    from memgas.core.packing import unpack_text
+    """Put the store back as the schemas before SQLite 9 and PostgreSQL 10 kept it (an older store): messages as
+    plain text, the edges as rows of their own table (made by that schema's statements), no ``links`` column, and the
+    schema's version back to before."""
+    from memgas.core.packing import unpack_links, unpack_text
+    from memgas.store import postgres, sqlite
+
+    def edge_rows(rows: list) -> list[tuple]:
+        return [(user, int(src), int(uid), float(w)) for user, uid, blob in rows if blob is not None
+                for src, w in zip(*unpack_links(int(uid), blob))]
+
     if target.startswith("postgresql://"):
         with psycopg.connect(target, autocommit=True) as conn:
             rows = conn.execute("SELECT user_id, session_pk, position, content FROM messages").fetchall()
             conn.execute("ALTER TABLE messages ALTER COLUMN content TYPE text USING ''")
             conn.cursor().executemany("UPDATE messages SET content = %s WHERE user_id = %s AND session_pk = %s"
                                       " AND position = %s", [(unpack_text(c), u, pk, p) for u, pk, p, c in rows])
+            edges = edge_rows(conn.execute("SELECT user_id, id, links FROM units").fetchall())
+            for statement in postgres.MIGRATIONS[0]:
+                if "edges" in statement:
+                    conn.execute(statement)
+            conn.cursor().executemany("INSERT INTO edges (user_id, src, dst, weight) VALUES (%s, %s, %s, %s)", edges)
+            conn.execute("ALTER TABLE units DROP COLUMN links")
             conn.execute("DELETE FROM schema_version WHERE version >= 10")
     else:
         conn = sqlite3.connect(target)
         rows = conn.execute("SELECT session_pk, position, content FROM messages").fetchall()
         conn.executemany("UPDATE messages SET content = ? WHERE session_pk = ? AND position = ?",
                          [(unpack_text(c), pk, p) for pk, p, c in rows])
+        edges = edge_rows(conn.execute("SELECT user_id, id, links FROM units").fetchall())
+        for statement in sqlite.MIGRATIONS[0]:
+            if "edges" in statement:
+                conn.execute(statement)
+        conn.executemany("INSERT INTO edges (user_id, src, dst, weight) VALUES (?, ?, ?, ?)", edges)
+        conn.execute("ALTER TABLE units DROP COLUMN links")
         conn.execute("PRAGMA user_version = 8")
         conn.commit()
         conn.close()
@@ -1081,8 +1103,8 @@ def _unpack_messages(target: str) -> None:
 
 def test_messages_are_packed_and_a_store_of_plain_texts_is_packed_once_opened(target: str,
                                                                               rng: np.random.Generator) -> None:
-    """Content is kept packed (deflated where shorter); a store of the schema before (plain text) is packed by its
-    migration, in batches across users, and reads back the same: sessions, previews, turn texts."""
+    """Content is kept packed (deflated where shorter); a store of the schema before (plain text, an edges table) is
+    packed by its migration, in batches across users, and reads back the same: sessions, previews, turn texts, edges."""
     from memgas.core.packing import unpack_text
     from memgas.store import sql as sql_module
     long = " ".join(f"On day {i} we walked along the river and talked about the garden again." for i in range(40))
@@ -1091,9 +1113,12 @@ def test_messages_are_packed_and_a_store_of_plain_texts_is_packed_once_opened(ta
                 for user in ("alice", "bob") for sid in ("s1", "s2", "s3")]
     with open_store(target) as store:
         store.bind_embedder(EMBEDDER, DIM)
-        for s in sessions:
-            store.add_session(s, _units(s, rng), [])
+        first: dict[str, int] = {}
+        for s in sessions:  # each user's later sessions linked to the first unit of their first
+            older = [Edge(first[s.user_id], -1, 0.25)] if s.user_id in first else []
+            first.setdefault(s.user_id, store.add_session(s, _units(s, rng), [Edge(-1, -2, 0.5)] + older)[0])
         texts = store.load_units("alice").texts
+        edges = {u: store.load_edges(u) for u in ("alice", "bob")}
         previews = [i.preview for i in store.list_sessions("bob", previews=True)]
     assert previews == [f"{long} (bob {sid})"[:PREVIEW_CHARS] for sid in ("s1", "s2", "s3")]
 
@@ -1118,6 +1143,11 @@ def test_messages_are_packed_and_a_store_of_plain_texts_is_packed_once_opened(ta
             assert [store.get_session(s.user_id, s.session_id) for s in sessions] == sessions
             assert store.load_units("alice").texts == texts
             assert [i.preview for i in store.list_sessions("bob", previews=True)] == previews
+            for user, before in edges.items():  # the edges, from their table onto their newer units
+                after = store.load_edges(user)
+                assert after.src.tolist() == before.src.tolist() and after.dst.tolist() == before.dst.tolist()
+                assert after.weight.tolist() == before.weight.tolist() and after.src.size >= 3
+            assert store.stats()["edges"] == sum(e.src.size for e in edges.values())
     finally:
         sql_module._MIGRATION_BATCH = batch
     assert stored() == packed  # packed as a new store packs them
@@ -1236,26 +1266,39 @@ def test_one_sessions_units_are_found_by_the_sessions_key_not_the_users(sqlite_s
     assert "units_session" in plan and "units_user" not in plan
 
 
-def test_a_users_edges_are_reached_from_their_units_without_an_index_of_their_own(sqlite_store: SQLiteStore,
-                                                                                 rng: np.random.Generator) -> None:
-    """SQLite keeps no index of the edges' user (schema 9): a user's edges are read from their units, by the edges'
-    key, never by scanning every user's edges; load_edges and stats still see exactly the user's."""
+def test_edges_are_kept_on_their_newer_unit_and_a_delete_takes_them_off_the_others(store: Store,
+                                                                                   rng: np.random.Generator) -> None:
+    """Each edge lives once, packed on its newer unit (``links``); deleting or replacing a unit takes every edge to it
+    off the newer units of other sessions, so edges, links between sessions and counts never name a unit gone."""
     ids = {}
     for user in ("alice", "bob"):
         s = _session(user, "s1", n_turns=3)
-        ids[user] = sqlite_store.add_session(s, _units(s, rng), [Edge(-1, -2, 0.5), Edge(-1, -3, 0.25)])
-    s = _session("alice", "s2")
-    sqlite_store.add_session(s, _units(s, rng), [Edge(ids["alice"][0], -1, 0.75)])
-    with sqlite3.connect(sqlite_store.path) as conn:
-        assert "edges_user" not in {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-        for statement in (f"SELECT e.src FROM {SQLiteStore._EDGES_OF_USER}",
-                          f"SELECT count(*) FROM {SQLiteStore._EDGES_OF_USER}"):
-            plan = " ".join(str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + statement, ("alice",)))
-            assert "units_user" in plan and "SCAN e" not in plan, plan
-    edges = sqlite_store.load_edges("alice")
-    assert edges.weight.tolist() == [0.5, 0.25, 0.75] and edges.src.tolist()[0] == ids["alice"][0]
-    assert sqlite_store.stats("alice")["edges"] == 3 and sqlite_store.stats("bob")["edges"] == 2
-    assert sqlite_store.stats()["edges"] == 5
+        ids[user] = store.add_session(s, _units(s, rng), [Edge(-1, -2, 0.75), Edge(-3, -1, 0.25), Edge(-2, -1, 0.5)])
+    a = ids["alice"]
+    s2 = _session("alice", "s2", n_turns=2)
+    new = store.add_session(s2, _units(s2, rng), [Edge(a[0], -1, 0.5), Edge(-2, a[1], 0.125), Edge(-1, -2, 0.375)])
+    s3 = _session("alice", "s3")
+    last = store.add_session(s3, _units(s3, rng), [Edge(new[0], -1, 0.25), Edge(a[2], -1, 0.5)])
+    edges = store.load_edges("alice")
+    assert list(zip(edges.src.tolist(), edges.dst.tolist(), edges.weight.tolist())) == [
+        (a[0], a[1], 0.75), (a[0], a[2], 0.25), (a[0], new[0], 0.5), (a[1], new[1], 0.125),
+        (a[2], last[0], 0.5), (new[0], new[1], 0.375), (new[0], last[0], 0.25)]  # the larger of a repeated edge
+    after = store.load_edges_after("alice", new[-1])
+    assert after.dst.tolist() == [last[0], last[0]]
+    assert store.session_links("alice") == [("s1", "s2", 2, 0.625, 0.5), ("s1", "s3", 1, 0.5, 0.5),
+                                            ("s2", "s3", 1, 0.25, 0.25)]
+    assert store.session_links("alice", "s3") == [("s1", "s3", 1, 0.5, 0.5), ("s2", "s3", 1, 0.25, 0.25)]
+    assert store.stats("alice")["edges"] == 7 and store.stats("bob")["edges"] == 2 and store.stats()["edges"] == 9
+    store.delete_session("alice", "s2")  # its units held two edges from s1; s3's unit held one to it
+    edges = store.load_edges("alice")
+    assert list(zip(edges.src.tolist(), edges.dst.tolist())) == [(a[0], a[1]), (a[0], a[2]), (a[2], last[0])]
+    assert store.session_links("alice") == [("s1", "s3", 1, 0.5, 0.5)]
+    assert store.stats("alice")["edges"] == 3 and store.stats()["edges"] == 5
+    kept = store.get_session("alice", "s1")
+    store.rewrite_session(kept, keep_messages=len(kept.messages), drop_units=[a[2]], units=[], edges=[])
+    edges = store.load_edges("alice")
+    assert list(zip(edges.src.tolist(), edges.dst.tolist())) == [(a[0], a[1])]  # s3's link to it went with it
+    assert store.stats("alice")["edges"] == 1 and store.load_edges("bob").src.size == 2
 
 
 def test_a_snapshot_of_a_new_format_drops_the_users_snapshots_of_the_old(store: Store, rng: np.random.Generator

@@ -32,7 +32,7 @@ from memgas.bench.hacluster import HACluster
 __all__ = ["run_cluster", "cluster_markdown"]
 
 #: The tables of a store, for the bytes-per-session breakdown.
-_TABLES = ("messages", "units", "edges", "sessions", "snapshots", "users")
+_TABLES = ("messages", "units", "sessions", "snapshots", "users")
 
 
 def _fill(cluster: HACluster, data: Path, embedder: Any, users: int, sessions: int) -> tuple[str, list[str], float]:

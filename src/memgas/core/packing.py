@@ -1,5 +1,6 @@
 """Named numpy arrays and a JSON header in one byte string, read back without copying: the format of index
-snapshots (:meth:`memgas.store.Store.save_snapshot`); and how a store keeps a message's text (:func:`pack_text`).
+snapshots (:meth:`memgas.store.Store.save_snapshot`); and how a store keeps a message's text (:func:`pack_text`) and a
+unit's links to older units (:func:`pack_links`).
 
 Layout: the magic ``b"MGPK1\\n"``, the header's length (8 bytes, little-endian), the header (UTF-8 JSON: ``meta``
 and, per array, its name, dtype, shape and offset), then each array's bytes at an offset that is a multiple of 8.
@@ -17,7 +18,7 @@ import numpy as np
 
 from memgas.core.errors import InvalidInputError
 
-__all__ = ["pack", "unpack", "narrowed", "pack_text", "unpack_text"]
+__all__ = ["pack", "unpack", "narrowed", "pack_text", "unpack_text", "pack_links", "unpack_links", "links_count"]
 
 _MAGIC = b"MGPK1\n"
 _LENGTH = 8
@@ -157,3 +158,55 @@ def unpack_text(data: bytes | memoryview) -> str:
     except (zlib.error, UnicodeDecodeError) as exc:
         raise InvalidInputError(f"a packed text is damaged: {exc}") from None
     raise InvalidInputError(f"not a packed text (tag {tag!r})")
+
+
+#: How a packed unit's links read their offsets, by the width the first byte gives.
+_OFFSETS: dict[int, np.dtype[Any]] = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<i8")}
+_WEIGHTS: dict[int, np.dtype[Any]] = {4: np.dtype("<f4"), 8: np.dtype("<f8")}
+
+
+def pack_links(unit: int, src: np.ndarray, weight: np.ndarray) -> bytes:
+    """The links of unit ``unit`` to the older units ``src`` (ascending, all ``< unit``) with their ``weight``, as a
+    store keeps them on the unit: two bytes giving the widths, then each link's distance ``unit - src`` in the smallest
+    unsigned type that holds them all, then the weights in float32 where that changes none of them, else float64.
+    Links within one session are a few ids apart (a byte each); across sessions four bytes.
+
+    Examples
+    --------
+    >>> blob = pack_links(1000, np.array([990, 998]), np.array([0.5, 0.05]))
+    >>> len(blob), links_count(blob)  # two one-byte distances, two float64 weights (0.05 is no float32)
+    (20, 2)
+    >>> src, weight = unpack_links(1000, blob)
+    >>> src.tolist(), weight.tolist()
+    ([990, 998], [0.5, 0.05])
+    """
+    offsets = narrowed(unit - np.asarray(src, dtype=np.int64))
+    if offsets.dtype.kind == "i":
+        offsets = offsets.astype("<i8")
+    wide = np.asarray(weight, dtype=np.float64)
+    single = wide.astype(np.float32)
+    weights: np.ndarray = single if np.array_equal(single, wide) else wide
+    head = bytes([offsets.dtype.itemsize, weights.dtype.itemsize])
+    return head + offsets.astype(_OFFSETS[offsets.dtype.itemsize]).tobytes() + weights.astype(
+        _WEIGHTS[weights.dtype.itemsize]).tobytes()
+
+
+def links_count(blob: bytes | memoryview) -> int:
+    """How many links :func:`pack_links` packed in ``blob``."""
+    return (len(blob) - 2) // (blob[0] + blob[1])
+
+
+def unpack_links(unit: int, blob: bytes | memoryview) -> tuple[np.ndarray, np.ndarray]:
+    """The ``(src, weight)`` arrays (int64, float64; ``src`` ascending) of unit ``unit``'s links :func:`pack_links`
+    packed.
+
+    Raises:
+        InvalidInputError: ``blob`` is not packed links.
+    """
+    blob = bytes(blob)
+    if len(blob) < 2 or blob[0] not in _OFFSETS or blob[1] not in _WEIGHTS or (len(blob) - 2) % (blob[0] + blob[1]):
+        raise InvalidInputError("not a unit's packed links")
+    n = links_count(blob)
+    offsets = np.frombuffer(blob, _OFFSETS[blob[0]], n, 2)
+    weights = np.frombuffer(blob, _WEIGHTS[blob[1]], n, 2 + n * blob[0])
+    return unit - offsets.astype(np.int64), weights.astype(np.float64)

@@ -12,8 +12,9 @@ and columns of :mod:`memgas.store.sqlite`, so the two backends stay one design, 
 * ``users(user_id, version)``; ``sessions(user_id, pk, session_id, timestamp, metadata, n_messages,
   n_turns, created_at, agent_id, run_id)``; ``messages(user_id, session_pk, position, role, name, content,
   metadata)`` (``content`` is ``bytea`` since schema 10: the text packed, :func:`memgas.core.packing.pack_text`);
-  ``units(user_id, id, session_pk, granularity, turn_start, turn_end, chunk, text, vector, msg_start, msg_end)``;
-  ``edges(user_id, src, dst, weight)``; ``snapshots(user_id, kind, version, data)``. ``vector`` is ``bytea`` encoded
+  ``units(user_id, id, session_pk, granularity, turn_start, turn_end, chunk, text, vector, msg_start, msg_end,
+  links)`` (``links``, since schema 10: the unit's edges to older units, packed as in SQLite; before, a table
+  ``edges(user_id, src, dst, weight)``); ``snapshots(user_id, kind, version, data)``. ``vector`` is ``bytea`` encoded
   as in SQLite (little-endian float16 since schema 6); timestamps are
   ISO 8601 text and ids use the ``"C"`` collation, so sessions and users sort exactly as in SQLite.
 
@@ -66,11 +67,13 @@ from memgas.store.limits import RateLimitStore
 from memgas.store.sql import (
     API_KEYS_TABLE,
     JOINED_MIGRATION,
+    LINKS_COUNT,
     SCOPES_MIGRATION,
     SESSION_VERSION_COLUMN,
     SNAPSHOTS_TABLE,
     SQLStore,
     compact_unit_vectors,
+    links_from_edges,
     pack_message_texts,
 )
 
@@ -158,9 +161,14 @@ MIGRATIONS: tuple[tuple[Any, ...], ...] = (
     ("ALTER TABLE users ADD COLUMN xid xid8",),
     # 9: sessions' version column, where a store reached version 4 before migration 4 made it.
     (SESSION_VERSION_COLUMN.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS"),),
-    # 10: messages' content packed (memgas.core.packing.pack_text), in a bytea column.
+    # 10: messages' content packed (memgas.core.packing.pack_text), in a bytea column; the edges kept on their newer
+    # unit (units.links, memgas.core.packing.pack_links) instead of a table of their own.
     ("ALTER TABLE messages ALTER COLUMN content TYPE bytea USING '\\x00'::bytea || convert_to(content, 'UTF8')",
-     lambda conn: pack_message_texts(conn, "%s", ("user_id", "session_pk", "position"))),
+     lambda conn: pack_message_texts(conn, "%s", ("user_id", "session_pk", "position")),
+     "ALTER TABLE units ADD COLUMN links bytea",
+     lambda conn: links_from_edges(conn, "%s", conn.cursor(name="memgas_edges").execute(
+         "SELECT user_id, dst, src, weight FROM edges ORDER BY dst, src")),
+     "DROP TABLE edges"),
 )
 
 #: One token-bucket step in one statement, on the database's clock (the same for every worker): refill the
@@ -181,12 +189,14 @@ _FORGET_FULL_BUCKETS = ("DELETE FROM rate_limits WHERE updated_at < extract(epoc
 SCHEMA_VERSION = len(MIGRATIONS)
 
 #: The statements that read across users on purpose (everything else is scoped by ``user_id``).
+#: The first two bytes of a unit's ``links`` as lowercase hex (:data:`memgas.store.sql.LINKS_COUNT`).
+_LINKS_HEAD = "encode(substring(links from 1 for 2), 'hex')"
 CROSS_USER_STATEMENTS = frozenset({
     "SELECT user_id FROM users ORDER BY user_id",
     "SELECT count(*) FROM users ",
     "SELECT count(*), coalesce(sum(n_turns), 0), coalesce(sum(n_messages), 0) FROM sessions ",
     "SELECT granularity, count(*) FROM units  GROUP BY granularity",
-    "SELECT count(*) FROM edges ",
+    f"SELECT coalesce(sum({LINKS_COUNT.format(head=_LINKS_HEAD)}), 0) FROM units ",
 })  # (the rate-limit statements touch no user's data: their buckets are keyed by API key or client address)
 
 #: Advisory-lock key (two-int form, a key space apart from the per-user bigint keys) of schema and meta writes.
@@ -585,6 +595,7 @@ class PostgresStore(SQLStore, RateLimitStore):
                      " u.msg_end, u.session_pk, u.vector"
                      " FROM units u JOIN sessions s ON s.user_id = u.user_id AND s.pk = u.session_pk")
     _DIM_VALUE = str
+    _LINKS_HEAD = _LINKS_HEAD
     _MESSAGES_OF = "m.user_id = s.user_id AND m.session_pk = s.pk"
     _MESSAGES_USER = "user_id = ? AND "
     _MESSAGES_OF_UNIT = "m.user_id = ? AND m.session_pk = u.session_pk"
@@ -628,7 +639,7 @@ class PostgresStore(SQLStore, RateLimitStore):
     def _storage(self, conn: Any) -> dict[str, Any]:
         file_bytes = conn.execute(
             "SELECT sum(pg_total_relation_size(to_regclass(t))) FROM unnest(%s::text[]) AS t",
-            (["meta", "users", "sessions", "messages", "units", "edges", "schema_version", "api_keys", "experiences",
+            (["meta", "users", "sessions", "messages", "units", "schema_version", "api_keys", "experiences",
               "rate_limits", "snapshots"],)).fetchone()[0]
         return {"path": None, "url": _redact(self._url), "file_bytes": int(file_bytes)}
 
@@ -647,27 +658,10 @@ class PostgresStore(SQLStore, RateLimitStore):
                 [(user_id, session_pk, start + i, *row) for i, row in enumerate(rows)],
             )
 
-    def _insert_units_and_edges(self, conn: Any, user_id: str, session_pk: int, unit_rows: list[tuple[Any, ...]],
-                                edge_rows: list[tuple[int, int, float]]) -> list[int]:
-        with conn.cursor() as cur:
-            # Drawn under the user's lock, so the user's ids grow in commit order (load_units_after).
-            ids = sorted(row[0] for row in conn.execute(
-                "SELECT nextval('unit_ids') FROM generate_series(1, %s)", (len(unit_rows),)).fetchall())
-            cur.executemany(
-                "INSERT INTO units (user_id, id, session_pk, granularity, turn_start, turn_end, chunk, text,"
-                " msg_start, msg_end, vector) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                [(user_id, i, session_pk, *row) for i, row in zip(ids, unit_rows)],
-            )
-
-            def resolve(n: int) -> int:
-                return n if n > 0 else ids[-n - 1]
-
-            cur.executemany(
-                "INSERT INTO edges (user_id, src, dst, weight) VALUES (%s, %s, %s, %s)"
-                " ON CONFLICT (user_id, src, dst) DO UPDATE SET weight = greatest(edges.weight, excluded.weight)",
-                [(user_id, *sorted((resolve(src), resolve(dst))), weight) for src, dst, weight in edge_rows],
-            )
-        return ids
+    def _new_unit_ids(self, conn: Any, n: int) -> list[int]:
+        # Drawn under the user's lock, so the user's ids grow in commit order (load_units_after).
+        return sorted(row[0] for row in conn.execute(
+            "SELECT nextval('unit_ids') FROM generate_series(1, %s)", (n,)).fetchall())
 
     @staticmethod
     def _check_endpoints(conn: Any, user_id: str, unit_ids: set[int]) -> None:

@@ -9,18 +9,19 @@ where they differ: schema, migrations, ``add_session`` and the hooks :class:`SQL
 
 from __future__ import annotations
 
+import itertools
 import json
 import operator
 import re
 from abc import abstractmethod
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, closing, contextmanager
 from datetime import datetime, timezone
 from typing import Any, Callable, ClassVar, Iterator, Sequence
 
 import numpy as np
 
 from memgas.core.errors import DuplicateSessionError, EmbedderMismatchError, InvalidInputError, NotFoundError
-from memgas.core.packing import pack_text, unpack_text
+from memgas.core.packing import pack_links, pack_text, unpack_links, unpack_text
 from memgas.core.types import GRANULARITIES, Edge, Message, Session, Unit, speaker_line
 from memgas.core.validate import ID_CHAR, check_id, check_unicode, parse_timestamp
 from memgas.kernels.quantize import decode_rows, encode_rows, stored_halves
@@ -198,6 +199,77 @@ def session_unit_rows(session: Session, units: Sequence[Unit], dim: int | None) 
     return [(*r[:-1], blob) for r, blob in zip(rows, encoded)]
 
 
+def _unit_links(ids: Sequence[int], edge_rows: Sequence[tuple[int, int, float]]) -> list[bytes | None]:
+    """Per new unit ``ids[i]``, its links to older units (:func:`memgas.core.packing.pack_links`), or ``None``: each
+    edge is kept once, on its newer end, which is always a unit of this call (edges between two stored units are
+    refused); an edge given twice keeps its larger weight. Weights are kept in float32, as the edges are read
+    (:class:`~memgas.store.base.EdgeTable`)."""
+    def resolve(n: int) -> int:
+        return n if n > 0 else ids[-n - 1]
+
+    row_of = {uid: i for i, uid in enumerate(ids)}
+    links: list[dict[int, float]] = [{} for _ in ids]
+    for src, dst, weight in edge_rows:
+        older, newer = sorted((resolve(src), resolve(dst)))
+        held = links[row_of[newer]]
+        held[older] = max(held.get(older, 0.0), weight)
+    out: list[bytes | None] = []
+    for uid, held in zip(ids, links):
+        ends = sorted(held)
+        out.append(pack_links(uid, np.array(ends, dtype=np.int64), np.array([held[e] for e in ends], dtype=np.float32))
+                   if ends else None)
+    return out
+
+
+def _edge_table(rows: Sequence[tuple[Any, Any]]) -> EdgeTable:
+    """The edges of units' ``(id, links)`` rows, each once with ``src < dst``, sorted by ``(src, dst)``."""
+    parts = [(unpack_links(int(uid), blob), int(uid)) for uid, blob in rows]
+    if not parts:
+        return EdgeTable(src=np.zeros(0, np.int64), dst=np.zeros(0, np.int64), weight=np.zeros(0, np.float32))
+    src = np.concatenate([p[0][0] for p in parts])
+    dst = np.concatenate([np.full(p[0][0].size, p[1], np.int64) for p in parts])
+    weight = np.concatenate([p[0][1] for p in parts]).astype(np.float32)
+    order = np.lexsort((dst, src))
+    return EdgeTable(src=src[order], dst=dst[order], weight=weight[order])
+
+
+#: How many links a unit's ``links`` holds, in SQL over its first two bytes (:func:`~memgas.core.packing.pack_links`:
+#: the widths of a distance and a weight) given as lowercase hex by the backend's ``{head}`` expression.
+LINKS_COUNT = ("(length(links) - 2) / CASE {head} "
+               + " ".join(f"WHEN '{o:02x}{w:02x}' THEN {o + w}" for o in (1, 2, 4, 8) for w in (4, 8)) + " END")
+
+
+def links_from_edges(conn: Any, placeholder: str, edges: Any) -> int:
+    """Schema 9 of SQLite, 10 of PostgreSQL: the ``edges`` table's rows packed on their newer unit (``links``), read
+    from ``edges``, a cursor over ``(user_id, dst, src, weight)`` ordered by ``dst, src``; return how many units got
+    links. Runs inside the migration's transaction, a batch of units per statement."""
+    batch: list[tuple[Any, ...]] = []
+    done = 0
+
+    def flush() -> None:
+        nonlocal done
+        conn.cursor().executemany(f"UPDATE units SET links = {placeholder} WHERE user_id = {placeholder}"
+                                  f" AND id = {placeholder}", batch)
+        done += len(batch)
+        batch.clear()
+
+    unit, user, ends, weights = None, None, [], []
+    with closing(edges):  # PostgreSQL drops the table next, which a cursor left open on it would block
+        for row_user, dst, src, weight in itertools.chain(edges, [(None, None, None, None)]):
+            if dst != unit and unit is not None:
+                batch.append((pack_links(unit, np.array(ends, np.int64), np.array(weights, np.float32)), user, unit))
+                ends, weights = [], []
+                if len(batch) >= _MIGRATION_BATCH:
+                    flush()
+            unit, user = dst, row_user
+            if dst is not None:
+                ends.append(int(src))
+                weights.append(float(weight))
+    if batch:
+        flush()
+    return done
+
+
 def _message_rows(messages: Sequence[Message]) -> list[tuple[Any, ...]]:
     """``(role, name, content, metadata JSON or None)`` per message, as the ``messages`` table holds them: the
     content packed (:func:`memgas.core.packing.pack_text`, schema 9 of SQLite, 10 of PostgreSQL)."""
@@ -309,7 +381,7 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
     A subclass provides ``_read()`` (a connection inside one read snapshot) and ``_write(user_id)``
     (a connection inside one write transaction holding what serialises ``user_id``'s writes), and
     overrides the hooks where its SQL differs: :meth:`_q`, :attr:`_UNIT_COLUMNS`,
-    :attr:`_EDGES_AFTER_FROM`, :attr:`_MESSAGES_OF`, :attr:`_DIM_VALUE`, :meth:`_lock_meta`, :meth:`_messages`,
+    :attr:`_LINKS_HEAD`, :attr:`_MESSAGES_OF`, :attr:`_DIM_VALUE`, :meth:`_lock_meta`, :meth:`_messages`,
     :meth:`_new_version`, :meth:`_deleted` and :meth:`_storage`.
     """
 
@@ -319,11 +391,8 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
     #: lets the planner find the session by its key, then its units; without it SQLite took the user's index and read
     #: every unit row of the user for each session (a timeline of 262 sessions and 20,471 units: 3.8 s, now 0.7).
     _UNITS_OF_SESSION: ClassVar[str] = "u.user_id = ? AND s.user_id = ? AND s.session_id = ?"
-    #: The table expression load_edges_after reads (SQLite names the ``dst`` index it must use).
-    _EDGES_AFTER_FROM: ClassVar[str] = "edges"
-    #: How a statement reads the edges ``e`` of one user (the parameter): SQLite has no index on their user, and
-    #: reaches them from the user's units (each edge's ``src`` is one) by the edges' key.
-    _EDGES_OF_USER: ClassVar[str] = "edges e WHERE e.user_id = ?"
+    #: The first two bytes of a unit's ``links`` as lowercase hex, in the backend's SQL (:data:`LINKS_COUNT`).
+    _LINKS_HEAD: ClassVar[str]
     #: How a subquery on ``messages m`` names the messages of session ``s`` (on the backend's key).
     _MESSAGES_OF: ClassVar[str] = "m.session_pk = s.pk"
     #: How a statement on ``messages`` alone names the user first (PostgreSQL keys them by user; SQLite's rows have
@@ -505,9 +574,35 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
         """Insert message ``rows`` (:func:`_message_rows`) at positions ``start, start + 1, ...`` of the session."""
 
     @abstractmethod
+    def _new_unit_ids(self, conn: Any, n: int) -> list[int]:
+        """``n`` ids for new units, ascending, larger than every unit id the store ever handed out."""
+
     def _insert_units_and_edges(self, conn: Any, user_id: str, session_pk: int, unit_rows: list[tuple[Any, ...]],
                                 edge_rows: list[tuple[int, int, float]]) -> list[int]:
-        """Insert a session's unit rows and the edges (refs ``-(i + 1)`` resolved to the new ids); return the ids."""
+        """Insert a session's unit rows, each with its links (the edges, refs ``-(i + 1)`` resolved to the new ids,
+        kept on their newer end: :func:`_unit_links`); return the ids."""
+        ids = self._new_unit_ids(conn, len(unit_rows))
+        conn.cursor().executemany(self._q(
+            "INSERT INTO units (user_id, id, session_pk, granularity, turn_start, turn_end, chunk, text, msg_start,"
+            " msg_end, vector, links) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+            [(user_id, i, session_pk, *row, links) for i, row, links in zip(ids, unit_rows, _unit_links(ids, edge_rows))])
+        return ids
+
+    def _unlink(self, conn: Any, user_id: str, gone: Sequence[int]) -> None:
+        """Take the links to the units ``gone`` (deleted by the caller's transaction) off the user's other units:
+        only units newer than the oldest of them can hold one."""
+        if not gone:
+            return
+        doomed = np.array(sorted(gone), dtype=np.int64)
+        changed = []
+        for uid, blob in conn.execute(self._q("SELECT id, links FROM units WHERE user_id = ? AND id > ?"
+                                              " AND links IS NOT NULL"), (user_id, int(doomed[0]))).fetchall():
+            src, weight = unpack_links(int(uid), blob)
+            keep = ~np.isin(src, doomed)
+            if not keep.all():
+                changed.append((pack_links(int(uid), src[keep], weight[keep]) if keep.any() else None, user_id, uid))
+        if changed:
+            conn.cursor().executemany(self._q("UPDATE units SET links = ? WHERE user_id = ? AND id = ?"), changed)
 
     @staticmethod
     @abstractmethod
@@ -593,6 +688,7 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
                          (session_pk, keep_messages))
             self._insert_messages(conn, user_id, session_pk, keep_messages,
                                   _message_rows(session.messages[keep_messages:]))
+            self._unlink(conn, user_id, drop)
             for chunk in range(0, len(drop), 500):
                 part = drop[chunk:chunk + 500]
                 conn.execute(self._q(f"DELETE FROM units WHERE id IN ({', '.join('?' * len(part))})"), part)
@@ -705,6 +801,9 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
             NotFoundError: the user has no such session.
         """
         with self._write(user_id) as conn:
+            self._unlink(conn, user_id, [int(r[0]) for r in conn.execute(self._q(
+                f"SELECT u.id FROM units u JOIN sessions s ON s.pk = u.session_pk WHERE {self._UNITS_OF_SESSION}"),
+                (user_id, user_id, session_id)).fetchall()])
             if not conn.execute(self._q("DELETE FROM sessions WHERE user_id = ? AND session_id = ?"),
                                 (user_id, session_id)).rowcount:
                 raise NotFoundError(f"user {user_id!r} has no session {session_id!r}")
@@ -973,48 +1072,38 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
 
     def load_edges(self, user_id: str) -> EdgeTable:
         """All edges among a user's units, each undirected edge once with ``src < dst``, sorted."""
-        with self._read(user_id) as conn:
-            rows = conn.execute(
-                self._q(f"SELECT e.src, e.dst, e.weight FROM {self._EDGES_OF_USER} ORDER BY e.src, e.dst"), (user_id,)
-            ).fetchall()
-        return self._edge_table(rows)
+        return self.load_edges_after(user_id, 0)
 
     def session_links(self, user_id: str, session_id: str | None = None) -> list[tuple[str, str, int, float, float]]:
         """The association between the user's sessions (of ``session_id`` only, when given): ``(session a,
-        session b, edges, summed weight, largest weight)`` per linked pair, ``a`` holding an edge's ``src`` unit."""
-        one = "" if session_id is None else " AND (sa.session_id = ? OR sb.session_id = ?)"
+        session b, edges, summed weight, largest weight)`` per linked pair, ``a`` holding an edge's ``src`` unit,
+        sorted by ``(a, b)``; weights as the edges are read (float32)."""
         with self._read(user_id) as conn:
-            rows = conn.execute(self._q(
-                "SELECT sa.session_id, sb.session_id, count(*), sum(e.weight), max(e.weight) FROM edges e"
-                " JOIN units ua ON ua.id = e.src JOIN units ub ON ub.id = e.dst"
-                " JOIN sessions sa ON sa.pk = ua.session_pk JOIN sessions sb ON sb.pk = ub.session_pk"
-                " WHERE e.user_id = ? AND ua.user_id = ? AND ub.user_id = ? AND sa.user_id = ? AND sb.user_id = ?"
-                f" AND ua.session_pk <> ub.session_pk{one} GROUP BY sa.session_id, sb.session_id"
-                " ORDER BY sa.session_id, sb.session_id"),
-                (user_id,) * 5 + (() if session_id is None else (session_id, session_id))).fetchall()
-        return [(a, b, int(n), float(total), float(top)) for a, b, n, total, top in rows]
+            rows = conn.execute(self._q("SELECT u.id, s.session_id, u.links FROM units u JOIN sessions s ON"
+                                        " s.pk = u.session_pk WHERE u.user_id = ? AND s.user_id = ?"),
+                                (user_id, user_id)).fetchall()
+        session_of = {int(uid): sid for uid, sid, _ in rows}
+        pairs: dict[tuple[str, str], list[float]] = {}
+        for uid, b, blob in rows:
+            if blob is None:
+                continue
+            src, weight = unpack_links(int(uid), blob)
+            for end, w in zip(src.tolist(), weight.astype(np.float32).tolist()):
+                a = session_of[end]
+                if a != b and (session_id is None or session_id in (a, b)):
+                    pairs.setdefault((a, b), []).append(w)
+        return [(a, b, len(ws), float(sum(ws)), float(max(ws))) for (a, b), ws in sorted(pairs.items())]
 
     def load_edges_after(self, user_id: str, after_id: int) -> EdgeTable:
         """The user's edges with ``dst > after_id`` (those touching a unit newer than ``after_id``), sorted.
 
-        Read through the ``dst`` index, so the cost follows the edges written since ``after_id``, not
-        the user's whole graph.
+        Each edge is kept on its newer unit (``links``), so these are the links of the units after ``after_id``,
+        read by the units' key: the cost follows what was written since, not the user's whole graph.
         """
         with self._read(user_id) as conn:
-            rows = conn.execute(
-                self._q(f"SELECT src, dst, weight FROM {self._EDGES_AFTER_FROM} WHERE user_id = ? AND dst > ?"
-                        " ORDER BY src, dst"),
-                (user_id, int(after_id)),
-            ).fetchall()
-        return self._edge_table(rows)
-
-    @staticmethod
-    def _edge_table(rows: list[Any]) -> EdgeTable:
-        src, dst, weight = zip(*rows) if rows else ((), (), ())
-        return EdgeTable(
-            src=np.array(src, dtype=np.int64), dst=np.array(dst, dtype=np.int64),
-            weight=np.array(weight, dtype=np.float32),
-        )
+            rows = conn.execute(self._q("SELECT id, links FROM units WHERE user_id = ? AND id > ?"
+                                        " AND links IS NOT NULL ORDER BY id"), (user_id, int(after_id))).fetchall()
+        return _edge_table(rows)
 
     def version(self, user_id: str) -> int:
         """A number that changes with every write to the user's memory (0 for a user without sessions)."""
@@ -1160,8 +1249,8 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
             per_granularity = dict(
                 conn.execute(f"SELECT granularity, count(*) FROM units {where} GROUP BY granularity", args).fetchall()
             )
-            n_edges = conn.execute(self._q(f"SELECT count(*) FROM {self._EDGES_OF_USER}") if user_id is not None
-                                   else "SELECT count(*) FROM edges ", args).fetchone()[0]
+            n_edges = conn.execute(f"SELECT coalesce(sum({LINKS_COUNT.format(head=self._LINKS_HEAD)}), 0) FROM units"
+                                   f" {where}", args).fetchone()[0]
             embedder_id, dim = self._meta(conn, "embedder_id"), self._dim(conn)
             storage = self._storage(conn)
         return {

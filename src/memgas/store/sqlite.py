@@ -17,8 +17,9 @@ Schema (version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_version``):
   whose text is its turns' texts joined (a turn's own, a session chunk's), ``text`` is empty and ``msg_start``,
   ``msg_end`` (schema 7) name the messages whose ``speaker: content`` lines make it: reads join them again, so it
   is not stored twice (-1, -1 for a text stored as it is). ``id`` is
-  ``AUTOINCREMENT`` so a deleted unit's id is never handed out again.
-* ``edges(src, dst, weight, user_id)``: each undirected edge stored once, with ``src < dst``.
+  ``AUTOINCREMENT`` so a deleted unit's id is never handed out again. ``links`` (schema 9) holds the unit's edges
+  to older units, packed (:func:`memgas.core.packing.pack_links`: each undirected edge once, on its newer unit;
+  ``NULL`` for none); before schema 9 they were rows of a table ``edges(src, dst, weight, user_id)``.
 * ``api_keys(key_id, secret_hash, scope, tenant, users, name, created_at, revoked_at)``: the service's
   API keys (:mod:`memgas.service.keys`), store-wide; only a SHA-256 of each key's secret is kept.
 * ``experiences(id, scope, kind, key, payload, vector, created_at, updated_at)``: experience memory
@@ -26,8 +27,8 @@ Schema (version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_version``):
 * ``snapshots(user_id, kind, version, data)``: a method's index of a user as of ``version``, so that loading it
   costs a read, not a rebuild (:meth:`SQLiteStore.save_snapshot`); derived data, dropped by every delete.
 
-Deleting a session cascades (foreign keys) to its messages, its units and every edge touching
-those units, whichever session the other endpoint belongs to.
+Deleting a session cascades (foreign keys) to its messages and its units (with their links); the links other
+sessions' newer units hold to them are taken off in the same transaction.
 
 Concurrency: one write connection per store object, used by one thread at a time, and in a file
 one read connection per thread (WAL), so a search reads its snapshot while another thread or
@@ -56,6 +57,7 @@ from memgas.store.sql import (
     SQLStore,
     add_session_versions,
     compact_unit_vectors,
+    links_from_edges,
     pack_message_texts,
 )
 
@@ -133,9 +135,13 @@ MIGRATIONS: tuple[tuple[Any, ...], ...] = (
     JOINED_MIGRATION,
     # 8: sessions' version column, where a store reached version 4 before migration 4 made it.
     (add_session_versions,),
-    # 9: messages' content packed (memgas.core.packing.pack_text): a BLOB in the column declared TEXT; no index of
-    # the edges' user (a user's edges are reached from their units: a third of the edges' bytes).
-    (lambda conn: pack_message_texts(conn, "?", ("session_pk", "position")), "DROP INDEX edges_user"),
+    # 9: messages' content packed (memgas.core.packing.pack_text): a BLOB in the column declared TEXT; the edges
+    # kept on their newer unit (units.links, memgas.core.packing.pack_links) instead of a table of their own.
+    (lambda conn: pack_message_texts(conn, "?", ("session_pk", "position")),
+     "ALTER TABLE units ADD COLUMN links BLOB",
+     lambda conn: links_from_edges(conn, "?", conn.execute("SELECT user_id, dst, src, weight FROM edges"
+                                                           " ORDER BY dst, src")),
+     "DROP TABLE edges"),
 )
 
 #: Version of the on-disk schema this code reads and writes.
@@ -449,10 +455,7 @@ class SQLiteStore(SQLStore):
     _UNIT_COLUMNS = ("SELECT u.id, s.session_id, u.granularity, u.turn_start, u.turn_end, u.chunk, u.text, u.msg_start,"
                      " u.msg_end, u.session_pk, u.vector"
                      " FROM units u JOIN sessions s ON s.pk = u.session_pk")
-    # Without the hint the planner may walk the user's whole graph; by ``dst`` the cost follows the
-    # edges written since ``after_id`` (of every user: ids are store-wide).
-    _EDGES_AFTER_FROM = "edges INDEXED BY edges_dst"
-    _EDGES_OF_USER = "units u JOIN edges e ON e.src = u.id WHERE u.user_id = ?"
+    _LINKS_HEAD = "lower(hex(substr(links, 1, 2)))"
 
     def _messages(self, conn: sqlite3.Connection, user_id: str, session_pk: int) -> list[Any]:
         return conn.execute(
@@ -490,27 +493,12 @@ class SQLiteStore(SQLStore):
             [(session_pk, start + i, *row) for i, row in enumerate(rows)],
         )
 
-    def _insert_units_and_edges(self, conn: sqlite3.Connection, user_id: str, session_pk: int,
-                                unit_rows: list[tuple[Any, ...]], edge_rows: list[tuple[int, int, float]]) -> list[int]:
-        # One execute per unit: lastrowid is the only portable way to learn each new id.
-        ids = [
-            _row_id(conn.execute(
-                "INSERT INTO units (session_pk, user_id, granularity, turn_start, turn_end, chunk, text, msg_start,"
-                " msg_end, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (session_pk, user_id, *row),
-            ))
-            for row in unit_rows
-        ]
-
-        def resolve(n: int) -> int:
-            return n if n > 0 else ids[-n - 1]
-
-        conn.executemany(
-            "INSERT INTO edges (src, dst, weight, user_id) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (src, dst) DO UPDATE SET weight = max(weight, excluded.weight)",
-            [(*sorted((resolve(src), resolve(dst))), weight, user_id) for src, dst, weight in edge_rows],
-        )
-        return ids
+    def _new_unit_ids(self, conn: sqlite3.Connection, n: int) -> list[int]:
+        # What AUTOINCREMENT would hand out (past the largest id ever used, kept in sqlite_sequence), drawn under the
+        # write lock so that each unit's links, which name ids, are packed before its row is written.
+        row = conn.execute("SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'units'), 0),"
+                           " coalesce((SELECT max(id) FROM units), 0))").fetchone()
+        return list(range(int(row[0]) + 1, int(row[0]) + 1 + n))
 
     @staticmethod
     def _check_endpoints(conn: sqlite3.Connection, user_id: str, unit_ids: set[int]) -> None:
