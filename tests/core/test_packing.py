@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from memgas.core.errors import InvalidInputError
-from memgas.core.packing import pack, unpack
+from memgas.core.packing import links_count, pack, pack_links, pack_text, unpack, unpack_links, unpack_text
 
 
 def test_arrays_and_meta_come_back_with_their_dtypes_and_shapes() -> None:
@@ -33,3 +33,31 @@ def test_bad_bytes_are_refused() -> None:
         unpack(data[:14] + b"\xff" + data[15:])
     with pytest.raises(InvalidInputError, match="Python objects"):
         pack({"o": np.array(["a", None], dtype=object)})
+
+
+def test_packed_texts_come_back_and_only_shorter_packing_is_kept() -> None:
+    rng = np.random.default_rng(5)
+    words = ["the", "garden", "ferry", "Naxos", "café", "東京", "review", "\n", "😀"]
+    for n in (0, 1, 3, 30, 300):
+        text = " ".join(rng.choice(words, n))
+        packed = pack_text(text)
+        assert unpack_text(packed) == text and len(packed) <= len(text.encode()) + 1
+        assert packed[:1] == (b"\x01" if len(packed) <= len(text.encode()) else b"\x00")
+    with pytest.raises(InvalidInputError, match="damaged"):
+        unpack_text(b"\x01not deflate")
+
+
+def test_packed_links_come_back_in_the_narrowest_widths() -> None:
+    rng = np.random.default_rng(7)
+    for span, weights, widths in ((200, np.float32, (1, 4)), (60_000, np.float32, (2, 4)),
+                                  (3_000_000_000, np.float32, (4, 4)), (2**40, np.float64, (8, 8))):
+        unit = 2**41
+        src = np.unique(unit - rng.integers(1, span + 1, 25))
+        weight = rng.random(src.size).astype(weights).astype(np.float64)
+        blob = pack_links(unit, src, weight)
+        assert (blob[0], blob[1]) == widths and links_count(blob) == src.size
+        back_src, back_weight = unpack_links(unit, blob)
+        assert back_src.tolist() == src.tolist() and back_weight.tolist() == weight.tolist()
+    for bad in (b"", b"\x03\x04", b"\x01\x04\x01"):
+        with pytest.raises(InvalidInputError, match="links"):
+            unpack_links(10, bad)
