@@ -10,6 +10,7 @@ header, whatever the arrays hold.
 
 from __future__ import annotations
 
+import functools
 import json
 import zlib
 from typing import Any, Mapping
@@ -133,6 +134,13 @@ def pack_text(text: str) -> bytes:
     return _DEFLATED + deflated if len(deflated) < len(raw) else _AS_IS + raw
 
 
+@functools.lru_cache(maxsize=4096)
+def _inflated(body: bytes) -> str:
+    """A deflated text, kept for the messages read again and again (a context's candidate turns, the sessions a
+    timeline reads): hashing the bytes costs a tenth of inflating them."""
+    return zlib.decompress(body, -15).decode("utf-8")
+
+
 def unpack_text(data: bytes | memoryview) -> str:
     """The text :func:`pack_text` packed.
 
@@ -154,7 +162,7 @@ def unpack_text(data: bytes | memoryview) -> str:
         if tag == _AS_IS:
             return body.decode("utf-8")
         if tag == _DEFLATED:
-            return zlib.decompress(body, -15).decode("utf-8")
+            return _inflated(body)
     except (zlib.error, UnicodeDecodeError) as exc:
         raise InvalidInputError(f"a packed text is damaged: {exc}") from None
     raise InvalidInputError(f"not a packed text (tag {tag!r})")
