@@ -203,6 +203,10 @@ class Memory:
         self._method_name, self._method_args = method, dict(llm=self.llm, reranker=reranker, decomposer=decomposer,
                                                             **method_options)
         self._use(self.embedder)
+        spec = METHODS.get(self._method_name)
+        #: The knowledge graph's calls (:class:`KnowledgeGraph`), only where the method keeps one; else ``None``. It
+        #: stays the same object when the memory follows a re-embedding: each call reads the method then current.
+        self.kg = KnowledgeGraph(self) if spec and spec.keeps_facts else None
 
     def _embedder_for(self, bound: str) -> Embedder:
         """The embedder of id ``bound`` (a store's), built from it as a spec; the default where that is no spec."""
@@ -214,10 +218,7 @@ class Memory:
     def _use(self, embedder: Embedder) -> None:
         """Make ``embedder`` this memory's, with a method (and what hangs on it) built for it."""
         method: MemoryMethod = get_method(self._method_name, embedder, **self._method_args)
-        spec = METHODS.get(self._method_name)
         self.embedder, self.method = embedder, method
-        #: The knowledge graph's calls (:class:`KnowledgeGraph`), only where the method keeps one; else ``None``.
-        self.kg = KnowledgeGraph(method, self.store) if spec and spec.keeps_facts else None
 
     def _current(self) -> None:
         """Follow the store to the embedder a re-embedding switched it to (a Memory opened without an embedder),
@@ -1043,9 +1044,16 @@ class KnowledgeGraph:
     :class:`memgas.api.KnowledgeGraphAPI`. Facts are extracted by the LLM at ``add``; an invalidated fact stays, with
     the time it stopped holding."""
 
-    def __init__(self, method: Any, store: Store) -> None:
-        self._method = method
-        self._store = store
+    def __init__(self, memory: Memory) -> None:
+        self._memory = memory
+        self._store = memory.store
+
+    @property
+    def _method(self) -> Any:
+        """The memory's method as of now: a memory opened without an embedder follows a re-embedding (a new method
+        over the new vectors), and so do these calls, whoever holds this object (``AsyncMemory.kg``, the service)."""
+        self._memory._current()
+        return self._memory.method
 
     def facts(self, *, user_id: str, entity: str | None = None, as_of: str | datetime | None = None,
               include_invalid: bool = False) -> list[Fact]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from memgas import AsyncMemory, Memory, NotFoundError
 from memgas.embed.base import Embedder
+from support.openai_stub import OpenAIStub
 
 
 def test_every_public_method_of_memory_is_a_coroutine_with_its_signature() -> None:
@@ -68,3 +70,30 @@ def test_a_long_call_does_not_block_the_event_loop(embedder: Embedder) -> None:
 
     beats, took = asyncio.run(scenario())
     assert took > 0.05 and beats >= 3  # the loop kept running while the add worked in a thread
+
+
+def _one_fact(body: dict) -> str:
+    """The stub LLM for zep: one fact per message, every judged fact new, summaries naming the members."""
+    system = body["messages"][0]["content"]
+    if system.startswith("You extract facts"):
+        return json.dumps({"facts": [{"subject": "Anna", "relation": "works at", "object": "Siemens"}]})
+    if system.startswith("You summarise"):
+        return json.dumps({"summary": "About Anna."})
+    return json.dumps({"verdict": "new", "ids": []})
+
+
+def test_the_knowledge_graph_reads_through_the_method_the_memory_has_now(tmp_path: Path, embedder: Embedder,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A memory opened without an embedder follows a re-embedding with a new method (``Memory._use``); its graph,
+    and ``AsyncMemory.kg`` made over it before, read through that one, not the method of the old vectors."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    with OpenAIStub(_one_fact) as stub, Memory(tmp_path / "kg.db", method="zep", embedder=embedder, llm_units=False,
+                                                llm=f"openai:tiny@{stub.base_url}") as mem:
+        mem.add([{"role": "user", "content": "Anna works at Siemens now."}], user_id="u", session_id="a")
+        held = AsyncMemory(mem).kg
+        assert held is not None and mem.kg is not None
+        old = mem.method
+        mem._use(embedder)  # what following a switch does: the method of the new vectors
+        assert mem.method is not old and mem.kg._method is mem.method and held._wrapped is mem.kg
+        facts = asyncio.run(held.facts(user_id="u"))
+        assert [(f.subject, f.relation, f.object) for f in facts] == [("Anna", "works at", "Siemens")]
