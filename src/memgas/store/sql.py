@@ -382,7 +382,7 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
     (a connection inside one write transaction holding what serialises ``user_id``'s writes), and
     overrides the hooks where its SQL differs: :meth:`_q`, :attr:`_UNIT_COLUMNS`,
     :attr:`_LINKS_HEAD`, :attr:`_MESSAGES_OF`, :attr:`_DIM_VALUE`, :meth:`_lock_meta`, :meth:`_messages`,
-    :meth:`_new_version`, :meth:`_deleted` and :meth:`_storage`.
+    :meth:`_new_unit_ids`, :meth:`_new_version`, :meth:`_deleted` and :meth:`_storage`.
     """
 
     #: The unit columns read by load_units(_after), with the session id joined on the backend's key.
