@@ -42,6 +42,7 @@ from memgas.core.errors import DuplicateSessionError, InvalidInputError, NotFoun
 from memgas.core.types import GRANULARITIES, Edge, Session, Unit
 from memgas.core.validate import make_session
 from memgas.kernels.quantize import code_size, decode_rows, encode_rows
+from memgas.sessions.listing import SessionCatalog
 from memgas.store import Store, StoreBinding, UnitTable, part
 
 if TYPE_CHECKING:
@@ -71,7 +72,8 @@ def _header(embedder_id: str | None, dim: int | None) -> dict[str, Any]:
 
 
 def export_dump(store: Store, out: TextIO, *, user_ids: Sequence[str] | None = None) -> dict[str, int]:
-    """Write the memory of ``user_ids`` (default: every user) to ``out`` as a dump (see the module docstring).
+    """Write the memory of ``user_ids`` (default: every user) to ``out`` as a dump (see the module docstring),
+    without the sessions past their own expiry (metadata ``expires_at``): an expired session is never read.
 
     Each user is read from one snapshot (:meth:`Store.reading`) and written one session at a time, so memory
     holds one user's unit table and one session's messages.
@@ -93,14 +95,16 @@ def export_dump(store: Store, out: TextIO, *, user_ids: Sequence[str] | None = N
             raise NotFoundError(f"unknown user {user!r}: no memory stored for this user")
     counts = {"users": 0, "sessions": 0, "units": 0, "edges": 0}
     header = None
+    catalog, now = SessionCatalog(), datetime.now(timezone.utc)
     for user in users:
         with store.reading():
+            hidden = catalog.past(store, user, now=now)
             table = store.load_units(user)
             if header is None:  # the interface has no dim of its own: a unit table's width is the dim
                 embedder_id = part(store, StoreBinding).embedder_id
                 header = _header(embedder_id, None if embedder_id is None else int(table.vectors.shape[1]))
                 out.write(_line(header))
-            for obj in _user_lines(store, user, table):
+            for obj in _user_lines(store, user, table, hidden):
                 out.write(_line(obj))
                 counts["sessions"] += 1
                 counts["units"] += len(obj["units"])
@@ -112,14 +116,16 @@ def export_dump(store: Store, out: TextIO, *, user_ids: Sequence[str] | None = N
     return counts
 
 
-def _user_lines(store: Store, user_id: str, table: UnitTable) -> Iterator[dict[str, Any]]:
-    """The session lines of one user (inside the caller's ``store.reading()``)."""
+def _user_lines(store: Store, user_id: str, table: UnitTable, hidden: set[str]) -> Iterator[dict[str, Any]]:
+    """The session lines of one user but those of ``hidden`` and the edges to their units (inside the caller's
+    ``store.reading()``)."""
     rows_of: dict[str, list[int]] = {}
     for row, sid in enumerate(table.session_ids):  # ascending ids: first seen = smallest unit id
         rows_of.setdefault(sid, []).append(row)
-    order = list(rows_of) + [i.session_id for i in store.list_sessions(user_id) if i.session_id not in rows_of]
-    number = np.empty(len(table), dtype=np.int64)  # each unit's number in the dump
-    position = np.empty(len(table), dtype=np.int64)  # the dump position of each unit's session
+    order = [sid for sid in rows_of if sid not in hidden] + [
+        i.session_id for i in store.list_sessions(user_id) if i.session_id not in rows_of and i.session_id not in hidden]
+    number = np.full(len(table), -1, dtype=np.int64)  # each unit's number in the dump (-1: left out)
+    position = np.full(len(table), -1, dtype=np.int64)  # the dump position of each unit's session
     n = 0
     for pos, sid in enumerate(order):
         rows = rows_of.get(sid, [])
@@ -128,8 +134,10 @@ def _user_lines(store: Store, user_id: str, table: UnitTable) -> Iterator[dict[s
         n += len(rows)
     edges = store.load_edges(user_id)
     src, dst = np.searchsorted(table.ids, edges.src), np.searchsorted(table.ids, edges.dst)
+    kept = (number[src] >= 0) & (number[dst] >= 0)
+    src, dst, weights = src[kept], dst[kept], edges.weight[kept]
     # An edge goes with the later of its two sessions: by then the other end is written.
-    owner = np.maximum(position[src], position[dst]) if len(edges) else np.zeros(0, dtype=np.int64)
+    owner = np.maximum(position[src], position[dst]) if len(src) else np.zeros(0, dtype=np.int64)
     by_owner = np.argsort(owner, kind="stable")
     bounds = np.searchsorted(owner[by_owner], np.arange(len(order) + 1))
     encoded = encode_rows(table.vectors) if len(table) else []  # the store's own bytes again (rounding is idempotent)
@@ -148,7 +156,7 @@ def _user_lines(store: Store, user_id: str, table: UnitTable) -> Iterator[dict[s
                        "vector": base64.b64encode(encoded[r]).decode("ascii")}
                       for r in rows_of.get(sid, [])],
             "edges": [[i, j, w] for i, j, w in zip(number[src[mine]].tolist(), number[dst[mine]].tolist(),
-                                                   edges.weight[mine].astype(np.float64).tolist())],
+                                                   weights[mine].astype(np.float64).tolist())],
         }
 
 

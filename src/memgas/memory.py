@@ -167,8 +167,9 @@ class Memory:
         opened = self._opened
         # One response cache serves the LLM given by spec and the stages' LLMs (an LLM instance keeps its own).
         needs_cache = rerank is not None or decompose is not None or (llm is not None and not isinstance(llm, LLM))
-        response_cache = opened.enter_context(closing(ResponseCache(llm_cache or default_llm_cache_path()))) \
-            if needs_cache else None
+        self._llm_cache_path = Path(llm_cache) if llm_cache is not None else default_llm_cache_path()
+        response_cache = opened.enter_context(closing(ResponseCache(self._llm_cache_path))) if needs_cache else None
+        self._response_cache = response_cache
         reranker = decomposer = None
         if rerank is not None:
             from memgas.methods.rerank import rerank_stage
@@ -290,6 +291,7 @@ class Memory:
             messages, user_id=user_id, session_id=uuid.uuid4().hex if session_id is None else session_id,
             timestamp=_now() if timestamp is None else timestamp, metadata=metadata, agent_id=agent_id, run_id=run_id,
         )
+        self._drop_expired(session.user_id, [session.session_id])
         t0 = time.perf_counter()
         # One writer at a time: association reads the history it extends. Cache rows written meanwhile
         # are tagged with the session, so delete() can forget them.
@@ -357,6 +359,7 @@ class Memory:
         twice = sorted(sid for sid, n in Counter(ids).items() if n > 1)
         if twice:
             raise InvalidInputError(f"session ids given more than once: {_some(twice)}")
+        self._drop_expired(user_id, ids)
         results: list[Added] = []
         timings: list[float] = []
         with self._lock, track_usage() as usage, self.store.writing(user_id):
@@ -436,6 +439,7 @@ class Memory:
         new = make_session(messages, user_id=user_id, session_id=session_id,
                            timestamp=_now() if timestamp is None else timestamp, metadata=metadata,
                            agent_id=agent_id, run_id=run_id)
+        self._drop_expired(user_id, [session_id])
         t0 = time.perf_counter()
         with self._lock, track_usage() as usage, provenance.source(user_id, session_id), \
                 self.store.writing(user_id):
@@ -585,11 +589,21 @@ class Memory:
         return Deleted(user_id, len(ids))
 
     def _forget_derived(self, user_id: str, session_id: str | None) -> None:
-        """Drop the cache rows only ``user_id``'s deleted session(s) produced (see :meth:`delete`)."""
+        """Drop the cache rows only ``user_id``'s deleted session(s) produced (see :meth:`delete`): in the embedding
+        cache, the LLM's own cache, and the response cache file (:meth:`_written_response_cache`)."""
         if isinstance(self.embedder, CachedEmbedder):
             self.embedder.cache.forget(user_id, session_id)
-        if self.llm is not None and self.llm.cache is not None:
-            self.llm.cache.forget(user_id, session_id)
+        caches = [self.llm.cache if self.llm is not None else None, self._written_response_cache()]
+        for cache in {id(c): c for c in caches if c is not None}.values():
+            cache.forget(user_id, session_id)
+
+    def _written_response_cache(self) -> ResponseCache | None:
+        """The response cache file another process may have written for this store (``memgas serve --llm``, a
+        search stage), opened on the first delete of a Memory opened without an LLM, as ``memgas expire`` and
+        ``memgas delete`` open it; ``None`` where no such file is."""
+        if self._response_cache is None and self._llm_cache_path.is_file():
+            self._response_cache = self._opened.enter_context(closing(ResponseCache(self._llm_cache_path)))
+        return self._response_cache
 
     # -- reads -------------------------------------------------------------------------------
     def search(
@@ -785,28 +799,24 @@ class Memory:
             return excluded, None
         return excluded, {h.session_id for h in self._catalog.matching(self.store, user_id, flt)} - excluded
 
-    @staticmethod
-    def _expired_filter(before: datetime) -> dict[str, Any]:
-        """The filter of the sessions older than ``before``: by their time, or by when they were stored if they have
-        none (:mod:`memgas.core.filters`)."""
-        stamp = before.isoformat()
-        return {"$or": [{"timestamp": {"$lt": stamp}},
-                        {"timestamp": {"$exists": False}, "created_at": {"$lt": stamp}}]}
+    def _drop_expired(self, user_id: str, session_ids: Iterable[str]) -> None:
+        """Delete those of ``session_ids`` that have expired but are still stored, as :meth:`expire` would, before a
+        write reuses their ids: an expired session is never read again, not even by a new append bringing it back
+        to life (the write then starts the session anew)."""
+        if self.store.has_user(user_id) and (gone := sorted(set(session_ids) & self._expired(user_id))):
+            self.delete(user_id=user_id, filters={"session_id": {"$in": gone}})
 
     def _expired(self, user_id: str) -> set[str]:
         """The user's sessions past their own expiry (metadata ``expires_at``) or the retention period: never read,
-        deleted by :meth:`expire`."""
+        deleted by :meth:`expire` (:meth:`SessionCatalog.past <memgas.sessions.listing.SessionCatalog.past>`)."""
         now = datetime.now(timezone.utc)
-        gone = set(self._catalog.expired(self.store, user_id, naive_utc(now)))
         period = self.retention.period_of(user_id)
-        if period is not None:
-            flt = compile_filter(self._expired_filter(now - period))
-            gone.update(h.session_id for h in self._catalog.matching(self.store, user_id, flt))
-        return gone
+        return self._catalog.past(self.store, user_id, now=now, before=None if period is None else now - period)
 
     def expire(self, *, user_id: str | None = None, before: str | datetime | None = None) -> int:
         """Delete the sessions that have expired, of one user or of every user, each as :meth:`delete` deletes (its
-        units, edges and cache rows, its bytes out of every file); how many sessions went.
+        units, edges and cache rows, its bytes out of every file: the LLM response cache file too, with or without
+        an LLM); how many sessions went.
 
         Expired are the sessions past their own expiry (metadata ``expires_at``) and those older than ``before``
         (default: now less the user's retention period, where they have one); a session without a time is aged by
@@ -824,11 +834,7 @@ class Memory:
                 continue
             period = self.retention.period_of(user)
             limit = cutoff if cutoff is not None else None if period is None else now - period
-            older = None if limit is None else compile_filter(self._expired_filter(limit))
-            ids = set(self._catalog.expired(self.store, user, naive_utc(now)))
-            if older is not None:
-                ids.update(h.session_id for h in self._catalog.matching(self.store, user, older))
-            ordered = sorted(ids)
+            ordered = sorted(self._catalog.past(self.store, user, now=now, before=limit))
             for start in range(0, len(ordered), 500):  # a filter holds at most 1,000 conditions
                 part = ordered[start:start + 500]
                 gone += self.delete(user_id=user, filters={"session_id": {"$in": part}}).deleted_sessions
@@ -913,7 +919,11 @@ class Memory:
 
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        return session_view(self.store, user_id, session_id)
+        expired = self._expired(user_id) if self.store.has_user(user_id) else set()
+        if session_id in expired:
+            raise NotFoundError(f"session {session_id!r} of user {user_id!r} has expired (its expires_at, or the "
+                                "retention period)")
+        return session_view(self.store, user_id, session_id, hidden=expired)
 
     def graph(self, *, user_id: str, limit: int = 300) -> dict[str, Any]:
         """The user's sessions as a graph: the ``limit`` newest as nodes (id, timestamp, size, scope, preview) and the
@@ -928,7 +938,8 @@ class Memory:
 
         check_id("user_id", user_id)
         check_count("limit", limit, 2000)
-        return graph_view(self.store, user_id, limit=limit)
+        return graph_view(self.store, user_id, limit=limit,
+                          hidden=self._expired(user_id) if self.store.has_user(user_id) else set())
 
     def list(self, *, user_id: str, filters: Mapping[str, Any] | None = None,
              limit: int | None = None, cursor: str | None = None, order: str = "oldest") -> SessionPage:
@@ -959,8 +970,9 @@ class Memory:
         return SessionPage(headers, next_cursor=headers[-1].cursor if more else None)
 
     def users(self) -> builtins.list[UserSessions]:
-        """The users with memory in this store, and how many sessions each has."""
-        return [UserSessions(u, len(self.store.list_sessions(u))) for u in self.store.list_users()]
+        """The users with memory in this store, and how many sessions each has that have not expired."""
+        return [UserSessions(u, len(self.store.list_sessions(u)) - len(self._expired(u)))
+                for u in self.store.list_users()]
 
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
         """Store counts (sessions, turns, units per granularity, edges), this process's timings and LLM use.

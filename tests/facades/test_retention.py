@@ -3,6 +3,7 @@ does, its bytes out of every file; the command and the service's schedule do the
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from datetime import datetime, timedelta, timezone
@@ -14,6 +15,7 @@ import pytest
 
 from memgas import InvalidInputError, Memory, NotFoundError
 from memgas.cli.commands import main
+from memgas.dump import import_dump
 from support.hash_embedder import HashEmbedder
 from support.live_server import make_key, start_server
 
@@ -208,5 +210,97 @@ def test_the_service_expires_on_a_schedule_and_never_serves_what_expired(tmp_pat
         with sqlite3.connect(db) as conn:
             assert conn.execute("SELECT count(*) FROM sessions WHERE session_id = 'brief2'").fetchone()[0] == 0
             assert conn.execute("SELECT count(*) FROM sessions WHERE session_id = 'new'").fetchone()[0] == 1
+    finally:
+        server.stop()
+
+
+def test_no_read_path_shows_an_expired_session_not_yet_deleted(db: Path) -> None:
+    with Memory(str(db), embedder=EMBEDDER, retention_days=365) as mem:
+        with pytest.raises(NotFoundError, match="expired"):
+            mem.units("old", user_id="u")
+        graph = mem.graph(user_id="u")
+        assert [n["session_id"] for n in graph["sessions"]] == ["new"] and graph["total_sessions"] == 1
+        assert SECRET not in str(graph) and graph["links"] == []
+        assert {link["session_id"] for link in mem.units("new", user_id="u")["links"]} <= {"new"}
+        assert {u.user_id: u.sessions for u in mem.users()} == {"u": 1, "v": 1}
+    with Memory(str(db), embedder=EMBEDDER) as forever:  # each of them shows it without the period
+        assert SECRET in str(forever.units("old", user_id="u"))
+        assert forever.graph(user_id="u")["total_sessions"] == 2
+        assert {u.user_id: u.sessions for u in forever.users()} == {"u": 2, "v": 1}
+
+
+def test_an_append_to_an_expired_session_starts_it_anew_and_the_old_text_is_gone(db: Path) -> None:
+    with Memory(str(db), embedder=EMBEDDER, retention_days=365) as mem:
+        done = mem.append("Now I live in Faro.", user_id="u", session_id="old", timestamp=NOW.isoformat())
+        assert done.created and done.messages == 1
+        assert [m.content for m in mem.get("old", user_id="u").messages] == ["Now I live in Faro."]
+        assert SECRET not in mem.context(f"my gate code {SECRET}", user_id="u", min_score=0.0)
+        assert SECRET not in str(mem.units("old", user_id="u"))
+        mem.add("Another start.", user_id="u", session_id="older", timestamp=(NOW - timedelta(days=900)).isoformat())
+        mem.add("And again.", user_id="u", session_id="older", timestamp=NOW.isoformat())  # no duplicate: it expired
+        assert [m.content for m in mem.get("older", user_id="u").messages] == ["And again."]
+    assert files_holding(db.parent, SECRET.encode()) == []
+
+
+def test_an_export_leaves_out_sessions_past_their_own_expiry(db: Path, tmp_path: Path) -> None:
+    with Memory(str(db), embedder=EMBEDDER) as mem:
+        mem.add(f"The wifi password is {BRIEF}.", user_id="u", session_id="brief",
+                metadata={"expires_at": (NOW - timedelta(minutes=1)).isoformat()})
+        assert mem.stats("u")["edges"] > 0  # the expired session is linked to the others: the dump must drop those
+    out = tmp_path / "dump.jsonl"
+    assert main(["export", "--db", str(db), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert BRIEF not in text and SECRET in text  # no period given: only the session's own expiry holds
+    with Memory(str(tmp_path / "back.db"), embedder=EMBEDDER) as back:  # the dump's embedder: lossless, edges checked
+        assert import_dump(out, back)["mode"] == "lossless"
+        assert {h.session_id for h in back.list(user_id="u")} == {"old", "new"}
+        assert back.stats("u")["edges"] > 0
+
+
+def test_expire_and_delete_without_an_llm_clean_the_llm_cache_a_served_memory_wrote(
+        tmp_path: Path, embedder: Any, stub: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "store" / "m.db"
+    db.parent.mkdir()
+    fill(db, embedder)  # the commands open the store with the default embedder
+    def summary(body: dict[str, Any]) -> str:  # the stub LLM repeats the secret its prompt holds
+        prompt = " ".join(str(m.get("content", "")) for m in body["messages"])
+        said = [word for word in (SECRET, BRIEF) if word in prompt]
+        return json.dumps({"summary": f"The user said {' '.join(said)}.", "keywords": said or ["none"]})
+
+    stub.responder = summary
+    cache = tmp_path / "llm-cache.sqlite"  # the default path every Memory of this test uses (conftest)
+    with Memory(str(db), embedder=embedder, llm=f"openai:tiny@{stub.base_url}") as served:
+        served.update_message("old", 0, f"My old gate code was {SECRET}, said again.", user_id="u")
+        served.add(f"Note {BRIEF} for later.", user_id="v", session_id="note")
+    assert cache.name in files_holding(tmp_path, SECRET.encode()) and cache.name in files_holding(
+        tmp_path, BRIEF.encode())  # else this proves nothing
+    assert main(["expire", "--db", str(db), "--older-than", "365"]) == 0
+    assert capsys.readouterr().out.strip() == '{"expired_sessions": 1}'
+    assert files_holding(tmp_path, SECRET.encode()) == []
+    assert main(["delete", "note", "--db", str(db), "--user", "v"]) == 0
+    assert files_holding(tmp_path, BRIEF.encode()) == []
+
+
+@pytest.mark.slow
+def test_the_inspector_routes_never_show_an_expired_session_not_yet_deleted(tmp_path: Path, embedder: Any) -> None:
+    db = tmp_path / "served.db"
+    fill(db, embedder)
+    key = make_key(db)
+    server = start_server(db, "--retention-days", "365", "--expire-every", "3600", "--no-mcp", tmp=tmp_path)
+    try:
+        auth = {"Authorization": f"Bearer {key}"}
+        httpx.post(f"{server.url}/v1/sessions", headers=auth, json={  # past the period, deleted in an hour
+            "user_id": "u", "session_id": "late", "messages": f"Another {SECRET}",
+            "timestamp": (NOW - timedelta(days=500)).isoformat()}).raise_for_status()
+        with sqlite3.connect(db) as conn:  # stored, not yet deleted
+            assert conn.execute("SELECT count(*) FROM sessions WHERE session_id = 'late'").fetchone()[0] == 1
+        inspected = httpx.get(f"{server.url}/v1/inspect/units", headers=auth,
+                              params={"user_id": "u", "session_id": "late"})
+        assert inspected.status_code == 404 and SECRET not in inspected.text
+        graph = httpx.get(f"{server.url}/v1/inspect/graph", headers=auth, params={"user_id": "u"})
+        assert [n["session_id"] for n in graph.json()["sessions"]] == ["new"] and SECRET not in graph.text
+        assert graph.json()["total_sessions"] == 1
+        users = httpx.get(f"{server.url}/v1/users", headers=auth).json()["users"]
+        assert {u["user_id"]: u["sessions"] for u in users} == {"u": 1, "v": 1}
     finally:
         server.stop()

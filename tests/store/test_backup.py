@@ -90,6 +90,27 @@ def test_restore_puts_a_checked_backup_in_place_and_refuses_what_does_not_check(
         backup(tmp_path / "none.db", copy)
 
 
+def test_a_backup_refuses_an_existing_file_unless_forced_and_never_writes_over_the_stores_own_files(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db, notes = tmp_path / "m.db", tmp_path / "notes.txt"
+    with Memory(str(db), embedder=EMBEDDER) as mem:
+        mem.add(say(1), user_id="u", session_id="s")
+        notes.write_text("my own notes\n")
+        assert main(["backup", "--db", str(db), "--out", str(notes)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "exists" in err[0] and "--force" in err[0]
+        assert notes.read_text() == "my own notes\n" and not (tmp_path / "notes.txt.partial").exists()
+        # the store is open, so its write-ahead log and shared-memory index are there: neither is a backup target
+        for own in (db, Path(f"{db}-wal"), Path(f"{db}-shm"), Path(f"{db}-journal"), tmp_path / "." / "m.db-wal"):
+            before = own.read_bytes() if own.exists() else None
+            with pytest.raises(InvalidInputError, match="store's own"):
+                backup(db, own, replace=True)
+            assert (own.read_bytes() if own.exists() else None) == before
+        assert main(["backup", "--db", str(db), "--out", str(notes), "--force"]) == 0
+        assert check_copy(notes)["sessions"] == 1
+        assert [h.session_id for h in mem.list(user_id="u")] == ["s"]
+
+
 def test_the_commands_back_up_and_restore_in_one_line_each(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                                            ) -> None:
     db = tmp_path / "m.db"

@@ -533,7 +533,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
     from memgas.store.backup import backup
 
     require_store(args.db)
-    print_json(backup(_sqlite_file(args.db, "backup"), Path(args.out)), indent=None)
+    print_json(backup(_sqlite_file(args.db, "backup"), Path(args.out), replace=args.force), indent=None)
     return 0
 
 
@@ -730,6 +730,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("backup", help="copy a SQLite store as of one moment, while writes go on (checked)")
     sp.add_argument("--db", default=DEFAULT_DB, help=f"the SQLite store to copy (default {DEFAULT_DB})")
     sp.add_argument("--out", required=True, help="the backup file to write (it appears only when whole and checked)")
+    sp.add_argument("--force", action="store_true", help="replace a file already at --out (never one of the store's)")
     sp.set_defaults(func=cmd_backup)
 
     sp = sub.add_parser("restore", help="put a backup made by 'memgas backup' in a SQLite store's place")

@@ -8,7 +8,7 @@ summed weight (the link's strength) and the largest one (the closest pair of uni
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Collection
 
 from memgas.core.errors import NotFoundError
 from memgas.core.types import GRANULARITIES
@@ -29,9 +29,9 @@ def _links(rows: list[tuple[str, str, int, float, float]]) -> dict[tuple[str, st
     return out
 
 
-def session_view(store: Store, user_id: str, session_id: str) -> dict[str, Any]:
+def session_view(store: Store, user_id: str, session_id: str, *, hidden: Collection[str] = ()) -> dict[str, Any]:
     """A session's units (id, granularity, turn range, chunk, text; by granularity, then position) and the other
-    sessions it is associated with, strongest first.
+    sessions it is associated with, strongest first, but those of ``hidden`` (expired: never shown).
 
     Raises:
         NotFoundError: the user has no such session.
@@ -45,13 +45,14 @@ def session_view(store: Store, user_id: str, session_id: str) -> dict[str, Any]:
                    key=lambda u: (GRANULARITIES.index(u["granularity"]), u["turn_start"], u["chunk"]))
     links = [{"session_id": b if a == session_id else a, "edges": int(n), "weight": round(w, 6),
               "max_weight": round(top, 6)}
-             for (a, b), (n, w, top) in _links(store.session_links(user_id, session_id)).items()]
+             for (a, b), (n, w, top) in _links(store.session_links(user_id, session_id)).items()
+             if (b if a == session_id else a) not in hidden]
     return {"session_id": session_id, "units": units, "links": sorted(links, key=lambda x: -x["weight"])}
 
 
-def graph_view(store: Store, user_id: str, *, limit: int = 300) -> dict[str, Any]:
-    """The user's ``limit`` newest sessions (by timestamp, undated last) as nodes, and the association links among
-    them, strongest first.
+def graph_view(store: Store, user_id: str, *, limit: int = 300, hidden: Collection[str] = ()) -> dict[str, Any]:
+    """The user's ``limit`` newest sessions (by timestamp, undated last) but those of ``hidden`` (expired: never
+    shown, nor counted) as nodes, and the association links among them, strongest first.
 
     Raises:
         NotFoundError: the user has no memory.
@@ -59,6 +60,7 @@ def graph_view(store: Store, user_id: str, *, limit: int = 300) -> dict[str, Any
     headers = store.list_sessions(user_id, previews=True)
     if not headers:
         raise NotFoundError(f"unknown user {user_id!r}: no memory stored for this user")
+    headers = [h for h in headers if h.session_id not in hidden]
     dated = [h for h in headers if h.timestamp is not None][::-1] + [h for h in headers if h.timestamp is None]
     shown = dated[:limit]
     ids = {h.session_id for h in shown}

@@ -82,6 +82,18 @@ class SessionCatalog:
         headers = self._cache.get(store, user_id).by_id.values()
         return list(headers) if flt is None else [h for h in headers if flt.matches(h)]
 
+    def past(self, store: Store, user_id: str, *, now: datetime, before: datetime | None = None) -> set[str]:
+        """The one retention check every read and :meth:`Memory.expire <memgas.memory.Memory.expire>` go through:
+        the user's sessions past their own expiry at ``now`` (metadata ``expires_at``), and, with ``before``, those
+        older than it (by their time, or by when they were stored if they have none). Times are aware or naive UTC.
+        """
+        gone = set(self.expired(store, user_id, naive_utc(now)))
+        if before is not None:
+            limit = naive_utc(before)
+            gone.update(h.session_id for h in self._cache.get(store, user_id).by_id.values()
+                        if naive_utc(h.timestamp if h.timestamp is not None else h.created_at) < limit)
+        return gone
+
 
 def _micros(t: datetime) -> int:
     """A time as whole microseconds since year 1 (naive UTC): exact, and negatable for descending order."""

@@ -5,8 +5,10 @@ is one read transaction: the copy is the store as of one moment, every transacti
 it and none after, however many writers are at work (in WAL mode a reader never blocks them; a copy made in several
 steps would start again at every write that lands between two of them, and might never end under steady writes). The copy is
 written beside its destination, checked (``PRAGMA integrity_check``, a memgas store's tables) and only then renamed
-into place, so a backup file is either whole or absent. :func:`restore` copies a checked backup into a store's place
-the same way, refusing to replace an existing store unless told to.
+into place, so a backup file is either whole or absent. An existing file is replaced only when asked, and never one
+of the store's own files (the store, its write-ahead log, its shared-memory index, its rollback journal).
+:func:`restore` copies a checked backup into a store's place the same way, refusing to replace an existing store
+unless told to.
 
 PostgreSQL stores are backed up with PostgreSQL's own tools (``pg_dump`` / ``pg_restore``, or a base backup with its
 WAL in a cluster): the docs' "running memgas for years" guide gives the procedure, and the tests run it.
@@ -22,7 +24,7 @@ from typing import Any
 
 from memgas.core.errors import InvalidInputError, NotFoundError
 
-__all__ = ["backup", "restore", "check_copy"]
+__all__ = ["backup", "restore", "check_copy", "store_files"]
 
 def _connect(path: Path, *, uri_mode: str | None = None) -> sqlite3.Connection:
     if uri_mode is None:
@@ -60,22 +62,32 @@ def _copy(source: sqlite3.Connection, target_path: Path) -> None:
         target.execute("PRAGMA journal_mode = DELETE")  # one self-contained file, no -wal beside it
 
 
-def backup(store: Path, to: Path) -> dict[str, Any]:
+def store_files(store: Path) -> tuple[Path, ...]:
+    """Every file SQLite keeps for the store at ``store``: the database, its write-ahead log, its shared-memory index
+    and its rollback journal (those present or not), resolved."""
+    store = Path(store).expanduser().resolve()
+    return (store, *(store.with_name(store.name + suffix) for suffix in ("-wal", "-shm", "-journal")))
+
+
+def backup(store: Path, to: Path, *, replace: bool = False) -> dict[str, Any]:
     """Copy the SQLite store at ``store`` to ``to`` as of one moment, while writes go on (see the module docstring);
     what the copy holds.
 
     Raises:
         NotFoundError: no store at ``store``.
-        InvalidInputError: ``to`` is the store itself, a folder or in a missing folder; the store is not a memgas
-            store; or the copy does not check.
+        InvalidInputError: ``to`` is one of the store's own files (see :func:`store_files`), a folder or in a missing
+            folder; a file is at ``to`` and ``replace`` is false; the store is not a memgas store; or the copy does
+            not check.
     """
     store, to = Path(store).expanduser(), Path(to).expanduser()
     if not store.is_file():
         raise NotFoundError(f"no store at {store}")
     if to.is_dir() or not to.parent.is_dir():
         raise InvalidInputError(f"cannot write the backup to {to}: name a file in an existing folder")
-    if to.exists() and to.resolve() == store.resolve():
-        raise InvalidInputError("the backup must go to another file than the store")
+    if to.resolve() in store_files(store):
+        raise InvalidInputError(f"the backup must go to another file than the store's own ({to.name} is one of them)")
+    if to.exists() and not replace:
+        raise InvalidInputError(f"{to} exists: pass --force to replace it with the backup")
     partial = to.with_name(to.name + ".partial")
     try:
         with contextlib.closing(_connect(store, uri_mode="ro")) as source:
