@@ -1,11 +1,8 @@
-"""mkdocs hooks: the generated and included parts of the docs site, written into its pages as they are built.
+"""mkdocs hooks: the included parts of the docs site, written into its pages as they are built.
 
-``<!-- generated: api -->`` becomes the rows of the declared API (``memgas.api.reference_markdown``),
-``<!-- generated: cli -->`` the command line's reference (``memgas.cli.reference.markdown``), ``<!-- generated:
-deploy -->`` the cluster's configuration files (``memgas.deploy.files_markdown``), ``<!-- generated: mcp -->`` the
-MCP tools as a server lists them (``memgas.service.mcp.tools_markdown``), so none can drift from the code;
-``<!-- include: FILE -->`` a file of the repository's root (BENCHMARKS.md, CHANGELOG.md), its links rewritten to point
-into the site. ``mkdocs.yml`` names this file under ``hooks``.
+``<!-- include: FILE -->`` becomes a file of the repository's root (BENCHMARKS.md, CHANGELOG.md), its links rewritten
+to point into the site. ``mkdocs.yml`` names this file under ``hooks``. (The parts generated from the code are kept in
+the pages themselves, so that they read on GitHub too: ``scripts/references.py``.)
 """
 
 from __future__ import annotations
@@ -48,21 +45,5 @@ def included(name: str, page: str) -> str:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    """Replace the markers of a page with what they stand for."""
-    if "<!-- generated: api -->" in markdown:
-        from memgas.api import reference_markdown
-
-        markdown = markdown.replace("<!-- generated: api -->", reference_markdown())
-    if "<!-- generated: cli -->" in markdown:
-        from memgas.cli.reference import markdown as cli_markdown
-
-        markdown = markdown.replace("<!-- generated: cli -->", cli_markdown())
-    if "<!-- generated: mcp -->" in markdown:
-        from memgas.service.mcp import tools_markdown
-
-        markdown = markdown.replace("<!-- generated: mcp -->", tools_markdown())
-    if "<!-- generated: deploy -->" in markdown:
-        from memgas.deploy import files_markdown
-
-        markdown = markdown.replace("<!-- generated: deploy -->", files_markdown())
+    """Replace the page's include markers with the files they name."""
     return _INCLUDE.sub(lambda m: included(m.group(1), page.file.src_uri), markdown)

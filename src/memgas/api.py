@@ -135,9 +135,9 @@ def calls(api: type) -> list[tuple[str, inspect.Signature]]:
 
 
 def reference_markdown() -> str:
-    """The declared calls as the rows of a Markdown table (``| call | returns | does |``): the docs site's API
-    reference, written into it when it is built (``scripts/mkdocs_hooks.py``)."""
-    rows = []
+    """The declared calls as a Markdown table (``| call | returns | does |``): the docs' API reference, kept in
+    ``docs/reference/api.md`` (``scripts/references.py``)."""
+    rows = ["| call | returns | does |", "|---|---|---|"]
     for api, prefix in ((MemoryAPI, ""), (KnowledgeGraphAPI, "kg.")):
         for name, sig in calls(api):
             returns = str(sig.return_annotation).replace("builtins.", "")

@@ -306,3 +306,43 @@ def test_every_memgas_command_line_in_the_docs_parses() -> None:
 def test_a_renamed_flag_in_the_docs_fails_to_parse() -> None:
     with pytest.raises(SystemExit):
         parsed("memgas search 'where?' --user alice --min-relevance 0.3")
+
+
+# ----------------------------------------------------------------------------- the references kept in the pages
+
+
+def references() -> Any:
+    """``scripts/references.py`` as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("references", ROOT / "scripts" / "references.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_generated_references_kept_in_the_pages_are_current() -> None:
+    """The pages hold what the code makes now (so they read on GitHub as on the site); a stale page names itself."""
+    refs = references()
+    assert refs.stale() == [], "run: python scripts/references.py"
+    for page, part in (("reference/api.md", "api"), ("reference/cli.md", "cli"), ("guides/mcp-inspector.md", "mcp"),
+                       ("guides/cluster.md", "deploy")):
+        text = (DOCS / page).read_text(encoding="utf-8")
+        assert f"<!-- generated: {part} -->" in text and f"<!-- end generated: {part} -->" in text
+    cli = (DOCS / "reference" / "cli.md").read_text(encoding="utf-8")
+    assert "## memgas keys revoke" in cli and "`--force`" in cli.split("## memgas backup", 1)[1].split("## ", 1)[0]
+    assert "| `search(query, *, user_id" in (DOCS / "reference" / "api.md").read_text(encoding="utf-8")
+
+
+def test_a_page_whose_generated_part_falls_behind_the_code_is_stale(tmp_path: Path) -> None:
+    refs = references()
+    current = (DOCS / "reference" / "cli.md").read_text(encoding="utf-8")
+    behind = current.replace("| `--force` |", "| `--forced` |", 1)  # a flag renamed in the code, not in the page
+    page = tmp_path / "docs" / "cli.md"
+    page.parent.mkdir()
+    page.write_text(behind, encoding="utf-8")
+    refs.ROOT = tmp_path
+    assert behind != current and refs.stale([page]) == ["docs/cli.md"] and refs.filled(behind) == current
+    with pytest.raises(KeyError):
+        refs.filled("<!-- generated: nothing -->\n<!-- end generated: nothing -->")
