@@ -64,6 +64,9 @@ class MemoryAPI(Protocol):
                filters: Mapping[str, Any] | None = None) -> Deleted:
         """Delete one session, the sessions that pass ``filters``, or all of a user's memory."""
 
+    def expire(self, *, user_id: str | None = None, before: Timestamp = None) -> int:
+        """Delete what expired (its own expiry, the retention period, or ``before``) as a delete does; how many went."""
+
     # -- reads --------------------------------------------------------------------------------
     def search(self, query: str, *, user_id: str, k: int = 5, query_time: Timestamp = None, min_score: float = 0.0,
                exclude_sessions: Iterable[str] = (), filters: Mapping[str, Any] | None = None) -> list[Hit]:

@@ -406,6 +406,18 @@ class _Requests:
         return _Call("GET", "/v1/inspect/graph", _json, params={"user_id": user_id, "limit": limit})
 
     @staticmethod
+    def expire(*, user_id: str | None = None, before: Timestamp = None) -> _Call[int]:
+        """Delete the sessions past their own expiry or the server's retention period (or older than ``before``), of
+        one user or, with an admin key, of every user; how many went (:meth:`Memory.expire`).
+
+        Raises:
+            InvalidInputError: a bad user id or time.
+            ForbiddenError: every user's with a tenant key.
+        """
+        body = _json_body({"user_id": user_id, "before": _iso(before)})
+        return _Call("POST", "/v1/expire", lambda r: int(_json(r)["expired_sessions"]), body=body)
+
+    @staticmethod
     def stats(user_id: str | None = None) -> _Call[dict[str, Any]]:
         """Counts for one user, or (an admin key) for the whole store with the server's timings (:meth:`Memory.stats`).
 
@@ -818,6 +830,7 @@ class Client(_Base):
     units = _sync(_Requests.units)
     graph = _sync(_Requests.graph)
     delete = _sync(_Requests.delete)
+    expire = _sync(_Requests.expire)
     stats = _sync(_Requests.stats)
     answer = _sync(_Requests.answer)
     templates = _sync(_Requests.templates)
@@ -894,6 +907,7 @@ class AsyncClient(_Base):
     units = _async(_Requests.units)
     graph = _async(_Requests.graph)
     delete = _async(_Requests.delete)
+    expire = _async(_Requests.expire)
     stats = _async(_Requests.stats)
     answer = _async(_Requests.answer)
     templates = _async(_Requests.templates)

@@ -190,7 +190,14 @@ def test_every_method_round_trips_with_memorys_types(server: LiveServer, kind: s
             await done(mem.delete_message("nope", 0, user_id=user))
         last = await done(mem.delete_message("work", 0, user_id=user))
         assert last.messages == 1
-        assert await done(mem.delete(user_id=user)) == Deleted(user, 2)
+        # what has expired is deleted on request: a session past its own expiry, then those older than a time
+        await done(mem.add("The door code is 7781.", user_id=user, session_id="brief",
+                           metadata={"expires_at": "2020-01-01T00:00:00"}))
+        assert await done(mem.expire(user_id=user)) == 1
+        assert [s.session_id for s in await done(mem.list(user_id=user))] == ["live/chat", "work"]
+        assert await done(mem.expire(user_id=user, before=when)) == 0  # both are newer
+        assert await done(mem.expire(user_id=user, before=datetime.now(timezone.utc))) == 2
+        assert await done(mem.list(user_id=user)) == []
 
     run(scenario, kind, server.url, server.keys["admin"])
 
@@ -308,6 +315,8 @@ def test_errors_map_to_memgas_exceptions_with_the_servers_message(server: LiveSe
         assert mem.search("chess", user_id="nobody") == []  # a new user: empty, not an error
         with pytest.raises(UnavailableError, match="no LLM"):
             mem.answer("what do I play?", user_id="alice")
+        with pytest.raises(InvalidInputError, match="before|time"):
+            mem.expire(before="last week")
         with pytest.raises(InvalidInputError, match="keeps no facts"):
             mem.kg.facts(user_id="alice")
     for key in (None, "mgs_0123456789abcdef_" + "A" * 43, "not-a-key"):
@@ -319,6 +328,9 @@ def test_errors_map_to_memgas_exceptions_with_the_servers_message(server: LiveSe
             tenant.search("go", user_id="bob")
         with pytest.raises(ForbiddenError, match="admin"):
             tenant.stats()
+        with pytest.raises(ForbiddenError, match="admin"):
+            tenant.expire()  # every user's: an admin's call
+        assert tenant.expire(user_id="alice") == 0
 
 
 def test_async_errors_are_the_same_exceptions(server: LiveServer) -> None:

@@ -43,6 +43,7 @@ ROUTES: dict[str, list[tuple[str, str]]] = {
     "delete_message": [("delete", "/v1/messages/{index}")],
     "delete": [("delete", "/v1/sessions/{session_id}"), ("delete", "/v1/users/{user_id}"),
                ("post", "/v1/sessions/delete")],
+    "expire": [("post", "/v1/expire")],
     "search": [("post", "/v1/search")], "context": [("post", "/v1/context")], "profile": [("get", "/v1/profile")],
     "timeline": [("get", "/v1/timeline")],
     "answer": [("post", "/v1/answer")], "get": [("get", "/v1/sessions/{session_id}")],

@@ -16,6 +16,8 @@ export interface MemoryApi {
   deleteMessage(sessionId: string, index: number, options: { userId: string }): Promise<MessageChange>;
   /** Delete one session, the sessions that pass ``filters``, or all of a user's memory. */
   delete(sessionId: string | null, options: { userId: string; filters?: Filters }): Promise<DeleteResult>;
+  /** Delete what expired (its own expiry, the retention period, or ``before``) as a delete does; how many went. */
+  expire(options?: { userId?: string; before?: Timestamp }): Promise<number>;
   /** The ``k`` sessions most relevant to ``query``, best first. */
   search(query: string, options: { userId: string; k?: number; queryTime?: Timestamp; minScore?: number; excludeSessions?: string[]; filters?: Filters }): Promise<Hit[]>;
   /** Prompt-ready text of what matters from the past for ``query``, within ``max_tokens``. */

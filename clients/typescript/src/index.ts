@@ -230,6 +230,13 @@ export class MemgasClient implements MemoryApi {
     return this.#call("DELETE", `/v1/sessions/${segment(sessionId)}`, { query: { user_id: options.userId } });
   }
 
+  /** Delete the sessions past their own expiry or the server's retention period (or older than `before`), of one
+   * user or, with an admin key, of every user; how many went (`Memory.expire`). */
+  async expire(options: Options<"expire"> = {}): Promise<number> {
+    return (await this.#call<{ expired_sessions: number }>("POST", "/v1/expire", { body: { user_id: options.userId,
+      before: iso(options.before) } })).expired_sessions;
+  }
+
   /** Counts for one user, or (an admin key) the whole store's with the server's timings. */
   stats(options: Options<"stats"> = {}): Promise<Record<string, unknown>> {
     return this.#call("GET", "/v1/stats", { query: { user_id: options.userId } });

@@ -70,6 +70,9 @@ test("add, append, search, context, get, list, delete round-trip with typed resu
   assert.equal(stats.sessions, 3);
   assert.deepEqual(await mem.delete(null, { userId: "ana", filters: { run_id: "r1" } }), { user_id: "ana", deleted_sessions: 1 });
   assert.deepEqual(await mem.delete("bread", { userId: "ana" }), { user_id: "ana", deleted_sessions: 1 });
+  await mem.add("The door code is 7781.", { userId: "ana", sessionId: "brief", metadata: { expires_at: "2020-01-01" } });
+  assert.equal(await mem.expire({ userId: "ana" }), 1);
+  assert.equal(await mem.expire({ userId: "ana", before: new Date(Date.UTC(2000, 0, 1)) }), 0);
   assert.deepEqual(await mem.delete(null, { userId: "ana" }), { user_id: "ana", deleted_sessions: 1 });
   assert.equal(await mem.ready(), true);
 });

@@ -342,6 +342,20 @@ class DeleteMatching(_Request):
     filters: dict[str, Any] = Field(min_length=1, description="which sessions (an empty filter is refused)")
 
 
+class ExpireRequest(_Request):
+    """``POST /v1/expire``: delete what has expired, of one user or (an admin key) of every user."""
+
+    user_id: UserId | None = Field(default=None, description="one user's sessions; default every user's (admin key)")
+    before: Timestamp | None = Field(default=None, description=(
+        "also the sessions older than this; default the retention period the server was started with"))
+
+
+class ExpireOut(BaseModel):
+    """How many sessions expired and were deleted."""
+
+    expired_sessions: int
+
+
 class UserRow(BaseModel):
     """A user the caller may see."""
 

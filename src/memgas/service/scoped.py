@@ -74,6 +74,12 @@ class ScopedMemory:
         (:meth:`Memory.delete`)."""
         return replace(self.memory.delete(session_id, user_id=self._user(user_id), filters=filters), user_id=user_id)
 
+    def expire(self, *, user_id: str | None = None, before: Timestamp = None) -> int:
+        """Delete the user's expired sessions (:meth:`Memory.expire`); those of every user need an admin key."""
+        if user_id is None:
+            self.principal.require_admin()
+        return self.memory.expire(user_id=None if user_id is None else self._user(user_id), before=before)
+
     def search(self, query: str, *, user_id: str, k: int = 5, query_time: Timestamp = None, min_score: float = 0.0,
                exclude_sessions: Iterable[str] = (), filters: Mapping[str, Any] | None = None) -> list[Hit]:
         """The best sessions for ``query`` (:meth:`Memory.search`). A filter only narrows what this principal's

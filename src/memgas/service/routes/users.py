@@ -1,4 +1,5 @@
-"""``/v1/users`` and ``/v1/stats``: the users a key may see, deleting a user, counts."""
+"""``/v1/users``, ``/v1/expire`` and ``/v1/stats``: the users a key may see, deleting a user, deleting what has
+expired, counts."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 
 from memgas.service.deps import UserPath, scoped
-from memgas.service.schemas import ID_PATTERN, DeleteResult, UserList
+from memgas.service.schemas import ID_PATTERN, DeleteResult, ExpireOut, ExpireRequest, UserList
 from memgas.service.scoped import ScopedMemory
 
 router = APIRouter(tags=["users"])
@@ -23,6 +24,13 @@ def list_users(mem: ScopedMemory = Depends(scoped)) -> UserList:
 def delete_user(user_id: UserPath, mem: ScopedMemory = Depends(scoped)) -> DeleteResult:
     """Delete all of a user's memory, and the cache rows only it produced."""
     return DeleteResult(**mem.delete(user_id=user_id).to_dict())
+
+
+@router.post("/v1/expire", response_model=ExpireOut)
+def expire(body: ExpireRequest, mem: ScopedMemory = Depends(scoped)) -> ExpireOut:
+    """Delete the sessions past their own expiry or the server's retention period (or older than ``before``), as a
+    delete does: of one user, or of every user with an admin key."""
+    return ExpireOut(expired_sessions=mem.expire(user_id=body.user_id, before=body.before))
 
 
 @router.get("/v1/stats", response_model=dict[str, Any])
