@@ -38,6 +38,7 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/v1/users", {}),
     ("DELETE", "/v1/users/alice", {}),
     ("GET", "/v1/stats", {"params": {"user_id": "alice"}}),
+    ("POST", "/v1/expire", {"json": {"user_id": "alice"}}),
     ("POST", "/v1/search", {"json": {"user_id": "alice", "query": "what is my cat called?"}}),
     ("POST", "/v1/context", {"json": {"user_id": "alice", "query": "what is my cat called?"}}),
     ("GET", "/v1/profile", {"params": {"user_id": "alice"}}),
@@ -68,7 +69,7 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
 #: Routes that answer a tenant without the data 404 (experience scopes start empty, a new user's memory is empty,
 #: an append makes its session; this server's method keeps no knowledge graph, so its routes answer 400 to anyone),
 #: skipped by the isolation test's 404 loop.
-NO_404 = {"/v1/users", "/metrics", "/v1/sessions", "/v1/sessions/query", "/v1/sessions/batch", "/v1/answer", "/v1/templates",
+NO_404 = {"/v1/users", "/v1/expire", "/metrics", "/v1/sessions", "/v1/sessions/query", "/v1/sessions/batch", "/v1/answer", "/v1/templates",
           "/v1/search", "/v1/context", "/v1/profile", "/v1/timeline", "/v1/sessions/s1/messages",
           "/v1/templates/match", "/v1/templates/solve", "/v1/templates/learn", "/v1/principles",
           "/v1/principles/recall", "/v1/facts", "/v1/facts/1/history", "/v1/communities", "/v1/facts/retry"}
@@ -702,6 +703,31 @@ def test_a_body_without_a_json_content_type_or_not_json_says_what_to_send(server
     assert r.status_code == 422 and r.json()["error"]["message"].startswith("the request body is not valid JSON (")
     r = httpx.post(f"{server.url}/v1/search", json={"user_id": "ct"}, headers=headers)
     assert r.json()["error"]["message"] == "body.query: Field required"  # a JSON body's own errors as before
+
+
+def test_a_422_names_the_field_what_it_expected_and_what_came(server: LiveServer) -> None:
+    """A batch sent in another shape was "body.sessions.0.messages: Field required (and 1 more)": the one more,
+    the field it holds instead, was the cause. Each error now names its field, what was expected and what came."""
+    headers = {"Authorization": f"Bearer {server.keys['admin']}"}
+    said = {
+        "body.sessions.0.messages: Field required; body.sessions.0.content: Extra inputs are not permitted":
+            {"user_id": "b", "sessions": [{"content": "hi"}]},
+        "body.sessions: Field required; body.messages: Extra inputs are not permitted":
+            {"user_id": "b", "messages": "hi"},  # the shape of one session's POST, sent to the batch route
+        "body.sessions.0.messages.0.role: Input should be 'user', 'assistant', 'system', 'tool', 'developer' or "
+        "'function' (got 'human')": {"user_id": "b", "sessions": [{"messages": [{"role": "human", "content": "x"}]}]},
+        "body.sessions.0.messages.0.content: Input should be a valid string or a valid list (got 5)":
+            {"user_id": "b", "sessions": [{"messages": [{"role": "user", "content": 5}]}]},
+        "body.sessions.0.timestamp: Input should be a valid string (got 5)":
+            {"user_id": "b", "sessions": [{"messages": "hi", "timestamp": 5}]},
+    }
+    for message, body in said.items():
+        r = httpx.post(f"{server.url}/v1/sessions/batch", json=body, headers=headers)
+        assert error_of(r) == (422, "validation_error") and r.json()["error"]["message"] == message
+    four = {"user_id": "b", "sessions": [{"messages": "hi", "timestamp": 5, "agent_id": 1, "run_id": 2, "x": 3}]}
+    message = httpx.post(f"{server.url}/v1/sessions/batch", json=four, headers=headers).json()["error"]["message"]
+    assert message.count("; ") == 2 and message.endswith(" (and 1 more)")
+    assert httpx.get(f"{server.url}/v1/sessions", headers=headers, params={"user_id": "b"}).json()["sessions"] == []
 
 
 def test_context_in_prompt_over_rest_and_the_client(server: LiveServer) -> None:

@@ -29,7 +29,7 @@ from memgas.core.errors import MemgasError
 from memgas.core.version import __version__
 from memgas.memory import Memory
 from memgas.service.deps import DEFAULT_MAX_BODY, ServiceState
-from memgas.service.errors import STATUS_CODES, error_response, status_of
+from memgas.service.errors import STATUS_CODES, error_response, status_of, validation_message
 from memgas.service.keys import is_loopback
 from memgas.service.ratelimit import rate_limiter
 from memgas.service.schemas import ErrorResponse
@@ -208,11 +208,7 @@ def create_app(memory: Memory, *, auth: bool = True, rate_limit: float | None = 
             detail = (first.get("ctx") or {}).get("error", "")
             return error_response(422, "validation_error", f"the request body is not valid JSON ({detail}, at "
                                   f"character {first.get('loc', ('', 0))[-1]})", request_id(request))
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        message = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request"
-        extra = len(exc.errors()) - 1
-        return error_response(422, "validation_error", message + (f" (and {extra} more)" if extra > 0 else ""),
-                           request_id(request))
+        return error_response(422, "validation_error", validation_message(exc.errors()), request_id(request))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
