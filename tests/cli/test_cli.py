@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -341,6 +342,10 @@ def test_demo_replaces_only_its_own_store(capsys: pytest.CaptureFixture[str], db
     assert code == 0 and out.count("Q: ") == 8 and "router weights" not in out and "How to read it:" in out
     assert out.count("  1. ") == 8 and all("relevance 0." in line and "  why: " in line
                                            for line in out.splitlines() if line.startswith("  1. "))
+    for question in out.split("Q: ")[1:]:  # listed in the order of the score it prints (what orders them, in words)
+        scores = [float(s) for s in re.findall(r"^  \d\. .*  score (\d\.\d\d)  relevance", question, re.M)]
+        assert len(scores) == 3 and scores[0] == 1.0 and scores == sorted(scores, reverse=True)
+    assert 'in the order of their "score"' in out
     finish = out.split("Q: What finish time")[1].split("Q: ")[0].split("the agent reads first")[1].splitlines()
     assert "a question about now" in finish[0]  # the mode, said in words
     current = next(i for i, line in enumerate(finish) if "I'm going with 2:15 instead" in line)

@@ -117,10 +117,13 @@ def _is_demo_store(db: str, data: dict[str, Any]) -> bool:
 #: What each channel of a hit's evidence is, in words (the demo's explanation of why a session was found).
 CHANNEL_WORDS = {"lexical": "the question's words", "session": "the whole session", "turn": "one turn",
                  "summary": "its summary", "keyword": "its keywords"}
-DEMO_LEGEND = """How to read it: each question lists the sessions memgas found, best first. "relevance" is the
-question's best cosine with any part of the session (0-1, comparable across questions); "why" is how much each view
-of the session counted towards its rank (the question's words by BM25, the whole session, one turn, its summary,
-its keywords); "linked" marks a session that ranks by its association with better ones. "The agent reads first" are
+DEMO_LEGEND = """How to read it: each question lists the sessions memgas found in the order of their "score" (the
+session's rank score over the best one's: every view of the session and its association with the others, weighed
+together). "relevance" is something else: the question's best cosine with any one part of the session (0-1,
+comparable across questions), so a session can rank above one of higher relevance, when more of its views match.
+"why" is how much each view of the session counted towards its score (the question's words by BM25, the whole
+session, one turn, its summary, its keywords); "linked" marks a session that ranks by its association with better
+ones. "The agent reads first" are
 the first lines of the context an agent would be given: for a question about now, the newest state first.
 The router weighs those views equally: made to favour the sharpest, it lost on LoCoMo (BENCHMARKS.md)."""
 
@@ -142,9 +145,11 @@ def _print_demo_question(mem: Any, user: str, q: dict[str, Any], k: int, width: 
     hits = mem.search(q["query"], user_id=user, k=k)
     ok = any(h.session_id in q["expected_sessions"] for h in hits)
     print(f"Q: {q['query']}   [{'found' if ok else 'missed'}: expected {', '.join(q['expected_sessions'])}]")
+    best = max((h.score for h in hits), default=0.0) or 1.0
     for rank, h in enumerate(hits, 1):
         when = h.timestamp.date().isoformat() if h.timestamp else "undated"
-        print(f"  {rank}. {h.session_id}  ({when})  relevance {h.relevance:.2f}  why: {_why(h)}")
+        print(f"  {rank}. {h.session_id}  ({when})  score {h.score / best:.2f}  relevance {h.relevance:.2f}  "
+              f"why: {_why(h)}")
         line = " ".join(h.turns[0].text.split()) if h.turns else ""
         print(f"       best turn: {line[:width]}{'…' if len(line) > width else ''}")
     lines = [line for line in mem.context(q["query"], user_id=user, max_tokens=300).splitlines()
