@@ -298,7 +298,7 @@ def test_get_embedder_specs(model: OnnxMiniLMEmbedder) -> None:
 
 
 def test_sentence_transformers_missing_names_the_extra() -> None:
-    with pytest.raises(MissingDependencyError, match=r"pip install memgas\[st\]") as info:
+    with pytest.raises(MissingDependencyError, match=r"pip install -e '\.\[st\]'") as info:
         get_embedder("st:all-MiniLM-L6-v2")
     assert isinstance(info.value, ImportError) and isinstance(info.value, MemgasError)
     with pytest.raises(ImportError):

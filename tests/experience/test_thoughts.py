@@ -335,7 +335,7 @@ def test_bench_bot_buffer_stays_at_the_families(tmp_path: Path, capsys: pytest.C
 @pytest.mark.slow
 def test_local_model_end_to_end(tmp_path: Path, embedder: Any) -> None:
     if importlib.util.find_spec("llama_cpp") is None:
-        pytest.skip("llama_cpp is not importable: the local model is not installed (pip install memgas[local])")
+        pytest.skip("llama_cpp is not importable: the local model is not installed (pip install -e '.[local]')")
     from memgas.core.errors import MissingDependencyError
 
     try:

@@ -10,7 +10,7 @@ from typing import Any, AsyncGenerator
 
 import pytest
 
-pytest.importorskip("google.adk", reason="google-adk is not installed (pip install 'memgas[adk]')")
+pytest.importorskip("google.adk", reason="google-adk is not installed (pip install -e '.[adk]')")
 
 from google.adk.agents import LlmAgent
 from google.adk.agents.callback_context import CallbackContext

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("agno", reason="agno is not installed (pip install 'memgas[agno]')")
+pytest.importorskip("agno", reason="agno is not installed (pip install -e '.[agno]')")
 
 from agno.agent import Agent
 from agno.db.in_memory import InMemoryDb

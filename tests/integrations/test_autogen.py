@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("autogen_core.memory", reason="autogen-core is not installed (pip install 'memgas[autogen]')")
+pytest.importorskip("autogen_core.memory", reason="autogen-core is not installed (pip install -e '.[autogen]')")
 
 from autogen_core.memory import MemoryContent, MemoryMimeType
 from autogen_core.model_context import BufferedChatCompletionContext

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("langchain_core", reason="langchain-core is not installed (pip install 'memgas[langchain]')")
+pytest.importorskip("langchain_core", reason="langchain-core is not installed (pip install -e '.[langchain]')")
 tests_base = pytest.importorskip("langchain_tests.integration_tests",
                                  reason="langchain-tests is not installed (scripts/test installs it)")
 

@@ -10,7 +10,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 
-pytest.importorskip("langgraph.store.base", reason="langgraph is not installed (pip install 'memgas[langgraph]')")
+pytest.importorskip("langgraph.store.base", reason="langgraph is not installed (pip install -e '.[langgraph]')")
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage

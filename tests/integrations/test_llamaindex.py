@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import pytest
 
-pytest.importorskip("llama_index.core", reason="llama-index-core is not installed (pip install 'memgas[llamaindex]')")
+pytest.importorskip("llama_index.core", reason="llama-index-core is not installed (pip install -e '.[llamaindex]')")
 
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.llms import ChatMessage, ChatResponse, CompletionResponse, CustomLLM, LLMMetadata, MockLLM

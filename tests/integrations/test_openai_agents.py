@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-agents = pytest.importorskip("agents", reason="openai-agents is not installed (pip install 'memgas[openai-agents]')")
+agents = pytest.importorskip("agents", reason="openai-agents is not installed (pip install -e '.[openai-agents]')")
 
 from agents.tool_context import ToolContext
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("pydantic_ai", reason="pydantic-ai is not installed (pip install 'memgas[pydantic-ai]')")
+pytest.importorskip("pydantic_ai", reason="pydantic-ai is not installed (pip install -e '.[pydantic-ai]')")
 
 from pydantic_ai import Agent
 from pydantic_ai import messages as pm

@@ -319,7 +319,7 @@ def test_local_provider_errors_name_the_fix(monkeypatch: pytest.MonkeyPatch, tmp
 
 @pytest.mark.slow
 def test_local_chats_of_one_file_and_settings_share_one_loaded_model(tmp_path: Path) -> None:
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'memgas[local]')")
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install -e '.[local]')")
     from memgas import Memory
     from memgas.llm.local import BUNDLED, LocalChat, _part_files
 

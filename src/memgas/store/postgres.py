@@ -293,7 +293,7 @@ class PostgresStore(SQLStore, RateLimitStore):
         read_wait: seconds a read waits for a replica to show the user's last write before the primary serves it.
 
     Raises:
-        MemgasError: the server cannot be reached, or psycopg is not installed (``pip install memgas[postgres]``).
+        MemgasError: the server cannot be reached, or psycopg is not installed (``pip install -e '.[postgres]'``).
         InvalidInputError: the database holds other tables than a memgas store's, or a newer schema.
     """
 
@@ -307,7 +307,7 @@ class PostgresStore(SQLStore, RateLimitStore):
             import psycopg
             from psycopg_pool import ConnectionPool
         except ImportError:
-            raise MemgasError("the PostgreSQL store needs psycopg: pip install 'memgas[postgres]'") from None
+            raise MemgasError("the PostgreSQL store needs psycopg: pip install -e '.[postgres]' in the memgas checkout") from None
         url, url_read, url_wait = split_read_options(url)
         read_url = read_url or url_read
         wait = read_wait if read_wait is not None else url_wait
