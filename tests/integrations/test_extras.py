@@ -1,58 +1,48 @@
-"""Each framework's extra installs what its documented example imports: for every Python example of the frameworks
-guide, the distributions that provide its imports (other than memgas) are named by the extra of the adapter it uses
-(``memgas.integrations.X`` → ``memgas[x]``)."""
+"""Each framework extra brings what its documented snippet imports: the snippet's modules are imported as a new
+environment holding only ``memgas[EXTRA]`` would import them (``tests/support/extras.py``), in the main environment
+and in the frameworks' own. ``pip install -e '.[autogen]'`` once lacked ``openai``, which its snippet's model client
+needs (``autogen-ext`` without its ``[openai]`` extra)."""
 
 from __future__ import annotations
 
-import ast
-import importlib.metadata
-import re
-import tomllib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "frameworks.md"
-#: The adapter module each extra belongs to, where the names differ.
-EXTRA = {"openai_agents": "openai-agents", "pydantic_ai": "pydantic-ai"}
-#: Examples that run in an environment of their own (test_own_environments.py installs exactly their extra there).
-OWN_ENVIRONMENT = {"strands", "crewai"}
+from support import extras
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tests" / "support" / "extras.py"
+MAIN = ["langchain", "langgraph", "llamaindex", "autogen", "openai-agents", "pydantic-ai", "adk", "agno"]
 
 
-def _extra(name: str) -> set[str]:
-    """The distributions ``memgas[name]`` names (read from pyproject.toml, what an install reads)."""
-    project = tomllib.loads((GUIDE.parents[2] / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    return {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for r in project["optional-dependencies"][name]}
+def test_every_framework_section_of_the_guide_has_a_snippet_and_is_checked() -> None:
+    found = extras.snippets(extras.GUIDE.read_text(encoding="utf-8"))
+    assert set(found) == {*MAIN, "strands", "crewai"} and all(found.values())
 
 
-def examples() -> list[tuple[str, set[str]]]:
-    """(the adapter module, the top-level modules it imports besides memgas) for each example of the guide."""
-    out = []
-    for block in re.findall(r"^```python\n(.*?)^```", GUIDE.read_text(encoding="utf-8"), re.S | re.M):
-        imported = {n.module if isinstance(n, ast.ImportFrom) else a.name
-                    for n in ast.walk(ast.parse(block)) if isinstance(n, (ast.Import, ast.ImportFrom))
-                    for a in (n.names if isinstance(n, ast.Import) else [None]) if (n.module if isinstance(
-                        n, ast.ImportFrom) else a.name)}
-        adapters = {m.split(".")[2] for m in imported if m.startswith("memgas.integrations.")}
-        if adapters:
-            (adapter,) = adapters
-            out.append((adapter, {m for m in imported if not m.startswith("memgas") and m != "asyncio"}))
-    return out
+@pytest.mark.parametrize("extra,python", [*((e, Path(sys.executable)) for e in MAIN),
+                                          ("strands", ROOT / ".venv-strands" / "bin" / "python"),
+                                          ("crewai", ROOT / ".venv-crewai" / "bin" / "python")])
+def test_each_extra_brings_what_its_snippet_imports(extra: str, python: Path) -> None:
+    if not python.exists():
+        pytest.fail(f"no {python.parents[1].name}: scripts/test makes it")
+    done = subprocess.run([str(python), str(SCRIPT), extra], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "", done.stdout + done.stderr[-2000:]
 
 
-def test_every_framework_example_is_found() -> None:
-    assert {a for a, _ in examples()} == {"langchain", "langgraph", "llamaindex", "autogen", "openai_agents",
-                                          "pydantic_ai", "adk", "agno", "strands", "crewai"}
-
-
-@pytest.mark.parametrize("adapter,imported", [e for e in examples() if e[0] not in OWN_ENVIRONMENT],
-                         ids=[a for a, _ in examples() if a not in OWN_ENVIRONMENT])
-def test_the_extra_names_what_the_example_imports(adapter: str, imported: set[str]) -> None:
-    wanted = _extra(EXTRA.get(adapter, adapter))
-    provided = importlib.metadata.packages_distributions()
-    for module in imported:
-        top = module.split(".")[0]
-        dists = {d.lower() for d in provided.get(top, [])}
-        if top == "google":  # a namespace shared by many distributions: the one that holds the submodule
-            dists = {d.lower() for d in provided.get(top, []) if d.lower().replace("_", "-") == "google-adk"}
-        assert dists & wanted, f"memgas[{EXTRA.get(adapter, adapter)}] does not install {module} ({sorted(dists)})"
+def test_the_check_finds_a_package_the_extra_does_not_bring() -> None:
+    """What autogen-ext brings without its [openai] extra lacks openai; with it, openai is there."""
+    assert "openai" not in extras.closure(["autogen-ext>=0.7"])
+    assert {"openai", "autogen-core"} <= extras.closure(["autogen-ext[openai]>=0.7"])
+    assert "openai" in extras.closure(["memgas[autogen]"]) and "langgraph" not in extras.closure(["memgas[autogen]"])
+    code = "import os\nfrom autogen_ext.models.openai import X\nimport memgas\nfrom . import y\n"
+    assert extras.imported(code) == ["autogen_ext.models.openai"]
+    blocked = subprocess.run([sys.executable, "-c", (
+        "import sys; sys.path.insert(0, 'tests/support'); import extras, importlib\n"
+        "sys.meta_path.insert(0, extras._OnlyBrought(extras.closure(['autogen-ext>=0.7'])))\n"
+        "importlib.import_module('autogen_ext.models.openai')")], cwd=ROOT, capture_output=True, text=True,
+        timeout=300)
+    assert blocked.returncode == 1 and "No module named 'openai'" in blocked.stderr
