@@ -164,3 +164,28 @@ def test_reply_tails_make_a_deep_fact_findable_and_load_and_grow_exactly(embedde
     np.testing.assert_array_equal(writer.score(store, case.user_id, case.question).scores,
                                   MemGAS(embedder, snapshots=False).score(store, case.user_id, case.question).scores)
     store.close()
+
+
+def test_a_word_at_the_end_of_a_1_mb_message_finds_its_session(embedder) -> None:
+    """The embedder reads a message's first INDEXED_MESSAGE_CHARS; the rest of a user's message is in the turns' tail
+    index like a long reply's, so a word said only past that point finds its session (it was 7th of 8: no channel
+    held it), and the docs' "every word stays in the lexical index" holds."""
+    from memgas import Memory
+    from memgas.core.validate import INDEXED_MESSAGE_CHARS
+    from memgas.methods.units import turn_tail
+
+    filler = " ".join(f"Note {i}: the weather was mild and the garden needed water." for i in range(18_000))
+    big = filler[:1_000_000] + " My locker code word is zyxquartzeon."
+    assert big.index("zyxquartzeon") > INDEXED_MESSAGE_CHARS
+    with Memory(None, embedder=embedder) as mem:
+        mem.add([{"role": "user", "content": big}], user_id="u", session_id="big")
+        for i, text in enumerate(["I love hiking in the Alps.", "My cat is named Miso.", "I work as a nurse.",
+                                  "I bake bread on Sundays.", "Chess club is on Tuesdays.", "I am learning Portuguese.",
+                                  "My sister visits in June."]):
+            mem.add(text, user_id="u", session_id=f"s{i}")
+        for question in ("What was my locker code word zyxquartzeon about?", "zyxquartzeon"):
+            found = {h.session_id: h for h in mem.search(question, user_id="u", k=2)}  # 2nd of 8 at worst
+            assert "big" in found and found["big"].channels["lexical"] > 0.5, question
+    session = make_session([{"role": "user", "content": big}, {"role": "assistant", "content": "Noted."}],
+                           user_id="u", session_id="x")
+    assert turn_tail(session.turns[0]).endswith("zyxquartzeon.") and "Noted" not in turn_tail(session.turns[0])

@@ -55,7 +55,7 @@ from memgas.methods.index import (
     user_index_from_arrays,
 )
 from memgas.methods.ranking import Scored, session_scores, sessions_within
-from memgas.methods.units import embedding_view, reply_tail
+from memgas.methods.units import embedding_view, turn_tail
 from memgas.store import EdgeTable, Store, UnitTable
 
 __all__ = ["MemGASConfig", "MemGAS", "session_edges", "association_edges"]
@@ -114,7 +114,8 @@ class MemGASConfig:
             same by default): more makes facts said deep in long replies findable by their words (measured in
             the benchmark log, "Long replies").
         reply_tail_weight: words of the question that no turn's BM25 view holds are looked up in the rest of each
-            reply (past ``lexical_reply_chars``, an index of its own), and that BM25 score, times this weight, is
+            turn (replies past ``lexical_reply_chars``, a user message past what the embedder reads; an index of
+            its own), and that BM25 score, times this weight, is
             added to the turn's: a fact said deep in a long reply is found by the words only it holds, while a
             question whose words the views hold scores exactly as without it (0 = the tails are not read; measured
             in the benchmark log, "Long replies"). "No view holds" is over all the user's turns, in a filtered search
@@ -486,14 +487,15 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         """The lexical documents of turn ``rows``: each turn read as its vector is (user words whole, replies'
         first ``lexical_reply_chars``, 300 as the vector by default), so the two channels see the same evidence and
         long assistant answers do not drown the user's; with ``reply_tail_weight``, also the rest of each reply
-        (:func:`memgas.methods.units.reply_tail`), for a BM25 index of its own."""
+        (:func:`memgas.methods.units.turn_tail`, which also holds a user message past what the embedder reads), for a
+        BM25 index of its own."""
         table = units.table
         reply = self.cfg.lexical_reply_chars
         keys = [(table.session_ids[r], int(table.turn_start[r])) for r in rows]
         views = {(sid, turn.index): embedding_view(turn, reply) for sid, s in sessions.items() for turn in s.turns}
         if self.cfg.reply_tail_weight <= 0:
             return [views[k] for k in keys], None
-        tails = {(sid, turn.index): reply_tail(turn, reply) for sid, s in sessions.items() for turn in s.turns}
+        tails = {(sid, turn.index): turn_tail(turn, reply) for sid, s in sessions.items() for turn in s.turns}
         return [views[k] for k in keys], [tails[k] for k in keys]
 
     def _lexical(self, texts: list[str]) -> LexicalIndex:

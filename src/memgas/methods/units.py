@@ -33,7 +33,7 @@ from memgas.kernels.text import fair_heads, word_head
 
 __all__ = [
     "Summarizer", "Keyworder", "ExtractiveSummarizer", "YakeKeyworder", "build_units", "embed_texts",
-    "embedding_view", "reply_tail",
+    "embedding_view", "turn_tail",
 ]
 
 
@@ -277,11 +277,18 @@ def embedding_view(turn: Turn, reply_chars: int = 300) -> str:
     return "\n".join(lines)
 
 
-def reply_tail(turn: Turn, reply_chars: int = 300) -> str:
-    """What :func:`embedding_view` leaves out of a turn: each reply's text past its first ``reply_chars``, one
-    reply a line ("" when every reply is shorter). The two together hold every word of the turn's replies."""
-    return "\n".join(m.content[_reply_cut(m.content, reply_chars):] for m in turn.messages
-                     if m.role != "user" and len(m.content) > reply_chars)
+def turn_tail(turn: Turn, reply_chars: int = 300) -> str:
+    """What :func:`embedding_view` leaves out of a turn: each reply's text past its first ``reply_chars``, and a
+    user message's past :data:`~memgas.core.validate.INDEXED_MESSAGE_CHARS`, one message a line ("" when nothing
+    was left out). The two together hold every word of the turn: a word at the end of a 1 MB message is found.
+
+    >>> from memgas.core.types import Message, Turn
+    >>> turn_tail(Turn(0, (Message("user", "x" * 200_000 + " zebra"), Message("assistant", "Short.")), 0, 2))
+    ' zebra'
+    """
+    return "\n".join(m.content[_reply_cut(m.content, reply_chars):] if m.role != "user"
+                     else m.content[INDEXED_MESSAGE_CHARS:] for m in turn.messages
+                     if len(m.content) > (reply_chars if m.role != "user" else INDEXED_MESSAGE_CHARS))
 
 
 def _reply_cut(text: str, reply_chars: int) -> int:
