@@ -96,6 +96,15 @@ def test_the_inspector_shows_users_sessions_units_graph_and_search(page: Any, se
     page.get_by_role("link", name="graph").click()
     page.locator("circle.node").first.wait_for()
     assert page.locator("circle.node").count() == 4 and page.locator("#graph line").count() >= 1
+    labels = page.locator("#graph text.label")  # each session named on the graph, not only on hover
+    assert sorted(labels.nth(i).get_attribute("data-session") for i in range(labels.count())) == sorted(
+        page.locator("circle.node").nth(i).get_attribute("data-session") for i in range(4))
+    assert any(labels.nth(i).text_content().startswith("hike · 20") for i in range(4))
+    box = page.locator("#graph").bounding_box()
+    for i in range(4):  # inside the drawing, legible size
+        place = labels.nth(i).bounding_box()
+        assert box["x"] <= place["x"] and place["x"] + place["width"] <= box["x"] + box["width"] + 1
+        assert place["height"] >= 8
 
     page.get_by_role("link", name="search").click()
     page.fill("#query", "which mountain did we climb?")

@@ -173,7 +173,7 @@ async function graph(user) {
     for (const n of nodes) { n.vx *= 0.6; n.vy *= 0.6; n.vx += (width / 2 - n.x) * 0.002; n.vy += (height / 2 - n.y) * 0.002; }
     for (let i = 0; i < nodes.length; i++) for (let j = i + 1; j < nodes.length; j++) {
       const a = nodes[i], b = nodes[j], dx = a.x - b.x, dy = a.y - b.y, d2 = Math.max(dx * dx + dy * dy, 25);
-      const f = 400 / d2;
+      const f = 150 / d2;
       a.vx += f * dx; a.vy += f * dy; b.vx -= f * dx; b.vy -= f * dy;
     }
     for (const l of links) {
@@ -181,22 +181,49 @@ async function graph(user) {
       const f = 0.02 * (l.weight / top) * (d - 60) / d;
       a.vx += f * dx; a.vy += f * dy; b.vx -= f * dx; b.vy -= f * dy;
     }
-    for (const n of nodes) { n.x = Math.min(width - 10, Math.max(10, n.x + n.vx)); n.y = Math.min(height - 10, Math.max(10, n.y + n.vy)); }
+    for (const n of nodes) { n.x = Math.min(width - 30, Math.max(30, n.x + n.vx)); n.y = Math.min(height - 20, Math.max(20, n.y + n.vy)); }
   }
   for (const l of links) box.append(svg("line", { x1: nodes[l.a].x, y1: nodes[l.a].y, x2: nodes[l.b].x, y2: nodes[l.b].y,
     stroke: "#0f9d58", "stroke-opacity": 0.25 + 0.6 * (l.weight / top), "stroke-width": 0.5 + 3 * (l.weight / top) }));
+  // Labels for the sessions most associated with others (all of them in a small graph): the id, cut, and the day
+  // (unless the id says it); a halo keeps them legible over the lines. Each takes the first free place of four
+  // around its dot, the most associated first; one that finds none keeps only its hover title.
+  const degree = new Map(nodes.map((n) => [n.session_id, 0]));
+  for (const l of links) { degree.set(l.source, degree.get(l.source) + l.weight); degree.set(l.target, degree.get(l.target) + l.weight); }
+  const radius = (n) => 4 + Math.min(Math.sqrt(n.messages), 8);
+  const cut = (text, most) => (text.length > most ? text.slice(0, most - 1) + "…" : text);
+  const taken = nodes.map((n) => ({ x0: n.x - radius(n), x1: n.x + radius(n), y0: n.y - radius(n), y1: n.y + radius(n) }));
+  const free = (b) => b.x0 >= 0 && b.x1 <= width && b.y0 >= 0 && b.y1 <= height
+    && taken.every((t) => b.x1 <= t.x0 || t.x1 <= b.x0 || b.y1 <= t.y0 || t.y1 <= b.y0);
+  const labels = [];
+  for (const n of [...nodes].sort((a, b) => degree.get(b.session_id) - degree.get(a.session_id)).slice(0, 40)) {
+    const day = n.timestamp ? n.timestamp.slice(0, 10) : "";
+    const text = cut(n.session_id, 24) + (day && !n.session_id.includes(day) ? ` · ${day}` : "");
+    const w = 6.2 * text.length, r = radius(n);
+    const places = [[n.x + r + 3, n.y + 4, "start"], [n.x - r - 3, n.y + 4, "end"], [n.x - w / 2, n.y - r - 4, "start"],
+                    [n.x - w / 2, n.y + r + 12, "start"]];
+    for (const [x, y, anchor] of places) {
+      const x0 = anchor === "end" ? x - w : x, b = { x0, x1: x0 + w, y0: y - 10, y1: y + 3 };
+      if (!free(b)) continue;
+      taken.push(b);
+      const label = svg("text", { x, y, class: "label", "text-anchor": anchor, "data-session": n.session_id });
+      label.textContent = text;
+      labels.push(label);
+      break;
+    }
+  }
   for (const n of nodes) {
-    const dot = svg("circle", { cx: n.x, cy: n.y, r: 4 + Math.min(Math.sqrt(n.messages), 8), fill: "#2f6fde",
-                                "data-session": n.session_id, class: "node" });
+    const dot = svg("circle", { cx: n.x, cy: n.y, r: radius(n), fill: "#2f6fde", "data-session": n.session_id, class: "node" });
     const title = svg("title", {});
     title.textContent = `${n.session_id} · ${when(n.timestamp)} · ${n.preview}`;
     dot.append(title);
     dot.addEventListener("click", () => { location.hash = `#/u/${seg(user)}/s/${seg(n.session_id)}`; });
     box.append(dot);
   }
+  box.append(...labels);
   show(h("h2", {}, `Association graph of ${user}`), userTabs(user),
        h("p", { class: "muted" }, `${nodes.length} newest of ${data.total_sessions} sessions, ${links.length} links`
-         + " (thicker: more association). Click a session to open it."), box);
+         + ` (thicker: more association; named: the ${labels.length} most associated that fit). Click a session to open it.`), box);
 }
 
 function hitView(hit, n) {
