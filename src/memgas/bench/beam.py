@@ -27,7 +27,7 @@ from memgas.methods.ranking import Ranking
 if TYPE_CHECKING:
     from memgas.bench.runner import BenchResult
 
-__all__ = ["BeamConversation", "BEAM_ABILITIES", "load_beam", "strip_marker", "beam_dirs", "DEFAULT_BEAM", "one_user",
+__all__ = ["BeamConversation", "BEAM_ABILITIES", "load_beam", "strip_marker", "gold_ids", "beam_dirs", "DEFAULT_BEAM", "one_user",
            "ONE_USER"]
 
 #: The user who said everything (``bench beam --one-user``).
@@ -83,6 +83,11 @@ class BeamConversation:
 def _flat(ids: Iterable[Any]) -> list[int]:
     """Message ids of a gold list, nested lists flattened (some event_ordering items name several messages)."""
     return [j for i in ids for j in (_flat(i) if isinstance(i, list) else [int(i)])]
+
+
+def gold_ids(ability: str, ids: Any) -> list[int]:
+    """Every gold message id of one question, its groups together (see :func:`_gold_groups`)."""
+    return [i for group in _gold_groups(ability, ids).values() for i in group]
 
 
 def _gold_groups(ability: str, ids: Any) -> dict[str, list[int]]:

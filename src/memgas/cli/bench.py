@@ -36,7 +36,7 @@ def add_bench_parser(sub: Any) -> None:
     sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
     sp.add_argument("dataset", choices=("locomo", "longmemeval", "beam", "cost", "live", "kg", "store", "scale", "http",
                                         "bot", "principles", "multilingual", "filters", "adapters", "ratelimit", "users",
-                                        "longreplies", "cluster", "latency", "reembed"),
+                                        "longreplies", "cluster", "latency", "reembed", "usermodel"),
                     help="a retrieval benchmark; 'beam': BEAM's long conversations (--scales), every method's "
                          "ranking and the context an agent reads (--contexts), per ability; 'cost': add/search cost on "
                          "LongMemEval-S sessions; 'live': add then "
@@ -68,7 +68,10 @@ def add_bench_parser(sub: Any) -> None:
                          "user messages (default 20); 'reembed': on a copy of an existing SQLite store (--backend), "
                          "its conversations added afresh with --embedder, then the copy re-embedded with it while a "
                          "thread searches it: seconds of each, searches during (errors, p50 / p95) beside warm ones, "
-                         "and rankings after against the fresh build, on --requests questions (default 20)")
+                         "and rankings after against the fresh build, on --requests questions (default 20); 'usermodel': the user "
+                         "model's detector of lasting statements trained on the development data (--data: the folder "
+                         "of beam/, longmemeval/, locomo/), its precision and recall on the held-out part beside the "
+                         "rules', and its weights written to OUT/lasting.npz (what memgas/data/lasting.npz ships)")
     sp.add_argument("--sessions", type=int, default=None,
                     help="cost, live: sessions to add to one user (default 500; live: the last checkpoint); "
                          "store: sessions each client adds (default 10); scale: sessions per user (default 20); "
@@ -491,6 +494,28 @@ def _cmd_longreplies(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_usermodel(args: argparse.Namespace) -> int:
+    """``bench usermodel``: train the detector of lasting statements, report it on the held-out part, keep its
+    weights (see :mod:`memgas.bench.usermodel`)."""
+    from memgas.bench.report import command_line
+    from memgas.bench.usermodel import run_usermodel, usermodel_markdown, write_weights
+    from memgas.core.paths import default_cache_path
+    from memgas.embed.cache import EmbeddingCache
+    from memgas.embed.factory import get_embedder
+
+    embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
+    model, report = run_usermodel(args.data or Path("../shared/data"), embedder)
+    out = args.out or Path("bench-out") / "usermodel"
+    out.mkdir(parents=True, exist_ok=True)
+    write_weights(model, out / "lasting.npz", report)
+    table = usermodel_markdown(report)
+    command = command_line("memgas bench usermodel")
+    _write_results(out, "usermodel", command, f"Command: `{command}`\n\n{table}\n", {"report": report})
+    print(table)
+    print(f"weights: {out / 'lasting.npz'}")
+    return 0
+
+
 def _cmd_latency(args: argparse.Namespace) -> int:
     """``bench latency``: search and context timings of the existing store ``--backend``."""
     from memgas.bench.latency import latency_markdown, run_latency
@@ -734,6 +759,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _cmd_multilingual(args)
     if args.dataset == "longreplies":
         return _cmd_longreplies(args)
+    if args.dataset == "usermodel":
+        return _cmd_usermodel(args)
     if args.dataset == "bot":
         return _cmd_bot(args)
     if args.dataset == "principles":

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from memgas.kernels.excerpt import sentence_spans
 
-__all__ = ["Standing", "standing_statements", "INSTRUCTION", "PREFERENCE"]
+__all__ = ["Standing", "standing_statements", "INSTRUCTION", "PREFERENCE", "INSTRUCTION_RULE", "PREFERENCE_RULE",
+           "holds_always"]
 
 INSTRUCTION = "instruction"
 PREFERENCE = "preference"
@@ -22,13 +23,13 @@ PREFERENCE = "preference"
 #: What may come before an instruction's first word: a label ("Quick setup note:", "Reminder:"), then fillers.
 _LEAD = (r"^(?:[a-z][\w' -]{0,30}:\s+)?"
          r"(?:(?:ok(?:ay)?|so|and|also|please|oh|hey|btw|by the way|one more thing|remember)[,:;!]?\s+)*")
-_INSTRUCTION = re.compile(
+INSTRUCTION_RULE = re.compile(
     _LEAD + r"(?:always|never|don'?t ever|do not ever|make sure (?:to|you) always|be sure to always)\b"
     r"|\b(?:from now on|going forward|from here on(?: out)?|in (?:the )?future,? (?:please|always|never|don'?t))\b"
     r"|" + _LEAD + r"(?:call me|address me as|refer to me as)\b"
     r"|\b(?:whenever|every time|each time) I ask\b[^?]*,\s*(?:please\s+)?(?:always\s+)?[a-z]+",
     re.IGNORECASE)
-_PREFERENCE = re.compile(
+PREFERENCE_RULE = re.compile(
     r"\bI(?:'d| would| really| also| generally| usually| still)* (?:prefer|rather)\b"
     r"|\bmy (?:preference|preferred)\b|\b(?:a|my|strong) preference for\b"
     r"|\bI (?:really )?(?:like|love|enjoy|hate|dislike|can'?t stand) (?:it when|to|using|working|having|\w+ing)\b"
@@ -64,6 +65,11 @@ class Standing:
     always: bool = False
 
 
+def holds_always(sentence: str) -> bool:
+    """Whether an instruction holds for every request: it names no condition ("when I ask about...", "if...")."""
+    return _CONDITION.search(sentence) is None
+
+
 def standing_statements(text: str) -> list[Standing]:
     """The standing statements of one user message, in order; a sentence is at most one (an instruction first).
 
@@ -76,10 +82,10 @@ def standing_statements(text: str) -> list[Standing]:
     found: list[Standing] = []
     for start, end in sentence_spans(text):
         sentence = text[start:end].strip()
-        if sentence.endswith("?") and not _PREFERENCE.search(sentence):
+        if sentence.endswith("?") and not PREFERENCE_RULE.search(sentence):
             continue
-        if _INSTRUCTION.search(sentence):
-            found.append(Standing(INSTRUCTION, start, end, _CONDITION.search(sentence) is None))
-        elif _PREFERENCE.search(sentence):
+        if INSTRUCTION_RULE.search(sentence):
+            found.append(Standing(INSTRUCTION, start, end, holds_always(sentence)))
+        elif PREFERENCE_RULE.search(sentence):
             found.append(Standing(PREFERENCE, start, end))
     return found
