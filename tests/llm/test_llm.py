@@ -309,7 +309,7 @@ def test_local_provider_errors_name_the_fix(monkeypatch: pytest.MonkeyPatch, tmp
     from memgas.llm.local import LocalChat
 
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as if llama-cpp-python were not installed
-    with pytest.raises(MissingDependencyError, match=r"memgas\[local\]"):
+    with pytest.raises(MissingDependencyError, match=r"pip install -e '\.\[local\]' in the memgas checkout"):
         get_llm("local")
     monkeypatch.undo()
     pytest.importorskip("llama_cpp")
