@@ -84,5 +84,20 @@ def test_the_command_trains_reports_and_keeps_the_weights(tmp_path: Path, capsys
     weights = dict(np.load(out / "lasting.npz"))
     model = LastingModel.from_arrays(weights)
     assert model.coef_ is not None and model.coef_.shape == (len(CLASSES), 384 + 10)
+    pair = LastingModel.from_arrays({k[5:]: v for k, v in weights.items() if k.startswith("pair_")})
+    assert pair.coef_ is not None and pair.coef_.shape == (2, 384 + 4)
+    assert set(report["supersession"]["held_out"]["all"]) == {"rules", "model"}
     assert str(weights["embedder"]) == report["embedder"] and float(weights["threshold"]) == pytest.approx(
         report["threshold"], abs=1e-4)
+
+
+def test_an_update_s_original_and_updated_statements_are_a_replacing_pair() -> None:
+    from memgas.bench.usermodel import pairs
+
+    said = [Example("I live in Leeds.", 3, "BEAM", "c", 1, "0:original"), Example("I hate olives.", 2, "BEAM", "c", 2),
+            Example("I moved to York.", 3, "BEAM", "c", 5, "0:updated"), Example("Thanks.", 0, "BEAM", "c", 6)]
+    made = [p for p in pairs(said) if p.dataset == "BEAM"]
+    assert {(p.older, p.newer, p.replaces) for p in made} == {
+        ("I live in Leeds.", "I moved to York.", True), ("I live in Leeds.", "I hate olives.", False),
+        ("I hate olives.", "I moved to York.", False)}  # passing sentences make no pair
+    assert any(p.dataset == "phrasings" and p.replaces for p in pairs([]))

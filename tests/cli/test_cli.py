@@ -312,7 +312,14 @@ def test_context_and_profile_print_what_an_agent_reads(capsys: pytest.CaptureFix
     code, out, _ = _cli(capsys, "profile", "--db", str(db), "--user", "ana")
     assert (code, out) == (0, "  instruction (always): Never book flights before noon, please.  [rules #0, 2024-05-03]\n")
     code, out, _ = _cli(capsys, "profile", "--db", str(db), "--user", "ana", "--json")
-    assert code == 0 and json.loads(out)[0]["session_id"] == "rules"
+    assert code == 0 and json.loads(out)[0]["session_id"] == "rules" and json.loads(out)[0]["who"] is None
+    group = {"session_id": "crew", "timestamp": "2024-05-04T09:00:00",
+             "messages": [{"role": "user", "name": "Ben", "content": "Never book me on a red-eye flight."}]}
+    assert main(["add", str(_write(tmp_path / "crew.json", group)), "--db", str(db), "--user", "ana"]) == 0
+    capsys.readouterr()
+    code, out, _ = _cli(capsys, "profile", "--db", str(db), "--user", "ana")
+    assert code == 0 and out.splitlines()[1] == (
+        "  instruction (always): Ben: Never book me on a red-eye flight.  [crew #0, 2024-05-04]")
     _refused(_cli(capsys, "context", "x", "--db", str(db), "--user", "ana", "--min-score", "2"), "min_score")
     _refused(_cli(capsys, "context", "x", "--db", str(db), "--user", "ana", "--max-tokens", "0"), "max_tokens")
 
@@ -351,9 +358,12 @@ def test_demo_replaces_only_its_own_store(capsys: pytest.CaptureFixture[str], db
     current = next(i for i, line in enumerate(finish) if "I'm going with 2:15 instead" in line)
     assert not any("(earlier)" in line for line in finish[:current])  # the new goal above the old one
     town = out.split("Q: Which part of town")[1].split("the agent reads first")[1].splitlines()
-    assert "from my new kitchen table in Sellwood" in town[1]  # the current neighbourhood first
+    # the current neighbourhood first (at the demo's 300 tokens the profile's "No more carrying him up three floors
+    # of stairs to my apartment." takes the kitchen-table line's place; the 400-token context below holds both)
+    assert ("Sellwood" in town[1] or "we're moving" in town[1]) and "Buckman" not in town[1]
     read = out.split("What an agent reads for")[1]
-    assert read.splitlines()[1] == MEMORY_HEADERS["now"]  # a question about now: what is relevant, newest first
+    # a question about now: what is relevant, newest first (after the standing statement that bears on it)
+    assert MEMORY_HEADERS["now"] in read.splitlines()[1:4]
     sellwood = read.index("I'm writing this from my new kitchen table in Sellwood!")
     assert sellwood < read.index("we're moving! I found a little rental house in Sellwood")
     assert sellwood < read.index("from my apartment in Buckman")  # the current neighbourhood before the old one

@@ -64,3 +64,90 @@ def test_a_detector_with_zeroed_weights_or_fitted_over_another_embedder_finds_no
 @pytest.mark.parametrize("text", ["Sure.", "Why would I?", ""])
 def test_short_sentences_and_questions_are_not_read(embedder: Embedder, text: str) -> None:
     assert Detector(embedder).statements([text], [[]]) == [[]]
+
+
+def test_a_newer_statement_replaces_the_one_it_updates_and_two_that_both_hold_stay(embedder: Embedder) -> None:
+    said = ["Always answer in French.", "I'm vegetarian.", "I hate mushrooms.", "btw I can't stand cilantro",
+            "Always answer in English from now on.", "I'm not vegetarian anymore, I eat meat again.",
+            "My daughter is allergic to shellfish.", "Can you suggest a film?"]
+    with Memory(None, embedder=embedder) as mem:
+        for i, text in enumerate(said):
+            mem.add(text, user_id="erin", session_id=f"s{i}", timestamp=f"2024-01-0{i + 1}T10:00:00")
+        profile = {s.text: s.kind for s in mem.profile(user_id="erin")}
+        # an instruction that says it changes things replaces the one before it
+        assert profile == {"I hate mushrooms.": "preference", "btw I can't stand cilantro": "preference",
+                           "Always answer in English from now on.": "instruction",
+                           "I'm not vegetarian anymore, I eat meat again.": "fact",  # a fact that retracts one
+                           "My daughter is allergic to shellfish.": "preference"}
+        context = mem.context("Suggest a dinner recipe for me.", user_id="erin", max_tokens=400)
+        head = context.split("Memories from")[0]
+        assert "I'm vegetarian." not in head and "I eat meat again" in head
+        rules = {s.text for s in Profiles(embedder, learned=False).statements(mem.store, "erin")}
+        assert {"I'm vegetarian.", "Always answer in French."} <= rules  # the rules alone kept the replaced ones
+
+
+def test_a_lasting_fact_that_replaces_nothing_shown_stays_out(embedder: Embedder) -> None:
+    with Memory(None, embedder=embedder) as mem:
+        mem.add("I live in Portland.", user_id="u", session_id="a", timestamp="2024-01-01T10:00:00")
+        mem.add("I hate mushrooms.", user_id="u", session_id="b", timestamp="2024-01-02T10:00:00")
+        assert [s.text for s in mem.profile(user_id="u")] == ["I hate mushrooms."]
+
+
+def test_the_profile_with_a_fact_that_retracts_is_served_over_rest(tmp_path: Path) -> None:
+    import httpx
+
+    from support.live_server import make_key, start_server
+
+    db = tmp_path / "served.db"
+    with Memory(str(db)) as mem:  # the default embedder, the detector's own
+        mem.add("I'm vegetarian.", user_id="erin", session_id="a", timestamp="2024-01-01T10:00:00")
+        mem.add("I'm not vegetarian anymore, I eat meat again.", user_id="erin", session_id="b",
+                timestamp="2024-02-01T10:00:00")
+    key = make_key(db)
+    server = start_server(db, "--no-mcp", tmp=tmp_path)
+    try:
+        got = httpx.get(f"{server.url}/v1/profile", params={"user_id": "erin"},
+                        headers={"Authorization": f"Bearer {key}"})
+        assert got.status_code == 200, got.text
+        assert [(s["kind"], s["text"]) for s in got.json()["statements"]] == [
+            ("fact", "I'm not vegetarian anymore, I eat meat again.")]
+    finally:
+        server.stop()
+
+
+def test_a_fact_alone_in_a_scope_is_not_shown(embedder: Embedder) -> None:
+    with Memory(None, embedder=embedder) as mem:
+        mem.add("I'm vegetarian.", user_id="u", session_id="a", timestamp="2024-01-01T10:00:00")
+        mem.add("I'm not vegetarian anymore, I eat meat again.", user_id="u", session_id="b",
+                timestamp="2024-02-01T10:00:00")
+        assert [s.kind for s in mem.profile(user_id="u")] == ["fact"]
+        assert mem.profile(user_id="u", filters={"session_id": "b"}) == []  # nothing of the scope it replaces
+
+
+def test_in_a_group_chat_each_line_says_whose_it_is_and_one_person_never_replaces_another(embedder: Embedder) -> None:
+    """"By the way, I'm allergic to cats" (Alice) was an unnamed ``user:`` line, so "Who is allergic to cats?" could
+    not be answered; and Bob's diet is not Alice's."""
+    chat = [{"role": "user", "name": "Alice", "content": "By the way, I'm allergic to cats"},
+            {"role": "user", "name": "Bob", "content": "Shall we book the cabin for Friday?"},
+            {"role": "user", "name": "Alice", "content": "I'm vegetarian, remember that when we plan meals."},
+            {"role": "user", "name": "Bob", "content": "I'm not vegetarian anymore, I eat meat again."}]
+    with Memory(None, embedder=embedder) as mem:
+        mem.add(chat, user_id="trip", session_id="g1", timestamp="2024-03-01T10:00:00")
+        profile = mem.profile(user_id="trip")
+        whose = {s.text: s.who for s in profile}
+        assert whose["By the way, I'm allergic to cats"] == "Alice"
+        assert whose["I'm vegetarian, remember that when we plan meals."] == "Alice"  # Bob's retraction is his own
+        assert all(s.to_dict()["who"] == s.who for s in profile)
+        context = mem.context("Who is allergic to cats?", user_id="trip", max_tokens=300)
+        assert "· g1 · Alice: By the way, I'm allergic to cats" in context.split("Memories from")[0]
+        assert "user: By the way" not in context
+
+
+def test_instructions_that_state_no_change_all_hold(embedder: Embedder) -> None:
+    """Only an instruction that says it changes something replaces one: BEAM's users give several at once."""
+    said = ["Always use metric units when you give measurements.", "Never use emojis in your answers.",
+            "Always answer with a short summary first.", "Switch to imperial units from now on, please."]
+    with Memory(None, embedder=embedder) as mem:
+        for i, text in enumerate(said):
+            mem.add(text, user_id="u", session_id=f"s{i}", timestamp=f"2024-01-0{i + 1}T10:00:00")
+        assert [s.text for s in mem.profile(user_id="u")] == said[1:]  # the units changed, the rest holds

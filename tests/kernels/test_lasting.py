@@ -72,3 +72,28 @@ def test_the_word_features_read_what_the_rules_and_the_words_show() -> None:
     assert read("We met Tomasz at the fair.")["a name"] == 1.0 and read("We met at the fair.")["a name"] == 0.0
     assert read("I ran a marathon yesterday.")["today or yesterday"] == 1.0
     assert read(" ".join(["word"] * 20))["words / 40"] == 0.5
+
+
+def test_replacements_read_every_pair_as_pair_features_and_the_model_would() -> None:
+    """The all-pairs form (the product part as (V * w) @ V.T, shared words by a bag of words) equals the pair model
+    read on each pair's own features."""
+    from memgas.kernels.lasting import PAIR_FEATURES, pair_features, replacements
+
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(7, 5)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    texts = ["I live in Leeds.", "I moved to York now.", "I love Leeds and York.", "Always answer in Welsh.",
+             "I no longer eat fish.", "Fish is my favourite.", "Answer in English from now on."]
+    kinds = ["fact", "fact", "preference", "instruction", "preference", "preference", "instruction"]
+    model = LastingModel.from_arrays({"coef": rng.normal(size=(2, 5 + len(PAIR_FEATURES))).astype(np.float32),
+                                      "intercept": np.array([0.0, -0.3], np.float32),
+                                      "threshold": np.array(0.5, np.float32)})
+    matrix = replacements(model, vectors, texts, kinds)
+    told = [k == "instruction" for k in kinds]
+    for i in range(7):
+        for j in range(7):
+            row = pair_features(vectors[i], vectors[j], texts[i], texts[j], told[i] == told[j])
+            expected = j > i and model.predict_proba(row[None])[0, 1] >= 0.5
+            assert matrix[i, j] == expected, (i, j)
+    assert matrix.any() and not matrix[np.tril_indices(7)].any()  # only a later statement replaces
+    assert replacements(model, vectors[:1], texts[:1], kinds[:1]).shape == (1, 1)

@@ -162,7 +162,7 @@ def test_every_method_round_trips_with_memorys_types(server: LiveServer, kind: s
         profile = await done(mem.profile(user_id=user))
         assert [s.to_dict() for s in profile] == [{"kind": "instruction", "session_id": "live/chat", "message": 2,
                                                    "text": "From now on, always answer in French.",
-                                                   "timestamp": when.isoformat(), "always": True}]
+                                                   "timestamp": when.isoformat(), "always": True, "who": None}]
         assert isinstance(profile[0], StandingStatement) and profile[0].timestamp == when
         assert await done(mem.profile(user_id=user, exclude_sessions=["live/chat"])) == []
         assert await done(mem.profile(user_id=user, filters={"session_id": "work"})) == []

@@ -99,13 +99,19 @@ async def roundtrip(client: Client, user: str) -> None:
     assert " · trip · " not in text_of(await client.call_tool("get_context", {
         "user_id": user, "query": "which city do I live in?", "exclude_sessions": ["trip"]}))
     assert text_of(await client.call_tool("get_context", {"user_id": "newcomer", "query": "x"})) == "(no memories yet)"
-    assert text_of(await client.call_tool("get_profile", {"user_id": user})) == "(no standing instructions or preferences)"
+    # a preference no phrase of the rules names, found by the learned detector
+    assert text_of(await client.call_tool("get_profile", {"user_id": user})).endswith(
+        "] preference: My favourite drink is green tea, never coffee.")
+    assert text_of(await client.call_tool("get_profile", {"user_id": "newcomer"})) == (
+        "(no standing instructions or preferences)")
     ok(await client.call_tool("add_memory", {"user_id": user, "messages": "Always use metric units, please.",
                                              "session_id": "drinks"}))
     profile = await client.call_tool("get_profile", {"user_id": user})
-    assert profile.structured_content["statements"][0]["text"] == "Always use metric units, please."
-    assert text_of(profile) == f"- [{profile.structured_content['statements'][0]['timestamp'][:16].replace('T', ' ')} " \
-        "· drinks] instruction: Always use metric units, please."
+    assert [s["text"] for s in profile.structured_content["statements"]] == [
+        "My favourite drink is green tea, never coffee.", "Always use metric units, please."]  # oldest first
+    assert text_of(profile).splitlines()[1] == (
+        f"- [{profile.structured_content['statements'][1]['timestamp'][:16].replace('T', ' ')} "
+        "· drinks] instruction: Always use metric units, please.")
     assert "Always use metric units" in text_of(await client.call_tool("get_context", {"user_id": user,
                                                                                       "query": "How tall is Everest?"}))
     course = await client.call_tool("get_timeline", {"user_id": user, "topic": "living in Lisbon"})

@@ -127,14 +127,21 @@ def test_the_inspector_shows_users_sessions_units_graph_and_search(page: Any, se
     assert "· hike · user: I hiked Mount Hood with Ann last weekend." in block and "Miso" not in block
     assert page.get_by_text("The context at 200 tokens").count() == 1
 
+    admin = {"Authorization": f"Bearer {server.keys['admin']}"}
     page.get_by_role("link", name="profile").click()
-    page.get_by_text("No standing instructions or preferences.").wait_for()
+    page.get_by_role("heading", name="Standing instructions and preferences of alice").wait_for()
+    said = [s["text"] for s in httpx.get(f"{server.url}/v1/profile", headers=admin,
+                                         params={"user_id": "alice"}).json()["statements"]]
+    # the table holds what the API returns, in its order (the learned detector reads a preference in "bake")
+    page.locator("#profile").wait_for()
+    assert said and [page.locator("#profile tr").nth(i + 1).locator("td").nth(1).inner_text()
+                     for i in range(page.locator("#profile tr").count() - 1)] == said
     httpx.post(f"{server.url}/v1/sessions", headers={"Authorization": f"Bearer {server.keys['admin']}"},
                json={"user_id": "alice", "session_id": "rules", "timestamp": "2024-07-02T10:00:00",
                      "messages": "Always answer in metric units, please."}).raise_for_status()
     page.reload()
     page.locator("#profile").wait_for()
-    row = page.locator("#profile tr").nth(1).inner_text()
+    row = page.locator("#profile tr").filter(has_text="Always answer in metric units, please.").inner_text()
     assert "instruction (always)" in row and "Always answer in metric units, please." in row and "rules #0" in row
     page.locator("#profile").get_by_role("link", name="rules").click()
     page.locator(".msg.user").get_by_text("Always answer in metric units, please.").wait_for()
@@ -211,6 +218,8 @@ def test_a_delete_asks_first_and_a_tenant_key_sees_only_its_tenant(page: Any, se
     page.goto(f"{server.url}/ui#/u/alice")
     page.get_by_text("No memory stored for this user.").wait_for()
     assert page.locator("tr[data-session]").count() == 0  # alice of another tenant is simply not there
+    page.goto(f"{server.url}/ui#/u/bob/profile")  # a user who stated nothing that lasts
+    page.get_by_text("No standing instructions or preferences.").wait_for()
     assert page.outside == [] and page.errors == []
 
 

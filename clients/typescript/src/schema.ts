@@ -1668,7 +1668,8 @@ export interface components {
         };
         /**
          * StandingOut
-         * @description One standing instruction or preference: what the user said to hold from then on, and where.
+         * @description One standing instruction or preference: what the user said to hold from then on, and where (``fact``: a
+         *     lasting fact that replaced an earlier statement, "I'm not vegetarian anymore.").
          */
         StandingOut: {
             /**
@@ -1680,7 +1681,7 @@ export interface components {
              * Kind
              * @enum {string}
              */
-            kind: "instruction" | "preference";
+            kind: "instruction" | "preference" | "fact";
             /**
              * Message
              * @description the message's position in its session
@@ -1698,6 +1699,11 @@ export interface components {
              * @description the session's time
              */
             timestamp: string | null;
+            /**
+             * Who
+             * @description the speaker's name where the message gives one (a group chat), else null: the user
+             */
+            who?: string | null;
         };
         /**
          * TemplateDraft

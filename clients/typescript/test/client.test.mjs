@@ -38,9 +38,10 @@ test("add, append, search, context, get, list, delete round-trip with typed resu
   assert.match(text, /Mount Hood/);
   await mem.append("Always answer in metric units.", { userId: "ana", sessionId: "cat" });
   const profile = await mem.profile({ userId: "ana" });
-  assert.deepEqual(profile.map((s) => [s.kind, s.text, s.session_id, s.always]),
+  // the instructions (the learned detector may add a preference it reads in another session)
+  assert.deepEqual(profile.filter((s) => s.kind === "instruction").map((s) => [s.kind, s.text, s.session_id, s.always]),
                    [["instruction", "Always answer in metric units.", "cat", true]]);
-  assert.deepEqual(await mem.profile({ userId: "ana", excludeSessions: ["cat", "hike"] }), []);
+  assert.deepEqual(await mem.profile({ userId: "ana", excludeSessions: ["cat", "hike", "bread"] }), []);
   assert.deepEqual(await mem.profile({ userId: "ana", filters: { run_id: "r2" } }), []);
   assert.match(await mem.context("How tall is Everest?", { userId: "ana" }), /Always answer in metric units/);
   const course = await mem.timeline({ userId: "ana", topic: "climbing a mountain", until: new Date("2024-06-01T00:00:00Z") });

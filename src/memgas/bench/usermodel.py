@@ -37,7 +37,15 @@ import numpy as np
 from memgas.bench.beam import gold_ids, strip_marker
 from memgas.embed.base import Embedder
 from memgas.kernels.excerpt import sentence_spans
-from memgas.kernels.lasting import CLASSES, WORD_FEATURES, LastingModel, word_features
+from memgas.kernels.lasting import (
+    CLASSES,
+    INSTRUCTION_CLASS,
+    PAIR_FEATURES,
+    WORD_FEATURES,
+    LastingModel,
+    pair_features,
+    word_features,
+)
 from memgas.kernels.standing import standing_statements
 
 __all__ = ["Example", "examples", "features", "train", "run_usermodel", "usermodel_markdown", "HELD_OUT"]
@@ -58,6 +66,11 @@ class Example:
     label: int
     dataset: str
     conversation: str
+    #: where it was said in its conversation (a larger number: later)
+    order: int = 0
+    #: the update it is a part of, ``"QUESTION:original"`` or ``"QUESTION:updated"`` (a knowledge-update question's
+    #: evidence), else ""
+    update: str = ""
 
     @property
     def held_out(self) -> bool:
@@ -104,12 +117,16 @@ def _beam(root: Path, embed: Callable[[list[str]], np.ndarray]) -> Iterator[Exam
             for item in items:
                 named.update(gold_ids(ability, item.get("source_chat_ids") or []))
         for ability, (kind, field) in abilities.items():
-            for item in questions.get(ability, []):
+            for q, item in enumerate(questions.get(ability, [])):
                 description = " ".join([str(item.get(field) or ""), *map(str, item.get("conversation_references") or [])])
-                for i in gold_ids(ability, item.get("source_chat_ids") or []):
-                    best = _closest(embed, _sentences(users.get(i, "")), description) if i in users else None
-                    if best is not None:
-                        yield Example(best, _KIND[kind], "BEAM", name)
+                ids = item.get("source_chat_ids") or []
+                groups = ids.items() if ability == "knowledge_update" and isinstance(ids, dict) else [("", ids)]
+                for group, part in groups:
+                    role = {"original_info": "original", "updated_info": "updated"}.get(group)
+                    for i in gold_ids(ability, part):
+                        best = _closest(embed, _sentences(users.get(i, "")), description) if i in users else None
+                        if best is not None:
+                            yield Example(best, _KIND[kind], "BEAM", name, i, f"{q}:{role}" if role else "")
         passing = [s for i, text in users.items() if i not in named for s in _sentences(text)]
         for s in _sample(passing, PASSING_PER_CONVERSATION, name):
             yield Example(s, _KIND["passing"], "BEAM", name)
@@ -122,16 +139,23 @@ def _longmemeval(path: Path, embed: Callable[[list[str]], np.ndarray]) -> Iterat
         name = f"longmemeval/{record['question_id']}"
         kind = kinds.get(record["question_type"])
         passing: list[str] = []
-        for session in record["haystack_sessions"]:
-            for turn in session:
+        said: list[tuple[str, int, str]] = []  # the evidence: (date, place, sentence)
+        for number, (date, session) in enumerate(zip(record.get("haystack_dates") or [""] * len(record["haystack_sessions"]),
+                                                record["haystack_sessions"])):
+            for t, turn in enumerate(session):
                 if turn.get("role") != "user":
                     continue
                 if turn.get("has_answer") and kind is not None:
                     best = _closest(embed, _sentences(turn["content"]), f"{record['question']} {record['answer']}")
                     if best is not None:
-                        yield Example(best, _KIND[kind], "LongMemEval", name)
+                        said.append((str(date), 1000 * number + t, best))
                 elif not turn.get("has_answer"):
                     passing += _sentences(turn["content"])
+        said.sort()
+        for rank, (_, _, sentence) in enumerate(said):  # an update's first evidence: the original; its last: the update
+            role = "" if kind != "fact" or len(said) < 2 else "0:original" if rank == 0 else \
+                "0:updated" if rank == len(said) - 1 else ""
+            yield Example(sentence, _KIND[str(kind)], "LongMemEval", name, rank, role)
         if kind is not None:  # the passing sentences of the questions that have lasting ones, so both are there
             for s in _sample(passing, PASSING_PER_CONVERSATION // 4, name):
                 yield Example(s, _KIND["passing"], "LongMemEval", name)
@@ -147,11 +171,11 @@ def _locomo(path: Path, embed: Callable[[list[str]], np.ndarray]) -> Iterator[Ex
         for observations in sample["observation"].values():
             for facts in observations.values():
                 for fact, dia in facts:
-                    for one in re.findall(r"D\d+:\d+", str(dia)):
-                        named.add(one)
-                        best = _closest(embed, _sentences(turns.get(one, "")), fact)
+                    for one in re.findall(r"D(\d+):(\d+)", str(dia)):
+                        named.add(f"D{one[0]}:{one[1]}")
+                        best = _closest(embed, _sentences(turns.get(f"D{one[0]}:{one[1]}", "")), fact)
                         if best is not None:
-                            yield Example(best, _KIND["fact"], "LoCoMo", name)
+                            yield Example(best, _KIND["fact"], "LoCoMo", name, 1000 * int(one[0]) + int(one[1]))
         passing = [s for dia, text in turns.items() if dia not in named for s in _sentences(text)]
         for s in _sample(passing, PASSING_PER_CONVERSATION * 4, name):
             yield Example(s, _KIND["passing"], "LoCoMo", name)
@@ -163,6 +187,81 @@ def _phrasings() -> Iterator[Example]:
     for kind, texts in data["examples"].items():
         for text in texts:
             yield Example(text, _KIND[kind], "phrasings", "phrasings")
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """Two lasting statements of one conversation, the ``older`` said first, and whether the newer ``replaces`` it
+    (a knowledge update's evidence: the updated value after the original) or both hold (two other statements)."""
+
+    older: str
+    newer: str
+    same_kind: bool
+    replaces: bool
+    dataset: str
+    conversation: str
+
+    @property
+    def held_out(self) -> bool:
+        """Whether the conversation is in the held-out part (as :attr:`Example.held_out`)."""
+        return Example(self.older, 0, self.dataset, self.conversation).held_out
+
+
+def _same_kind(a: Example, b: Example) -> bool:
+    """Whether two statements are of one kind for the supersession model: both instructions, or neither."""
+    return (a.label == INSTRUCTION_CLASS) == (b.label == INSTRUCTION_CLASS)
+
+
+#: At most this many pairs of statements that both hold, of one conversation.
+BOTH_HOLD_PER_CONVERSATION = 40
+
+
+def pairs(found: Sequence[Example]) -> list[Pair]:
+    """The supersession examples: in each conversation, each knowledge update's original and updated statements
+    (replaces), and a deterministic sample of its other pairs of lasting statements, in the order said (both hold);
+    then the shipped phrasings' pairs."""
+    by_conversation: dict[tuple[str, str], list[Example]] = {}
+    for e in found:
+        if e.label != 0 and e.dataset != "phrasings":
+            by_conversation.setdefault((e.dataset, e.conversation), []).append(e)
+    out: list[Pair] = []
+    for (dataset, name), said in by_conversation.items():
+        said.sort(key=lambda e: e.order)
+        replacing, holding = [], []
+        for i, a in enumerate(said):
+            for b in said[i + 1:]:
+                if a.order == b.order:
+                    continue
+                qa, _, ra = a.update.partition(":")
+                qb, _, rb = b.update.partition(":")
+                if qa and qa == qb:  # the same update: the original then the updated value replaces it
+                    if (ra, rb) == ("original", "updated"):
+                        replacing.append(Pair(a.text, b.text, _same_kind(a, b), True, dataset, name))
+                    continue
+                holding.append(Pair(a.text, b.text, _same_kind(a, b), False, dataset, name))
+        kept = sorted(holding, key=lambda p: hashlib.sha256((p.older + p.newer).encode()).digest())
+        out += replacing + kept[:BOTH_HOLD_PER_CONVERSATION]
+    data = json.loads(resources.files("memgas").joinpath("data/user_model_phrasings.json").read_text("utf-8"))
+    for key, replaces in (("replaces", True), ("both_hold", False)):
+        out += [Pair(a, b, True, replaces, "phrasings", "phrasings") for a, b in data["supersession"][key]]
+    return out
+
+
+def pair_rows(found: Sequence[Pair], embedder: Embedder) -> np.ndarray:
+    """The supersession model's input rows (:func:`memgas.kernels.lasting.pair_features`)."""
+    texts = sorted({t for p in found for t in (p.older, p.newer)})
+    vectors = dict(zip(texts, np.asarray(embedder.embed(texts), np.float32))) if texts else {}
+    return np.stack([pair_features(vectors[p.older], vectors[p.newer], p.older, p.newer, p.same_kind)
+                     for p in found]) if found else np.zeros((0, 0), np.float32)
+
+
+def _supersession(truth: np.ndarray, said: np.ndarray) -> dict[str, float]:
+    """False supersession (of pairs that both hold, the share called replacing) and missed supersession (of the
+    updates, the share not called)."""
+    holding, replacing = ~truth, truth
+    return {"both_hold": int(holding.sum()), "updates": int(replacing.sum()),
+            "false": round(float(said[holding].mean()) if holding.any() else 0.0, 3),
+            "missed": round(float((~said[replacing]).mean()) if replacing.any() else 0.0, 3)}
 
 
 def examples(data: Path, embedder: Embedder) -> list[Example]:
@@ -234,9 +333,11 @@ def choose_threshold(lasting: np.ndarray, truth: np.ndarray, *, beta: float = 0.
     return round(chosen, 4)
 
 
-def run_usermodel(data: Path, embedder: Embedder, *, l2: float = 1.0) -> tuple[LastingModel, dict[str, Any]]:
+def run_usermodel(data: Path, embedder: Embedder, *, l2: float = 1.0
+                  ) -> tuple[tuple[LastingModel, LastingModel], dict[str, Any]]:
     """Train on the development data's training part and report on its held-out part (see the module docstring);
-    the fitted model and the report (``counts``, ``held_out`` per data set: ``rules`` and ``model`` scores)."""
+    the fitted detector and supersession model, and the report (``counts``, ``held_out`` per data set: ``rules``
+    and ``model`` scores; ``supersession`` the same of the pairs)."""
     found = examples(data, embedder)
     rows = features([e.text for e in found], embedder)
     labels = np.array([e.label for e in found])
@@ -263,11 +364,44 @@ def run_usermodel(data: Path, embedder: Embedder, *, l2: float = 1.0) -> tuple[L
             report["held_out"][name] = {"rules": _scores(labels[test][part], rules[part]),
                                         "model": _scores(labels[test][part], said[part])}
     report["held_out"]["all"] = {"rules": _scores(labels[test], rules), "model": _scores(labels[test], said)}
+    replacer, report["supersession"] = _train_supersession(found, embedder, l2)
+    return (model, replacer), report
+
+
+def _train_supersession(found: Sequence[Example], embedder: Embedder, l2: float
+                        ) -> tuple[LastingModel, dict[str, Any]]:
+    """The supersession model, trained and reported as the detector is (the same split, a threshold chosen on a
+    part of the training conversations, best F1), beside today's rule (the same kind, cosine >= 0.8)."""
+    from memgas.context.profile import SUPERSEDE_COSINE
+
+    made = pairs(found)
+    rows = pair_rows(made, embedder)
+    truth = np.array([p.replaces for p in made])
+    test = np.array([p.held_out and p.dataset != "phrasings" for p in made])
+    tune = np.array([int(hashlib.sha256(("tune" + p.conversation).encode()).hexdigest(), 16) % HELD_OUT == 0
+                     and p.dataset != "phrasings" for p in made]) & ~test
+    probe = LastingModel(l2=l2).fit(rows[~test & ~tune], truth[~test & ~tune].astype(int), n_classes=2)
+    threshold = choose_threshold(probe.predict_proba(rows[tune])[:, 1], truth[tune], beta=1.0)
+    model = LastingModel(l2=l2, threshold=threshold).fit(rows[~test], truth[~test].astype(int), n_classes=2)
+    cosine = rows[:, -len(PAIR_FEATURES)]
+    rule = (cosine >= SUPERSEDE_COSINE) & (rows[:, -1] > 0)
+    said = model.predict(rows[test]) == 1
+    report: dict[str, Any] = {"threshold": threshold, "counts": {}, "held_out": {}}
+    for name in sorted({p.dataset for p in made}):
+        mine = np.array([p.dataset == name for p in made])
+        report["counts"][name] = {"train": int((mine & ~test).sum()), "held_out": int((mine & test).sum()),
+                                  "updates": int((mine & truth).sum())}
+        part = mine[test]
+        if part.any():
+            report["held_out"][name] = {"rules": _supersession(truth[test][part], rule[test][part]),
+                                        "model": _supersession(truth[test][part], said[part])}
+    report["held_out"]["all"] = {"rules": _supersession(truth[test], rule[test]),
+                                 "model": _supersession(truth[test], said)}
     return model, report
 
 
 def usermodel_markdown(report: dict[str, Any]) -> str:
-    """The report as a Markdown table: per data set, held-out sentences, rules against the model."""
+    """The report as Markdown tables: per data set, held-out sentences, rules against the model; then the pairs."""
     lines = ["| held-out part | sentences (lasting) | rules: precision / recall | model: precision / recall | "
              "model: right kind |", "|---|---:|---:|---:|---:|"]
     for name, both in report["held_out"].items():
@@ -276,10 +410,25 @@ def usermodel_markdown(report: dict[str, Any]) -> str:
                      f"**{m['precision']:.3f} / {m['recall']:.3f}** | {m['kind']:.3f} |")
     counts = ", ".join(f"{name} {c['train']:,} trained / {c['held_out']:,} held out" for name, c in report["counts"].items())
     return "\n".join(lines) + (f"\n\nExamples: {counts}. A sentence lasts when its probability of a lasting kind is at "
-                               f"least {report['threshold']} (chosen on a part of the training conversations).\n")
+                               f"least {report['threshold']} (chosen on a part of the training conversations).\n"
+                               + _supersession_markdown(report["supersession"]))
 
 
-def write_weights(model: LastingModel, path: Path, report: dict[str, Any]) -> None:
-    """Keep the model's weights at ``path`` (``numpy.savez``), with the embedder they were fitted over."""
-    arrays = {**model.to_arrays(), "embedder": np.array(report["embedder"]), "classes": np.array(CLASSES)}
+def _supersession_markdown(report: dict[str, Any]) -> str:
+    lines = ["\n| held-out pairs | both hold / updates | rule: false / missed supersession | "
+             "model: false / missed supersession |", "|---|---:|---:|---:|"]
+    for name, both in report["held_out"].items():
+        r, m = both["rules"], both["model"]
+        lines.append(f"| {name} | {m['both_hold']:,} / {m['updates']:,} | {r['false']:.3f} / {r['missed']:.3f} | "
+                     f"**{m['false']:.3f} / {m['missed']:.3f}** |")
+    return "\n".join(lines) + (f"\n\nA newer statement replaces an older one when the model's probability is at least "
+                               f"{report['threshold']}; the rule: the same kind and a cosine of at least 0.8.\n")
+
+
+def write_weights(models: tuple[LastingModel, LastingModel], path: Path, report: dict[str, Any]) -> None:
+    """Keep the detector's and the supersession model's weights at ``path`` (``numpy.savez``; the latter's keys
+    prefixed ``pair_``), with the embedder they were fitted over."""
+    detector, replacer = models
+    arrays = {**detector.to_arrays(), **{f"pair_{k}": v for k, v in replacer.to_arrays().items()},
+              "embedder": np.array(report["embedder"]), "classes": np.array(CLASSES)}
     np.savez(path, **arrays)  # type: ignore[arg-type]  # numpy's stub types the keywords as its own flags

@@ -504,10 +504,10 @@ def _cmd_usermodel(args: argparse.Namespace) -> int:
     from memgas.embed.factory import get_embedder
 
     embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
-    model, report = run_usermodel(args.data or Path("../shared/data"), embedder)
+    models, report = run_usermodel(args.data or Path("../shared/data"), embedder)
     out = args.out or Path("bench-out") / "usermodel"
     out.mkdir(parents=True, exist_ok=True)
-    write_weights(model, out / "lasting.npz", report)
+    write_weights(models, out / "lasting.npz", report)
     table = usermodel_markdown(report)
     command = command_line("memgas bench usermodel")
     _write_results(out, "usermodel", command, f"Command: `{command}`\n\n{table}\n", {"report": report})

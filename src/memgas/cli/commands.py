@@ -331,7 +331,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         print("  (no standing instructions or preferences)")
     for s in [] if args.json else statements:
         when = s.timestamp.date().isoformat() if s.timestamp else "undated"
-        print(f"  {s.kind}{' (always)' if s.always else ''}: {s.text}  [{s.session_id} #{s.message}, {when}]")
+        who = f"{s.who}: " if s.who else ""
+        print(f"  {s.kind}{' (always)' if s.always else ''}: {who}{s.text}  [{s.session_id} #{s.message}, {when}]")
     return 0
 
 

@@ -72,7 +72,7 @@ def _profile(profiles: Profiles, store: Store, user_id: str, query_vector: np.nd
         s = statements[int(i)]
         if relevance[i] < options.profile_floor:
             break
-        candidates.append(Excerpt(s.session_id, s.message, "user", s.excerpt, s.timestamp, rank,
+        candidates.append(Excerpt(s.session_id, s.message, s.who or "user", s.excerpt, s.timestamp, rank,
                                   (_seconds(s.timestamp), s.message)))
     return fill(candidates, budget)
 

@@ -7,9 +7,17 @@ The profile is derived from the stored user messages, never stored beside them: 
 changes the profile at once, and nothing deleted can come back through it. :class:`Profiles` keeps each user's
 statements per session, keyed on the store's version of the user, and re-reads only the sessions written since.
 
-A later statement of the same kind that says nearly the same thing (its vector's cosine with the earlier one's
-at least :data:`SUPERSEDE_COSINE`, e.g. "always use 24-hour times" after "always use 12-hour times") supersedes
-the earlier one, which leaves the profile.
+A later statement that replaces an earlier one ("I'm not vegetarian anymore." after "I'm vegetarian.") supersedes it, and the earlier one leaves the
+profile: the detector's supersession model says which lasting fact replaces a preference or a fact said before it
+(:func:`memgas.kernels.lasting.replacements`, trained with it); two statements that both hold ("I hate mushrooms.",
+"I can't stand cilantro.") stay. Between two instructions the model decides where the newer one says it changes
+something (:func:`memgas.kernels.lasting.states_a_change`: "Always answer in English from now on." after "Always
+answer in French."). Otherwise (two instructions, two preferences), and without the learned models (another
+embedder, ``learned=False``), a later statement of the same kind that says nearly the same thing (cosine at least
+:data:`SUPERSEDE_COSINE`) supersedes: the model between every pair took BEAM's instructions for one another
+(instruction following at 1,000 tokens 0.872 -> 0.743; 2 of BEAM's 255 instructions say they change something) and
+its preferences too (0.724 -> 0.698 without the instructions). What one person says never replaces what another
+said (a group chat's speakers, by the messages' ``name``).
 """
 
 from __future__ import annotations
@@ -25,16 +33,18 @@ import numpy as np
 from memgas.core.types import Session
 from memgas.embed.base import Embedder
 from memgas.kernels.excerpt import around, sentence_spans
-from memgas.kernels.lasting import CLASSES, LastingModel, word_features
+from memgas.kernels.lasting import CLASSES, LastingModel, replacements, states_a_change, word_features
 from memgas.kernels.standing import INSTRUCTION, PREFERENCE, Standing, holds_always, standing_statements
 from memgas.store import Store
 
-__all__ = ["EXCERPT_CHARS", "SUPERSEDE_COSINE", "Detector", "Profiles", "StandingStatement"]
+__all__ = ["EXCERPT_CHARS", "SUPERSEDE_COSINE", "FACT", "Detector", "Profiles", "StandingStatement"]
 
-#: The detector's kinds a profile takes: preferences and constraints. Instructions are the rules' (imperatives they
-#: read well: the detector's own took the place of the instructions BEAM asks about, 0.878 -> 0.848 of them at 1,000
-#: tokens), and lasting facts wait for subjects that say which one replaces which.
-_PROFILE_KINDS = {CLASSES.index(PREFERENCE): PREFERENCE}
+#: The detector's kinds a profile takes: preferences and constraints, and lasting facts, which stay only where they
+#: replace an earlier statement the profile shows ("I'm not vegetarian anymore." after "I'm vegetarian."). Instructions are the rules'
+#: (imperatives they read well: the detector's own took the place of the instructions BEAM asks about, 0.878 -> 0.848
+#: of them at 1,000 tokens).
+FACT = "fact"
+_PROFILE_KINDS = {CLASSES.index(PREFERENCE): PREFERENCE, CLASSES.index(FACT): FACT}
 
 #: Two statements of one kind at least this similar speak of the same thing: the later one holds.
 SUPERSEDE_COSINE = 0.8
@@ -47,9 +57,10 @@ EXCERPT_CHARS = 320
 @dataclass(frozen=True, slots=True)
 class StandingStatement:
     """One standing instruction or preference: what was said (``text``, one sentence), its ``kind``
-    (``"instruction"`` or ``"preference"``), and where: the session, the message's position in it and the session's
+    (``"instruction"``, ``"preference"``, or ``"fact"``: a lasting fact that replaced an earlier statement), and where: the session, the message's position in it and the session's
     time. ``always``: an instruction with no condition, which holds for every request. ``excerpt`` is the sentence
-    with the neighbouring ones that fit :data:`EXCERPT_CHARS` (what a context shows)."""
+    with the neighbouring ones that fit :data:`EXCERPT_CHARS` (what a context shows). ``who``: the speaker's name
+    where the message gives one (a group chat's ``Alice``), else ``None`` (the user)."""
 
     kind: str
     text: str
@@ -60,11 +71,13 @@ class StandingStatement:
     excerpt: str = field(default="", repr=False, compare=False)
     #: its ``text``'s unit vector, where :class:`Profiles` has embedded it (kept in memory with the statement)
     vector: np.ndarray | None = field(default=None, repr=False, compare=False)
+    who: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The statement as the API returns it."""
         return {"kind": self.kind, "text": self.text, "session_id": self.session_id, "message": self.message,
-                "timestamp": self.timestamp.isoformat() if self.timestamp else None, "always": self.always}
+                "timestamp": self.timestamp.isoformat() if self.timestamp else None, "always": self.always,
+                "who": self.who}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StandingStatement:
@@ -72,7 +85,8 @@ class StandingStatement:
         stamp = data.get("timestamp")
         text = str(data["text"])
         return cls(str(data["kind"]), text, str(data["session_id"]), int(data["message"]),
-                   datetime.fromisoformat(stamp) if stamp else None, bool(data.get("always")), text)
+                   datetime.fromisoformat(stamp) if stamp else None, bool(data.get("always")), text,
+                   who=data.get("who") or None)
 
 
 class Detector:
@@ -92,8 +106,11 @@ class Detector:
         source = weights if weights is not None else resources.files("memgas").joinpath("data/lasting.npz")
         with source.open("rb") as f:
             arrays = dict(np.load(f))
-        fitted_over = str(arrays.get("embedder"))
-        self.model = LastingModel.from_arrays(arrays) if fitted_over == getattr(embedder, "id", None) else None
+        ours = str(arrays.get("embedder")) == getattr(embedder, "id", None)
+        self.model = LastingModel.from_arrays(arrays) if ours else None
+        #: whether a later statement replaces an earlier one (``None``: the cosine rule decides)
+        self.replacer = LastingModel.from_arrays({k[len("pair_"):]: v for k, v in arrays.items()
+                                                  if k.startswith("pair_")}) if ours and "pair_coef" in arrays else None
 
     def statements(self, texts: list[str], known: list[list[Standing]]) -> list[list[Standing]]:
         """For each of ``texts`` (user messages), the standing statements the model finds in its sentences of 3 to 80
@@ -127,7 +144,7 @@ def session_statements(session: Session, detector: Detector | None = None) -> li
         for s in sorted(rules + model, key=lambda s: s.start):
             out.append(StandingStatement(s.kind, m.content[s.start:s.end].strip(), session.session_id, i,
                                          session.timestamp, s.always, around(m.content, s.start, s.end,
-                                                                             EXCERPT_CHARS)[0]))
+                                                                             EXCERPT_CHARS)[0], who=m.name or None))
     return out
 
 
@@ -197,10 +214,28 @@ class Profiles:
                         for s in v), key=_when)
         if len(found) >= 2:
             vectors = self.vectors(found)
-            similar = vectors @ vectors.T
             kinds = np.array([s.kind for s in found])
-            later_same = np.triu(similar >= SUPERSEDE_COSINE, 1) & (kinds[:, None] == kinds[None, :])
-            found = [s for i, s in enumerate(found) if not later_same[i].any()]
+            replaces = np.triu(vectors @ vectors.T >= SUPERSEDE_COSINE, 1) & (kinds[:, None] == kinds[None, :])
+            # what one person says never replaces what another said (a group chat: Alice's diet is not Bob's)
+            who = np.array([s.who or "" for s in found])
+            same_person = who[:, None] == who[None, :]
+            replacer = self.detector.replacer if self.detector is not None else None
+            if replacer is not None:
+                texts = [s.text for s in found]
+                learned = replacements(replacer, vectors, texts, [s.kind for s in found])
+                # the model says which fact replaces a preference or a fact said before it, and which instruction
+                # replaces one before it where the newer says it changes something ("from now on", "instead")
+                told = kinds == INSTRUCTION
+                changes = np.array([states_a_change(t) for t in texts])
+                about = (~told[:, None] & (kinds == FACT)[None, :]) | (told[:, None] & (told & changes)[None, :])
+                replaces = np.where(about, learned, replaces)
+            replaces &= same_person
+            shown = np.array([s.kind != FACT for s in found])
+            # a fact stays only where it replaces a statement the profile shows (a preference it retracts)
+            gone, replacing = replaces.any(axis=1), (replaces & shown[:, None]).any(axis=0)
+            found = [s for s, out, new in zip(found, gone, replacing) if not out and (s.kind != FACT or new)]
+        else:  # a fact alone replaces nothing
+            found = [s for s in found if s.kind != FACT]
         with self._lock:
             self._current[(id(store), user_id)] = (*scope, tuple(found))
             self._current.move_to_end((id(store), user_id))

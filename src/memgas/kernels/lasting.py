@@ -25,11 +25,11 @@ import re
 from typing import Mapping
 
 import numpy as np
-from scipy.optimize import minimize
 
 from memgas.kernels.standing import INSTRUCTION_RULE, PREFERENCE_RULE
 
-__all__ = ["CLASSES", "PASSING", "LastingModel", "word_features", "WORD_FEATURES"]
+__all__ = ["CLASSES", "PASSING", "LastingModel", "word_features", "WORD_FEATURES", "pair_features", "PAIR_FEATURES",
+           "replacements", "states_a_change"]
 
 #: The kinds a sentence is read as, in the model's order; the first passes, the others last.
 CLASSES = ("passing", "instruction", "preference", "fact")
@@ -66,6 +66,85 @@ def word_features(sentence: str) -> np.ndarray:
         min(words, 120) / 40.0], dtype=np.float32)
 
 
+_RETRACTION = re.compile(r"\b(?:not|no longer|n't)\b[^.!?]*\b(?:anymore|any more|again)\b|\bno longer\b|\b(?:stopped|quit|"
+                         r"gave up|moved|switched|changed|instead|now|these days|from now on|new)\b", re.I)
+_CONTENT = re.compile(r"[a-z][a-z']{2,}")
+_STOP = frozenset("the and for you your with that this from have has had are was were not but all any can will "
+                  "would should could just also very really about into than then them they their there what when "
+                  "where which who why how its it's i'm i've i'd i'll my me".split())
+
+#: What :func:`pair_features` reads beside the two vectors' product, in its order.
+PAIR_FEATURES = ("cosine", "shared words", "the newer one changes or retracts", "the same kind")
+#: The kind a pair's "same kind" reads: an instruction to the assistant, or something about the person (a preference
+#: and a fact are one here: the detector tells them apart least well, and a fact replaces a preference as well).
+INSTRUCTION_CLASS = CLASSES.index("instruction")
+
+
+def pair_features(older: np.ndarray, newer: np.ndarray, older_text: str, newer_text: str,
+                  same_kind: bool) -> np.ndarray:
+    """What says whether ``newer`` (a later lasting statement) replaces ``older``: the two unit vectors' elementwise
+    product (which dimensions they agree on: what they are about), then :data:`PAIR_FEATURES`.
+
+    >>> v = np.array([0.6, 0.8], np.float32)
+    >>> [round(x, 2) for x in pair_features(v, v, "I live in Leeds.", "I moved to York.", True).tolist()]
+    [0.36, 0.64, 1.0, 0.0, 1.0, 1.0]
+    """
+    words = [set(_CONTENT.findall(t.lower())) - _STOP for t in (older_text, newer_text)]
+    shared = len(words[0] & words[1]) / max(len(words[0] | words[1]), 1)
+    extra = [float(older @ newer), shared, states_a_change(newer_text), same_kind]
+    return np.concatenate([older * newer, np.array(extra, np.float32)]).astype(np.float32)
+
+
+def states_a_change(text: str) -> bool:
+    """Whether ``text`` says that something changes or no longer holds (the supersession model's
+    "the newer one changes or retracts" feature).
+
+    >>> states_a_change("Always answer in English from now on."), states_a_change("Always answer in English.")
+    (True, False)
+    >>> states_a_change("I'm not vegetarian anymore.")
+    True
+    """
+    return _RETRACTION.search(text) is not None
+
+
+def replacements(model: LastingModel, vectors: np.ndarray, texts: list[str], kinds: list[str]) -> np.ndarray:
+    """Which of ``texts`` (lasting statements, oldest first, with their unit ``vectors`` and ``kinds``) a later one
+    replaces, as a matrix (``[i, j]``: the later ``j`` replaces ``i``), by the supersession ``model`` (a pair is of
+    the same kind when both or neither are instructions, :data:`INSTRUCTION_CLASS`) (two classes over :func:`pair_features`): the pair model read for every
+    pair at once, its product part as ``(V * w) @ V.T``.
+
+    >>> v = np.eye(3, dtype=np.float32)
+    >>> m = LastingModel.from_arrays({"coef": np.zeros((2, 3 + len(PAIR_FEATURES)), np.float32),
+    ...                               "intercept": np.array([0.0, -5.0], np.float32)})
+    >>> m.coef_[1, 3] = 10.0  # the cosine: the same statement said again replaces it
+    >>> replacements(m, np.stack([v[0], v[1], v[0]]), ["a", "b", "a"], ["fact"] * 3).astype(int).tolist()
+    [[0, 0, 1], [0, 0, 0], [0, 0, 0]]
+    """
+    n = len(texts)
+    if n < 2 or model.coef_ is None or model.intercept_ is None:
+        return np.zeros((n, n), bool)
+    w = model.coef_[1] - model.coef_[0]
+    dim = vectors.shape[1]
+    wp, (w_cos, w_shared, w_change, w_kind) = w[:dim], w[dim:]
+    cos = vectors @ vectors.T
+    logit = (vectors * wp) @ vectors.T + w_cos * cos + (model.intercept_[1] - model.intercept_[0])
+    words = [set(_CONTENT.findall(t.lower())) - _STOP for t in texts]
+    vocabulary = {word: i for i, word in enumerate(sorted(set().union(*words)))}
+    bag = np.zeros((n, max(len(vocabulary), 1)), np.float32)
+    for row, found in enumerate(words):
+        bag[row, [vocabulary[x] for x in found]] = 1.0
+    shared = bag @ bag.T
+    sizes = bag.sum(axis=1)
+    logit += w_shared * shared / np.maximum(sizes[:, None] + sizes[None, :] - shared, 1.0)
+    logit += w_change * np.array([states_a_change(t) for t in texts], np.float32)[None, :]
+    told = np.array([k == CLASSES[INSTRUCTION_CLASS] for k in kinds])
+    logit += w_kind * (told[:, None] == told[None, :])
+    later = np.triu(np.ones((n, n), bool), 1)
+    probability = 1.0 / (1.0 + np.exp(-logit))
+    chosen: np.ndarray = (probability >= model.threshold) & later
+    return chosen
+
+
 class LastingModel:
     """A multinomial logistic regression (softmax over classes) with an L2 penalty, fitted by L-BFGS.
 
@@ -89,6 +168,8 @@ class LastingModel:
         Raises:
             ValueError: ``X`` and ``y`` of different lengths, or no rows.
         """
+        from scipy.optimize import minimize  # only training needs it: a memory reading weights starts without it
+
         X = np.asarray(X, np.float64)
         y = np.asarray(y, np.int64)
         if len(X) != len(y) or not len(X):

@@ -87,8 +87,8 @@ def _templates(r: Mapping[str, Any]) -> str:
 def _profile(r: Mapping[str, Any]) -> str:
     if not r["statements"]:
         return "(no standing instructions or preferences)"
-    return "\n".join(f"- [{_date(st['timestamp'])} · {st['session_id']}] {st['kind']}: {st['text']}"
-                     for st in r["statements"])
+    return "\n".join(f"- [{_date(st['timestamp'])} · {st['session_id']}] {st['kind']}: "
+                     f"{st['who'] + ': ' if st.get('who') else ''}{st['text']}" for st in r["statements"])
 
 
 def _timeline(r: Mapping[str, Any]) -> str:

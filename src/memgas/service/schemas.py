@@ -147,14 +147,17 @@ class ContextRequest(SearchRequest):
 
 
 class StandingOut(BaseModel):
-    """One standing instruction or preference: what the user said to hold from then on, and where."""
+    """One standing instruction or preference: what the user said to hold from then on, and where (``fact``: a
+    lasting fact that replaced an earlier statement, "I'm not vegetarian anymore.")."""
 
-    kind: Literal["instruction", "preference"]
+    kind: Literal["instruction", "preference", "fact"]
     text: str = Field(description="the statement, one sentence of a user message")
     session_id: str
     message: int = Field(description="the message's position in its session")
     timestamp: str | None = Field(description="the session's time")
     always: bool = Field(description="an instruction with no condition: it holds for every request")
+    who: str | None = Field(default=None, description="the speaker's name where the message gives one (a group "
+                                                     "chat), else null: the user")
 
 
 class ProfileOut(BaseModel):
