@@ -204,6 +204,39 @@ def test_locomo_first_sessions_with_an_llm_method_reports_llm_use(tmp_path: Path
 
 
 @pytest.mark.slow
+def test_one_session_bench_appends_one_message_at_a_time_and_asks_for_the_first(tmp_path: Path, capsys,
+                                                                                monkeypatch) -> None:
+    import numpy as np
+
+    from memgas.bench.onesession import EARLY_FACT, QUESTION, SESSION, USER, thread_messages
+    from memgas.store import open_store
+
+    monkeypatch.setattr("memgas.bench.onesession.STRETCH", 4)
+    data = lme_file(tmp_path)
+    out = tmp_path / "one"
+    assert main(["bench", "live", "--data", str(data), "--one-session", "10", "--window", "3", "--out", str(out),
+                 "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    rows = [line for line in printed.splitlines() if line.startswith("| ") and "–" in line]
+    assert [r.split(" | ")[0] for r in rows] == ["| 1–4", "| 5–8", "| 9–10"]
+    result = json.loads((out / "results.json").read_text())
+    ms = result["append_ms"]
+    assert len(ms) == 10 and min(ms) > 0
+    assert result["stretches"][1]["p50_ms"] == round(float(np.percentile(ms[4:8], 50)), 1)
+    assert result["stretches"][2]["p95_ms"] == round(float(np.percentile(ms[8:10], 95)), 1)
+    assert result["early_fact_found"] and "4721" in result["context"]  # said first, 10 messages back
+    assert result["store_bytes"] > 0 and "The first message's fact in the last append's context (window 3): yes" in printed
+    store = open_store(out / "one-session.sqlite")
+    try:
+        stored = [m.content for m in store.get_session(USER, SESSION).messages]
+    finally:
+        store.close()
+    # one session: the fact, the data's first 9 messages in order, the question
+    assert stored == [EARLY_FACT, *[m["content"] for m in thread_messages(data, 9)], QUESTION]
+    assert main(["bench", "live", "--data", str(data), "--one-session", "1", "--out", str(out)]) == 2
+
+
+@pytest.mark.slow
 def test_live_bench_reports_each_checkpoint_from_one_add_and_search_per_session(tmp_path: Path, capsys,
                                                                                 monkeypatch) -> None:
     import numpy as np

@@ -97,7 +97,12 @@ def add_bench_parser(sub: Any) -> None:
     sp.add_argument("--checkpoints", type=_ks, default=None,
                     help="live: stored-session counts to report at (default 50,500,2000,5000)")
     sp.add_argument("--window", type=int, default=50,
-                    help="live: adds before each checkpoint whose timings it reports (default 50)")
+                    help="live: adds before each checkpoint whose timings it reports; with --one-session, the "
+                         "messages the prompt holds when the last append asks for its context (default 50)")
+    sp.add_argument("--one-session", type=int, default=None, metavar="N",
+                    help="live: append N real messages one at a time to one session instead (one long chat): "
+                         "append p50 / p95 per 100 messages, the store's bytes, and whether the last append's "
+                         "context brings back the fact of the first message")
     sp.add_argument("--scales", default="100K,500K",
                     help="beam: comma-separated scale folders under --data (default 100K,500K)")
     sp.add_argument("--one-user", action="store_true",
@@ -355,11 +360,27 @@ def _write_results(out: Path, name: str, command: str, text: str, results: dict[
     (out / "report.md").write_text(f"# memgas bench: {name}\n\n{text}", encoding="utf-8")
 
 
+def _cmd_one_session(args: argparse.Namespace, path: Path) -> int:
+    from memgas.bench.onesession import one_session_markdown, run_one_session
+    from memgas.bench.report import command_line
+
+    out = args.out or Path("bench-out") / "one-session"
+    result = run_one_session(path, out, args.one_session, window=args.window, progress=not args.no_progress)
+    command = command_line("memgas bench live")
+    table = f"Command: `{command}`\n\n" + one_session_markdown(result)
+    _write_results(out, "live --one-session", command, table, result)
+    print(table)
+    print(f"wrote {out / 'results.json'}, {out / 'report.md'}")
+    return 0
+
+
 def _cmd_live(args: argparse.Namespace) -> int:
     from memgas.bench.live import DEFAULT_CHECKPOINTS, live_markdown, run_live
     from memgas.bench.report import command_line
 
     path = _longmemeval_data(args)
+    if args.one_session is not None:
+        return _cmd_one_session(args, path)
     out = args.out or Path("bench-out") / "live"
     result = run_live(Path(path), out, checkpoints=args.checkpoints or DEFAULT_CHECKPOINTS,
                       n_sessions=args.sessions, window=args.window, progress=not args.no_progress)
