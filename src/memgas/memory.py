@@ -7,6 +7,7 @@ call for another user.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import logging
 import threading
 import time
@@ -146,6 +147,9 @@ class Memory:
         if self.index_cache_bytes is not None:
             self.method.limit_caches(self.index_cache_bytes)
         self._lock = threading.Lock()
+        # The session the last append wrote, keyed by the user's store state after it: the next append to it reads
+        # the messages from here rather than from the store (a long thread's messages, every turn).
+        self._appended: tuple[tuple[str, str, int, int], Session] | None = None
         self._switch_lock = threading.Lock()  # one thread follows a re-embedding (_current)
         self._method_recorded = self._binding.method is not None
         self._fallback_method: MemoryMethod | None = None
@@ -402,8 +406,9 @@ class Memory:
         The session then holds exactly what :meth:`add` of all its messages at once would hold: the same units
         and, when no other session of the user was added in between, the same association edges (each unit is
         associated with the user's other sessions when it is made). Only what the new messages change is made
-        again: their turns, the session chunk they extend, the session's summary and keywords, and those
-        units' edges; the embedding cache answers for the rest (docs, "Live conversations").
+        again, from the session's end: their turns, the session chunk they extend, the summary and keywords when the
+        session passes a point of their schedule (:func:`~memgas.methods.units.summary_turns`), and those units'
+        edges, so an append's work does not grow with the session (docs, "Live conversations").
 
         Args:
             messages: the new messages, in any format :func:`~memgas.core.transcripts.to_messages` reads.
@@ -443,10 +448,13 @@ class Memory:
         t0 = time.perf_counter()
         with self._lock, track_usage() as usage, provenance.source(user_id, session_id), \
                 self.store.writing(user_id):
-            try:
-                stored: Session | None = self.store.get_session(user_id, session_id)
-            except NotFoundError:
-                stored = None
+            stored: Session | None = None
+            held = self._appended
+            if held is not None and held[0] == (user_id, session_id, self.store.version(user_id), self.store.generation):
+                stored = held[1]
+            else:
+                with contextlib.suppress(NotFoundError):
+                    stored = self.store.get_session(user_id, session_id)
             if stored is None:
                 stats = self.method.ingest(self.store, new)
                 session = new
@@ -456,11 +464,11 @@ class Memory:
                     if given is not None and given != getattr(stored, kind):
                         raise InvalidInputError(f"session {session_id!r} has {kind} {getattr(stored, kind)!r}, not "
                                                 f"{given!r}: a session keeps its scope (leave {kind} out)")
-                session = replace(
-                    stored, messages=stored.messages + new.messages,
-                    timestamp=stored.timestamp if timestamp is None else new.timestamp,
+                session = stored.extended(
+                    new.messages, timestamp=stored.timestamp if timestamp is None else new.timestamp,
                     metadata=check_metadata({**stored.metadata, **new.metadata}))
-                stats = self.method.rewrite(self.store, session, keep_messages=len(stored.messages))
+                stats = self.method.rewrite(self.store, session, keep_messages=len(stored.messages), append=True)
+            self._appended = ((user_id, session_id, self.store.version(user_id), self.store.generation), session)
             self._llm_usage["add"].add(usage)
         self._record_method()
         seconds = time.perf_counter() - t0

@@ -39,7 +39,7 @@ def stream_ingest(method: MemoryMethod, store: Store, session: Session) -> tuple
     for end in ends:
         part = replace(session, messages=session.messages[:end])
         t0 = time.perf_counter()
-        stats = method.ingest(store, part) if start == 0 else method.rewrite(store, part, keep_messages=start)
+        stats = method.ingest(store, part) if start == 0 else method.rewrite(store, part, keep_messages=start, append=True)
         seconds.append(time.perf_counter() - t0)
         for name, sec in stats.seconds.items():
             parts[name] = parts.get(name, 0.0) + sec

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
@@ -87,11 +87,32 @@ class Session:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     agent_id: str | None = None
     run_id: str | None = None
+    # The turns, cut once per session object (a long session is cut by several steps of one append).
+    _turns: tuple[Turn, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def turns(self) -> tuple[Turn, ...]:
         """The session cut into turns (see :func:`group_turns`)."""
-        return group_turns(self.messages)
+        if self._turns is None:
+            object.__setattr__(self, "_turns", group_turns(self.messages))
+        return self._turns  # type: ignore[return-value]
+
+    def extended(self, messages: Sequence[Message], **changes: Any) -> Session:
+        """This session with ``messages`` after its own (and ``changes`` to its other fields), cut into turns from
+        this one's last turn on: new messages only continue that turn or start others (:func:`group_turns`).
+
+        >>> s = Session("u", "s", (Message("user", "Hi"), Message("assistant", "Hello")))
+        >>> [len(t.messages) for t in s.extended([Message("assistant", "Yes?"), Message("user", "Bye")]).turns]
+        [3, 1]
+        """
+        out = replace(self, messages=self.messages + tuple(messages), **changes)
+        if self._turns is not None and self._turns:
+            *kept, last = self._turns
+            tail = tuple(replace(t, index=t.index + len(kept), msg_start=t.msg_start + last.msg_start,
+                                 msg_end=t.msg_end + last.msg_start)
+                         for t in group_turns(out.messages[last.msg_start:]))
+            object.__setattr__(out, "_turns", (*kept, *tail))
+        return out
 
     @property
     def text(self) -> str:

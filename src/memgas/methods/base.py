@@ -17,7 +17,7 @@ import numpy as np
 
 from memgas.core.types import GRANULARITIES, Edge, Hit, Session, Unit
 from memgas.embed.base import Embedder
-from memgas.methods.units import Keyworder, Summarizer, build_units
+from memgas.methods.units import Keyworder, Known, Summarizer, build_units, summary_turns
 from memgas.store import Store, UnitTable
 
 if TYPE_CHECKING:
@@ -69,10 +69,13 @@ class MemoryMethod(ABC):
         self.summarizer = summarizer
         self.keyworder = keyworder
         self._last_query = threading.local()
+        # The session this thread just appended to, while it brings its index up to it (see rewrite).
+        self._appending = threading.local()
 
-    def build(self, session: Session) -> list[Unit]:
-        """The session's multi-granular units, with vectors (see :func:`memgas.methods.units.build_units`)."""
-        return build_units(session, self.embedder, summarizer=self.summarizer, keyworder=self.keyworder)
+    def build(self, session: Session, known: Known | None = None) -> list[Unit]:
+        """The session's multi-granular units, with vectors (see :func:`memgas.methods.units.build_units`); with
+        ``known``, only those a change at the session's end makes again."""
+        return build_units(session, self.embedder, summarizer=self.summarizer, keyworder=self.keyworder, known=known)
 
     def caches(self) -> list[IndexCache[Any]]:
         """The per-user index caches this method keeps (what :meth:`limit_caches` sizes)."""
@@ -115,37 +118,95 @@ class MemoryMethod(ABC):
         t2 = time.perf_counter()
         return IngestStats(session.session_id, ids, len(units), 0, {"units": t1 - t0, "write": t2 - t1})
 
-    def rewrite(self, store: Store, session: Session, *, keep_messages: int) -> IngestStats:
+    def rewrite(self, store: Store, session: Session, *, keep_messages: int, append: bool = False) -> IngestStats:
         """Bring the stored session to ``session`` (whose first ``keep_messages`` messages are the stored ones):
         afterwards it holds exactly the units an add of the whole ``session`` would write, and the units
         that did not change keep their ids and edges.
 
-        The session's units are built again (the embedding cache answers for the unchanged texts), matched
-        with the stored ones by granularity, turn range, chunk and text; the stored units without a match
-        are dropped, the new ones written with their edges (:meth:`new_edges`), all in one transaction.
+        Only what the change reaches is derived again (:meth:`known`): the turns from the one holding message
+        ``keep_messages`` on, the session chunks from the one holding that turn on, and the summary and keyword
+        units when the turns they read changed or the session passed a point of their schedule
+        (:func:`memgas.methods.units.summary_turns`). The new units are matched with the stored ones of that part by
+        granularity, turn range, chunk and text; the stored ones without a match are dropped, the new ones written
+        with their edges (:meth:`new_edges`), all in one transaction, under the user's write lock. So an append to a
+        long session reads, embeds and writes its end, not the whole session.
+
+        ``append`` says that the stored messages are all kept (``keep_messages`` is their count): the method's index
+        may then be brought up to date in place rather than built again (an edit's old text must leave it).
         """
         t0 = time.perf_counter()
         store.bind_embedder(self.embedder.id, self.embedder.dim)
-        units = self.build(session)
-        t1 = time.perf_counter()
         with store.writing(session.user_id):
-            kept, drop = match_units(store.session_units(session.user_id, session.session_id), units)
+            known, part, before = self.known(store, session, keep_messages, append=append)
+            units = self.build(session, known)
+            t1 = time.perf_counter()
+            kept, drop = match_units(part, units)
             new_rows = [i for i in range(len(units)) if i not in kept]
             position = {i: k for k, i in enumerate(new_rows)}
+            # The stored chunks before the part derived again, for the edges of a new summary (it links every chunk).
+            kept.update({len(units) + j: uid for j, (_, uid) in enumerate(before)})
+            linked = units + [u for u, _ in before]
 
             def ref(i: int) -> int:
                 return kept[i] if i in kept else -(position[i] + 1)
 
-            edges = self.new_edges(store, session, units, new_rows, ref)
+            edges = self.new_edges(store, session, linked, new_rows, ref)
             t2 = time.perf_counter()
             ids = store.rewrite_session(session, keep_messages=keep_messages, drop_units=drop,
                                         units=[units[i] for i in new_rows], edges=edges,
                                         embedder_id=self.embedder.id)
         if self._indexes is not None:
-            self._indexes.refresh(store, session.user_id)
+            self._appending.value = session if append else None
+            try:
+                self._indexes.refresh(store, session.user_id)
+            finally:
+                self._appending.value = None
         t3 = time.perf_counter()
         return IngestStats(session.session_id, ids, len(new_rows), len(edges),
                            {"units": t1 - t0, "associate": t2 - t1, "write": t3 - t2})
+
+    def known(self, store: Store, session: Session, keep_messages: int, *, append: bool = False
+              ) -> tuple[Known | None, UnitTable, list[tuple[Unit, int]]]:
+        """What :meth:`rewrite` derives again and what it reuses, read from the store: the :class:`Known` for
+        :meth:`build` (``None``: the whole session is derived again), the stored units of the part derived again (all
+        of them for ``None``), and, when the summary is written again, the stored chunks before that part as
+        ``(unit, id)`` (its edges link them).
+
+        The part starts at the stored chunk that holds the first changed turn (or that ends where it begins: a chunk
+        at the session's end may take the next turn in), so its reads are the session's end and, when the summary is
+        written again, the stored vectors of the unchanged turns (O(log n) times over a session's life). The first
+        changed turn is the one holding message ``keep_messages`` or, unless ``append`` says that no stored message
+        went, the one before it (a deleted reply was its last message).
+        """
+        uid, sid = session.user_id, session.session_id
+        turns = session.turns
+        changed = next((t.index for t in turns if t.msg_end > keep_messages - (not append)), len(turns))
+        tail = store.session_units(uid, sid, texts=False, after=changed - 1) if changed > 0 else None
+        if tail is None or not tail.mask("session").any():  # a change at the first turn: derive it whole
+            return None, store.session_units(uid, sid), []
+        chunks = np.flatnonzero(tail.mask("session")).tolist()
+        first = min(chunks, key=lambda r: int(tail.chunk[r]))
+        start, chunk = int(tail.turn_start[first]), int(tail.chunk[first])
+        part = store.session_units(uid, sid, after=start)
+        rows = {GRANULARITIES[int(g)]: np.flatnonzero(part.granularity == g) for g in np.unique(part.granularity)}
+        vectors = {int(part.turn_start[r]): part.vectors[r] for r in rows.get("turn", ()) if part.turn_start[r] < changed}
+        ends = [int(part.turn_end[r]) for g in ("summary", "keyword") for r in rows.get(g, ())]
+        reach = summary_turns(len(turns))
+        if len(ends) == 2 and ends[0] == ends[1] == reach <= changed:
+            s, k = (int(rows[g][0]) for g in ("summary", "keyword"))
+            summary = (Unit(sid, "summary", part.texts[s], 0, reach, vector=part.vectors[s]),
+                       Unit(sid, "keyword", part.texts[k], 0, reach, vector=part.vectors[k]))
+            return Known(start, chunk, vectors, summary), part, []
+        whole = store.session_units(uid, sid, texts=False)
+        before = []
+        for r in range(len(whole)):
+            g, a, b = GRANULARITIES[int(whole.granularity[r])], int(whole.turn_start[r]), int(whole.turn_end[r])
+            if g == "turn" and a < changed:
+                vectors.setdefault(a, whole.vectors[r])
+            elif g == "session" and b <= start:
+                before.append((Unit(sid, "session", "", a, b, chunk=int(whole.chunk[r]), vector=whole.vectors[r]),
+                               int(whole.ids[r])))
+        return Known(start, chunk, vectors), part, before
 
     def degraded(self, store: Store, user_id: str) -> str | None:
         """Why this method's answers for ``user_id`` are incomplete now (e.g. its LLM could not be reached), or

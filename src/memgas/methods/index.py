@@ -10,7 +10,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import repeat
-from typing import Any, Callable, Generic, Protocol, TypeVar
+from typing import Any, Callable, Generic, Mapping, Protocol, TypeVar
 
 import numpy as np
 
@@ -146,12 +146,14 @@ def compacted_index(index: UserIndex, alive: np.ndarray) -> UserIndex:
                      masks, rows)
 
 
-def extend_user_index(store: Store, user_id: str, index: UserIndex, *, compact: bool = False
+def extend_user_index(store: Store, user_id: str, index: UserIndex, *, compact: bool = False,
+                      known: Mapping[str, Session] | None = None,
                       ) -> tuple[UserIndex, dict[str, Session], np.ndarray | None] | None:
     """``index`` brought up to the store's state by reading only the units added since it was built.
 
     Returns the new index, the stored sessions that the added units belong to (read for their
-    timestamps; callers reuse their turns) and, when ``compact`` let units that are gone (a rewritten
+    timestamps, unless ``known`` holds them as stored: a session its caller just wrote; callers reuse their turns)
+    and, when ``compact`` let units that are gone (a rewritten
     session's replaced units) leave the index, the mask of the old rows kept (else ``None``). Returns
     ``None`` when some held units are gone and ``compact`` is false, or when a whole session is gone
     (then the caller rebuilds). Call inside ``store.reading()``. ``index`` itself is not changed.
@@ -171,7 +173,8 @@ def extend_user_index(store: Store, user_id: str, index: UserIndex, *, compact: 
         old = index.table
     if len(added) == 0:
         return index, {}, alive
-    sessions = {sid: store.get_session(user_id, sid) for sid in dict.fromkeys(added.session_ids)}
+    sessions = {sid: known[sid] if known is not None and sid in known else store.get_session(user_id, sid)
+                for sid in dict.fromkeys(added.session_ids)}
     return appended_index(index, added, sessions), sessions, alive
 
 

@@ -169,10 +169,29 @@ class _Index:
     src: np.ndarray  # int64 unit rows
     dst: np.ndarray
     weight: np.ndarray  # float64, > 0
-    lexical: LexicalIndex | None  # documents = the rows ``units.masks["turn"]``, in that order
+    lexical: LexicalIndex | None  # documents = the rows ``units.masks["turn"]``, in that order (see ``documents``)
     tails: LexicalIndex | None = None  # the same documents' reply tails (MemGASConfig.reply_tail_weight)
     _adjacency: sp.csr_matrix | None = None
     _parent: tuple[sp.csr_matrix, int] | None = None
+    #: The BM25 document of each turn row, when some documents are retired (a turn an append continued: its new
+    #: text is a new document, the old one stays, never scored, until a rebuild); ``None``: row i is document i.
+    turn_documents: np.ndarray | None = None
+    #: How many BM25 documents this index reads (its turns and the retired documents among them), with
+    #: ``turn_documents``.
+    n_documents: int = 0
+
+    def documents(self) -> tuple[int, np.ndarray | None]:
+        """How many of the BM25 indexes' documents are this index's, and the live ones (``None``: all of them, one
+        per turn row in order)."""
+        if self.turn_documents is None:
+            return self.units.masks["turn"].size, None
+        live = np.zeros(self.n_documents, bool)
+        live[self.turn_documents] = True
+        return self.n_documents, live
+
+    def retired(self) -> int:
+        """How many of this index's BM25 documents are retired."""
+        return 0 if self.turn_documents is None else self.n_documents - self.turn_documents.size
 
     def adjacency(self) -> sp.csr_matrix:
         """The symmetric weighted adjacency matrix, in canonical CSR form (columns sorted in each row),
@@ -196,7 +215,7 @@ class _Index:
         its BM25 view and its replies' tail together hold every word of it (:meth:`MemGAS._turn_views`). Needs both
         indexes (``lexical`` and ``tails``)."""
         assert self.lexical is not None and self.tails is not None
-        n = self.units.masks["turn"].size
+        n, _ = self.documents()
         views, tails = self.lexical.holding(terms, n), self.tails.holding(terms, n)
         out = np.zeros(n, np.int64)
         for term in views.keys() | tails.keys():
@@ -205,7 +224,7 @@ class _Index:
                 if docs is not None:
                     held[docs] = True
             out += held
-        return out
+        return out if self.turn_documents is None else out[self.turn_documents]
 
 
 class _Snapshots:
@@ -215,7 +234,7 @@ class _Snapshots:
     index is derived with (a change of either reads no old snapshot)."""
 
     #: Bumped whenever what the index holds, or how it is derived from the store, changes.
-    FORMAT = 3
+    FORMAT = 4
     #: The older formats' kinds, dropped when a snapshot of this one is kept.
     replaces = tuple(f"memgas/{n}/" for n in range(1, FORMAT))
 
@@ -235,9 +254,12 @@ class _Snapshots:
         megabyte); a load inflates at about 4 ms per megabyte."""
         arrays, meta = user_index_arrays(index.units)
         arrays.update(src=narrowed(index.src), dst=narrowed(index.dst), weight=narrowed(index.weight))
+        n, _ = index.documents()
         for prefix, lexical in (("lex", index.lexical), ("tail", index.tails)):
             if lexical is not None:
-                _put_lexical(arrays, meta, prefix, lexical, index.units.masks["turn"].size)
+                _put_lexical(arrays, meta, prefix, lexical, n)
+        if index.turn_documents is not None:
+            arrays["turn_documents"] = narrowed(index.turn_documents)
         return zlib.compress(pack(arrays, meta), 6)
 
     def decode(self, store: Store, user_id: str, data: bytes) -> _Index:
@@ -246,9 +268,12 @@ class _Snapshots:
             arrays, meta = unpack(zlib.decompress(data))
         except zlib.error as exc:
             raise InvalidInputError(f"not a MemGAS snapshot: {exc}") from None
+        lexical = _get_lexical(arrays, meta, "lex", self._cfg)
+        documents = arrays["turn_documents"].astype(np.int64) if "turn_documents" in arrays else None
         return _Index(user_index_from_arrays(store, user_id, arrays, meta), arrays["src"].astype(np.int64),
-                      arrays["dst"].astype(np.int64), arrays["weight"].astype(np.float64), _get_lexical(arrays, meta, "lex", self._cfg),
-                      _get_lexical(arrays, meta, "tail", self._cfg))
+                      arrays["dst"].astype(np.int64), arrays["weight"].astype(np.float64), lexical,
+                      _get_lexical(arrays, meta, "tail", self._cfg), turn_documents=documents,
+                      n_documents=0 if lexical is None else len(lexical))
 
 
 #: Where a snapshot's header keeps each BM25 index's vocabulary: the turns' views and the replies' tails
@@ -392,12 +417,18 @@ def _reordered(units: UserIndex, scores: np.ndarray, session: np.ndarray, top: l
 
 
 def _without_rows(index: _Index, alive: np.ndarray) -> _Index:
-    """The graph of ``index`` (and its BM25, whose turns all stay) over the rows where ``alive`` holds, for the
-    compacted units :func:`~memgas.methods.index.extend_user_index` made; the matrix is made anew on first use."""
+    """The graph of ``index`` over the rows where ``alive`` holds, for the compacted units
+    :func:`~memgas.methods.index.extend_user_index` made (the matrix is made anew on first use), and its BM25 with the
+    documents of the turns that leave retired."""
     position = np.cumsum(alive) - 1  # old row -> new row, as compacted_index numbers them
     keep = alive[index.src] & alive[index.dst]
+    n, _ = index.documents()
+    staying = alive[index.units.masks["turn"]]
+    documents, count = index.turn_documents, index.n_documents
+    if not staying.all():
+        documents, count = (np.arange(n) if documents is None else documents)[staying], n
     return _Index(compacted_index(index.units, alive), position[index.src[keep]], position[index.dst[keep]],
-                  index.weight[keep], index.lexical, index.tails)
+                  index.weight[keep], index.lexical, index.tails, turn_documents=documents, n_documents=count)
 
 
 class MemGAS(ConfiguredMethod[MemGASConfig]):
@@ -492,11 +523,11 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         table = units.table
         reply = self.cfg.lexical_reply_chars
         keys = [(table.session_ids[r], int(table.turn_start[r])) for r in rows]
-        views = {(sid, turn.index): embedding_view(turn, reply) for sid, s in sessions.items() for turn in s.turns}
+        turns = [sessions[sid].turns[i] for sid, i in keys]
+        views = [embedding_view(turn, reply) for turn in turns]
         if self.cfg.reply_tail_weight <= 0:
-            return [views[k] for k in keys], None
-        tails = {(sid, turn.index): turn_tail(turn, reply) for sid, s in sessions.items() for turn in s.turns}
-        return [views[k] for k in keys], [tails[k] for k in keys]
+            return views, None
+        return views, [turn_tail(turn, reply) for turn in turns]
 
     def _lexical(self, texts: list[str]) -> LexicalIndex:
         """BM25 over ``texts`` with this configuration's parameters."""
@@ -527,20 +558,28 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         touch them, their sessions' timestamps and turns (inside the cache's ``store.reading()``).
 
         Only the new rows are read and appended (vectors into spare capacity, edges to the edge list,
-        documents to BM25), so search right after an add costs about a warm search. After a delete it
-        returns ``None`` and the cache rebuilds the index: a delete is rare, and rebuilding keeps the
-        rows dense and the BM25 statistics exact. ``index`` stays valid for readers still holding it.
+        documents to BM25), so search right after an add costs about a warm search. An append made here
+        (:meth:`rewrite` with ``append``) that continued a turn retires the turn's old BM25 document: it stays,
+        never scored, and the scores are those of an index without it (BM25's statistics read the live documents
+        only), until retired documents are as many as the live ones. After a delete or an edit, or once retired
+        documents are that many, it returns ``None`` and the cache rebuilds the index: a delete is rare, and
+        rebuilding keeps the rows dense and forgets the old text. ``index`` stays valid for readers still holding it.
         """
-        extended = extend_user_index(store, user_id, index.units, compact=True)
+        written = getattr(self._appending, "value", None)
+        extended = extend_user_index(store, user_id, index.units, compact=True,
+                                     known=None if written is None else {written.session_id: written})
         if extended is None:
             return None
         units, sessions, alive = extended
         last_id = int(index.units.table.ids[-1])
         had_matrix = index._adjacency is not None
         if alive is not None:  # a session was rewritten: its replaced units leave, rows renumbered
-            if not alive[index.units.masks["turn"]].all() and index.lexical is not None:
-                return None  # a turn was replaced: BM25 is rebuilt with the index (edits, continued turns)
+            if (not alive[index.units.masks["turn"]].all() and index.lexical is not None
+                    and written is None):
+                return None  # a turn was replaced by an edit (or by another writer): BM25 is rebuilt, the old text gone
             index = _without_rows(index, alive)
+            if index.retired() > index.units.masks["turn"].size:
+                return None  # as many retired BM25 documents as live ones: rebuilt (amortized over those appends)
         if len(units.table) == len(index.units.table):
             return index
 
@@ -557,21 +596,27 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         made by ``all_views``, when a later index already appended to its BM25; ``None`` without ``all_views``)."""
         src, dst, weight = self._graph_edges(units, edges)
         lexical, tails = index.lexical, index.tails
+        documents, count = index.turn_documents, index.n_documents
         if lexical is not None:
             old_turns = index.units.masks["turn"].size
-            if len(lexical) != old_turns:  # a later snapshot already appended to it: start a copy of ours
+            n, _ = index.documents()
+            if len(lexical) != n:  # a later snapshot already appended to it: start a copy of ours (retiring none)
                 if all_views is None:
                     return None
                 views, replies = all_views(index.units)
                 lexical = self._lexical(views)
                 tails = None if replies is None else self._tails(replies, lexical)
+                documents, n = None, old_turns
             views, replies = self._turn_views(units, units.masks["turn"][old_turns:], sessions)
             lexical.add(views)
             if tails is not None and replies is not None:  # a word the views now hold is never looked up here
                 tails.add(replies, skip=lexical.terms())
+            if documents is not None:
+                documents, count = np.concatenate([documents, np.arange(n, n + len(views))]), n + len(views)
         parent = None if index._adjacency is None else (index._adjacency, index.src.size)
         out = _Index(units, np.concatenate([index.src, src]), np.concatenate([index.dst, dst]),
-                     np.concatenate([index.weight, weight]), lexical, tails, _parent=parent)
+                     np.concatenate([index.weight, weight]), lexical, tails, _parent=parent,
+                     turn_documents=documents, n_documents=count)
         if had_matrix:
             out.adjacency()  # searches used the graph before: grow it now (cheap) rather than in the next one
         return out
@@ -627,12 +672,19 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         if index.lexical is not None:
             turns = index.units.masks["turn"]
             within = None if allowed is None else allowed[turns]
-            lexical = index.lexical.scores(query, turns.size, within=within)
+            n, live = index.documents()  # with retired documents: BM25 over the live ones, as if alone
+            scored = live
+            if within is not None and live is not None:
+                scored = np.zeros(n, bool)
+                scored[index.turn_documents[within]] = True  # type: ignore[index]
+            lexical = index.lexical.scores(query, n, within=within if live is None else scored)
             if index.tails is not None:  # the question's words no view of the user holds, read in the reply tails
-                missing = index.lexical.absent(query, turns.size)
+                missing = index.lexical.absent(query, n, within=live)
                 if missing:
-                    lexical += self.cfg.reply_tail_weight * index.tails.scores(query, turns.size, within=within,
-                                                                               only=missing)
+                    lexical += self.cfg.reply_tail_weight * index.tails.scores(
+                        query, n, within=within if live is None else scored, only=missing)
+            if live is not None:
+                lexical = lexical[index.turn_documents]
             if within is not None:
                 lexical = lexical[within]
             if lexical.size and lexical.max() > 0:

@@ -17,7 +17,8 @@ The summarizer and keyworder are the seam for LLM-made units: any object with th
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Protocol, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
 import numpy as np
 from segtok.segmenter import split_multi
@@ -33,7 +34,7 @@ from memgas.kernels.text import fair_heads, word_head
 
 __all__ = [
     "Summarizer", "Keyworder", "ExtractiveSummarizer", "YakeKeyworder", "build_units", "embed_texts",
-    "embedding_view", "turn_tail",
+    "embedding_view", "turn_tail", "summary_turns", "Known",
 ]
 
 
@@ -315,6 +316,51 @@ def _pack_turns(counts: Sequence[int], budget: int) -> list[tuple[int, int]]:
     return ranges
 
 
+#: A session's summary and keyword units read all its turns up to this many (:func:`summary_turns`).
+SUMMARY_TURNS = 32
+#: Past :data:`SUMMARY_TURNS`, they are written again each time the session grew by this factor.
+SUMMARY_GROWTH = 1.25
+
+
+def summary_turns(n: int) -> int:
+    """How many of a session's first turns its summary and keyword units read, for a session of ``n`` turns: all of
+    them up to :data:`SUMMARY_TURNS`, then the largest point of the schedule 32, 40, 50, 62, 77, ... (each
+    :data:`SUMMARY_GROWTH` times the one before) that is at most ``n``.
+
+    So a session that grows one message at a time has them written again only when it passes a point of the schedule
+    (O(log n) times over its life) rather than on every message: writing them reads the whole session (a summary,
+    YAKE's keywords, an LLM's call), the one part of an append whose cost would grow with the session. Past 32 turns
+    they leave out at most the last fifth of the session, and a session's chunks and turns keep every word.
+
+    >>> [summary_turns(n) for n in (1, 32, 39, 40, 49, 50, 1000)]
+    [1, 32, 32, 40, 40, 50, 883]
+    """
+    reach = min(n, SUMMARY_TURNS)
+    while n > SUMMARY_TURNS and int(reach * SUMMARY_GROWTH) <= n:
+        reach = int(reach * SUMMARY_GROWTH)
+    return reach
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What a session's stored units already hold, for :func:`build_units` to derive again only what a change at its
+    end touches (an append: the turn it extends or starts, the chunk that holds it).
+
+    Attributes:
+        start: the first turn derived again; a boundary between two of the stored session chunks (or 0).
+        chunk: the index of the stored session chunk that begins at ``start``.
+        turn_vectors: the stored vectors of turns that did not change, by turn index: at least those from
+            ``start`` to the first changed turn, and every unchanged turn when ``summary`` is ``None``.
+        summary: the stored summary and keyword units, when the session's change leaves them as they are (the
+            turns they read, :func:`summary_turns`, did not change), else ``None``.
+    """
+
+    start: int
+    chunk: int
+    turn_vectors: Mapping[int, np.ndarray]
+    summary: tuple[Unit, Unit] | None = None
+
+
 def build_units(
     session: Session,
     embedder: Embedder,
@@ -322,6 +368,7 @@ def build_units(
     summarizer: Summarizer | None = None,
     keyworder: Keyworder | None = None,
     reply_chars: int = 300,
+    known: Known | None = None,
 ) -> list[Unit]:
     """Build a session's memory units, with their vectors, at the four granularities.
 
@@ -336,13 +383,20 @@ def build_units(
       is a chunk of its own). Each chunk records its turn range and holds its turns' whole text, so
       nothing is truncated. A chunk's vector is the re-normalised mean of its turns' vectors: the
       session granularity costs no second embedding pass over the same words.
-    * Summary: ``summarizer.summarize(session, turn_vectors)``, turn range = the whole session.
-    * Keywords: ``", ".join(keyworder.keywords(session))``; when the keyworder finds none (a short
-      session of small talk) the unit falls back to the summary text, so every session has one.
+    * Summary: ``summarizer.summarize(first, turn_vectors)`` over the session's first
+      :func:`summary_turns` turns (all of a session of up to 32), turn range = those turns.
+    * Keywords: ``", ".join(keyworder.keywords(first))`` over the same turns; when the keyworder finds none (a
+      short session of small talk) the unit falls back to the summary text, so every session has one.
 
     The embedder is called twice: turns first (the summarizer needs their vectors), then summary and
     keywords. ``summarize`` is called before ``keywords``, each once per session, so one object
     implementing both (an LLM) can answer both from a single call.
+
+    With ``known`` (a session whose units are stored, changed at its end), only the chunks and turns from
+    ``known.start`` on are returned, the unchanged turns' stored vectors are used rather than embedded again, and
+    the summary and keyword units are ``known.summary`` when given: the units returned are exactly those a build
+    without ``known`` returns from ``known.start`` on (greedy chunking is decided turn by turn from the session's
+    start, so the chunks before ``known.start`` are the stored ones).
 
     Args:
         session: the validated session.
@@ -350,39 +404,55 @@ def build_units(
         summarizer: writes the summary; default :class:`ExtractiveSummarizer`.
         keyworder: writes the keywords; default :class:`YakeKeyworder`.
         reply_chars: how much of each reply the turn vectors read (the stored text keeps all).
+        known: what the stored units already hold (see :class:`Known`).
 
     Returns:
         The units, with ``vector`` set and ``id`` unset.
 
     Raises:
         MemgasError: the embedder returned vectors of the wrong shape, or the summarizer an empty text.
+        InvalidInputError: ``known`` lacks the vector of an unchanged turn the build needs.
     """
-    summarizer = summarizer if summarizer is not None else ExtractiveSummarizer()
-    keyworder = keyworder if keyworder is not None else YakeKeyworder()
     sid = session.session_id
     turns = session.turns
     n = len(turns)
-    texts = [t.text for t in turns]
-    views = [embedding_view(t, reply_chars) for t in turns]
+    start, first_chunk = (0, 0) if known is None else (known.start, known.chunk)
+    stored = {} if known is None else known.turn_vectors
+    reach = summary_turns(n)
+    kept_summary = None if known is None else known.summary
+    needed = range(start if kept_summary is not None else 0, n)
+    views = {i: embedding_view(turns[i], reply_chars) for i in range(start, n)}
+    todo = [i for i in needed if i not in stored]
+    if known is not None and any(i < start for i in todo):
+        raise InvalidInputError(f"the vector of unchanged turn {min(todo)} of session {sid!r} is not known")
     # Stores keep vectors in float16 (memgas.kernels.quantize): rounded as they are made, a unit in memory is the unit
     # a store gives back, and a similarity is the same whichever of two units was the new one (association is
     # symmetric).
-    turn_vectors = from_half(to_half(embed_texts(embedder, views)))
+    made = from_half(to_half(embed_texts(embedder, [views[i] for i in todo]))) if todo else None
+    vectors = dict(stored) if known is not None else {}
+    vectors.update({i: made[k] for k, i in enumerate(todo)} if made is not None else {})
 
     units = []
     budget = embedder.max_tokens - _SPECIAL_TOKENS
-    for k, (start, end) in enumerate(_pack_turns(embedder.count_tokens(views), budget)):
-        pooled = turn_vectors[start:end].mean(axis=0)
-        units.append(Unit(sid, "session", "\n".join(texts[start:end]), start, end, chunk=k,
+    counts = embedder.count_tokens([views[i] for i in range(start, n)])
+    for k, (a, b) in enumerate(_pack_turns(counts, budget)):
+        a, b = a + start, b + start
+        pooled = np.mean([vectors[i] for i in range(a, b)], axis=0)
+        units.append(Unit(sid, "session", "\n".join(turns[i].text for i in range(a, b)), a, b, chunk=first_chunk + k,
                           vector=from_half(to_half(pooled / np.linalg.norm(pooled)))))
-    units += [Unit(sid, "turn", texts[i], i, i + 1, vector=turn_vectors[i]) for i in range(n)]
+    units += [Unit(sid, "turn", turns[i].text, i, i + 1, vector=vectors[i]) for i in range(start, n)]
+    if kept_summary is not None:
+        return units + list(kept_summary)
 
-    summary = summarizer.summarize(session, turn_vectors)
+    summarizer = summarizer if summarizer is not None else ExtractiveSummarizer()
+    keyworder = keyworder if keyworder is not None else YakeKeyworder()
+    first = session if reach == n else replace(session, messages=session.messages[: turns[reach - 1].msg_end])
+    summary = summarizer.summarize(first, np.stack([vectors[i] for i in range(reach)]))
     if not isinstance(summary, str) or not summary.strip():
         raise MemgasError(f"summarizer {type(summarizer).__name__} returned no summary for session {sid!r}")
-    keywords = [k.strip() for k in keyworder.keywords(session) if k and k.strip()]
+    keywords = [k.strip() for k in keyworder.keywords(first) if k and k.strip()]
     keyword_text = ", ".join(keywords) or summary
     last = from_half(to_half(embed_texts(embedder, [summary, keyword_text])))
-    units.append(Unit(sid, "summary", summary, 0, n, vector=last[0]))
-    units.append(Unit(sid, "keyword", keyword_text, 0, n, vector=last[1]))
+    units.append(Unit(sid, "summary", summary, 0, reach, vector=last[0]))
+    units.append(Unit(sid, "keyword", keyword_text, 0, reach, vector=last[1]))
     return units

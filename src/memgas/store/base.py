@@ -224,9 +224,11 @@ class Store(ABC):
         ``embedder_id``) as :meth:`add_session` does; return the new unit ids."""
 
     @abstractmethod
-    def session_units(self, user_id: str, session_id: str, *, texts: bool = True) -> UnitTable:
+    def session_units(self, user_id: str, session_id: str, *, texts: bool = True, after: int | None = None) -> UnitTable:
         """The units of one session, in id order (empty when there is no such session); with ``texts=False`` their
-        texts are not read (:class:`StoredTexts`, as :meth:`load_units_after` gives them)."""
+        texts are not read (:class:`StoredTexts`, as :meth:`load_units_after` gives them). With ``after``, only the
+        units whose turn range ends past turn ``after`` (``turn_end > after``) and the summary and keyword units:
+        what an append to the session's end may change, read without the rest of a long session."""
 
     @abstractmethod
     def unit_ids(self, user_id: str) -> np.ndarray:

@@ -160,7 +160,6 @@ def session_unit_rows(session: Session, units: Sequence[Unit], dim: int | None) 
     if units and dim is None:
         raise InvalidInputError("the store has no embedder yet: call bind_embedder before adding units")
     turns = session.turns
-    turn_texts = [t.text for t in turns]
     n_turns = len(turns)
     rows = []
     for i, u in enumerate(units):
@@ -190,7 +189,7 @@ def session_unit_rows(session: Session, units: Sequence[Unit], dim: int | None) 
             raise InvalidInputError(f"unit {i}: vector has NaN or infinite values")
         # A text that is its turns' texts joined (a turn's own, a session chunk's) is not stored twice: the messages
         # hold it, and reads join the messages in [msg_start, msg_end) again (text ''; -1 for a text stored as is).
-        if u.text == "\n".join(turn_texts[start:end]):
+        if u.text == "\n".join(turns[k].text for k in range(start, end)):
             text, msg_start, msg_end = "", turns[start].msg_start, turns[end - 1].msg_end
         else:
             text, msg_start, msg_end = u.text, -1, -1
@@ -681,9 +680,11 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
             self._check_endpoints(conn, user_id, ends)
             # The texts kept as message ranges, read before the messages change: a kept unit's range is moved to
             # where its turns now are (or its text stored, were they ever to differ).
+            # Only units reaching past ``keep_messages`` can move (those before cover the same messages as before), so
+            # an append to a long session reads its end alone.
             ranged = self._joined_texts(conn, user_id, conn.execute(self._q(
-                self._UNIT_COLUMNS + " WHERE u.user_id = ? AND u.session_pk = ? AND u.msg_start >= 0"),
-                (user_id, session_pk)).fetchall())
+                self._UNIT_COLUMNS + " WHERE u.user_id = ? AND u.session_pk = ? AND u.msg_start >= 0"
+                " AND u.msg_end > ?"), (user_id, session_pk, keep_messages)).fetchall())
             conn.execute(self._q("DELETE FROM messages WHERE session_pk = ? AND position >= ?"),
                          (session_pk, keep_messages))
             self._insert_messages(conn, user_id, session_pk, keep_messages,
@@ -1052,14 +1053,20 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
                 rows = self._joined_texts(conn, user_id, rows)
         return int(kept), self._unit_table(rows, dim, None if texts else user_id)
 
-    def session_units(self, user_id: str, session_id: str, *, texts: bool = True) -> UnitTable:
+    def session_units(self, user_id: str, session_id: str, *, texts: bool = True, after: int | None = None) -> UnitTable:
         """The units of one session, in id order (empty when there is no such session); with ``texts=False`` their
-        texts are not read (:class:`~memgas.store.base.StoredTexts`)."""
+        texts are not read (:class:`~memgas.store.base.StoredTexts`); with ``after``, only those whose turn range ends
+        past turn ``after``, and the summary and keyword units (see :meth:`memgas.store.Store.session_units`)."""
         with self._read(user_id) as conn:
             dim = self._dim(conn) or 0
             columns = self._UNIT_COLUMNS if texts else self._UNIT_COLUMNS.replace(" u.text,", " NULL,")
-            rows = conn.execute(self._q(columns + f" WHERE {self._UNITS_OF_SESSION} ORDER BY u.id"),
-                                (user_id, user_id, session_id)).fetchall()
+            tail = ""
+            args: tuple[Any, ...] = (user_id, user_id, session_id)
+            if after is not None:
+                tail = " AND (u.turn_end > ? OR u.granularity >= ?)"
+                args = (*args, int(after), GRANULARITIES.index("summary"))
+            rows = conn.execute(self._q(columns + f" WHERE {self._UNITS_OF_SESSION}{tail} ORDER BY u.id"),
+                                args).fetchall()
             if texts:
                 rows = self._joined_texts(conn, user_id, rows)
         return self._unit_table(rows, dim, None if texts else user_id)
