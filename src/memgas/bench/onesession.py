@@ -17,10 +17,15 @@ import numpy as np
 
 from memgas.core.errors import InvalidInputError
 
-__all__ = ["EARLY_FACT", "QUESTION", "STRETCH", "thread_messages", "run_one_session", "one_session_markdown"]
+__all__ = ["EARLY_FACT", "QUESTION", "STRETCH", "EARLY", "LATE", "thread_messages", "run_one_session", "one_session_markdown"]
 
 #: Appends per reported stretch.
 STRETCH = 100
+#: The messages (1-based, inclusive) whose append p50 the last ones' is compared with: past the first appends, which
+#: load the model and meet a cold embedding cache.
+EARLY = (51, 100)
+#: How many of the last appends that comparison takes.
+LATE = 50
 #: The thread's first message: a fact no later message repeats.
 EARLY_FACT = "Quick note before we start: my gym locker code is 4721."
 #: The message appended last, with ``return_context=True``: its context should hold :data:`EARLY_FACT`.
@@ -56,7 +61,9 @@ def run_one_session(path: Path, out_dir: Path, n: int, *, window: int = 20, prog
 
     Returns:
         A JSON-ready dict: ``config``, ``append_ms`` (each append), ``stretches`` (``first``, ``last``, ``p50_ms``,
-        ``p95_ms``), ``store_bytes``, ``early_fact_found`` and the ``context`` the last append brought back.
+        ``p95_ms``), ``growth`` (the p50 of the last :data:`LATE` appends against that of messages :data:`EARLY`, and
+        their ratio; ``None`` for a thread too short to have both), ``store_bytes``, ``early_fact_found`` and the
+        ``context`` the last append brought back.
 
     Raises:
         InvalidInputError: ``n`` below 2, or the file holds fewer than ``n - 1`` messages.
@@ -88,9 +95,14 @@ def run_one_session(path: Path, out_dir: Path, n: int, *, window: int = 20, prog
                   "p50_ms": round(float(np.percentile(ms[a:a + STRETCH], 50)), 1),
                   "p95_ms": round(float(np.percentile(ms[a:a + STRETCH], 95)), 1)} for a in range(0, n, STRETCH)]
     size = sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists())
+    growth = None
+    if n >= EARLY[1] + LATE:
+        early, late = (float(np.percentile(ms[a:b], 50)) for a, b in ((EARLY[0] - 1, EARLY[1]), (n - LATE, n)))
+        growth = {"early": list(EARLY), "late": [n - LATE + 1, n], "early_p50_ms": round(early, 1),
+                  "late_p50_ms": round(late, 1), "ratio": round(late / max(early, 1e-9), 2)}
     context = asked.context or ""
     return {"config": {"messages": n, "stretch": STRETCH, "window": window, "data": str(path)},
-            "append_ms": [round(float(x), 2) for x in ms], "stretches": stretches, "store_bytes": size,
+            "append_ms": [round(float(x), 2) for x in ms], "stretches": stretches, "growth": growth, "store_bytes": size,
             "early_fact_found": "4721" in context, "context": context}
 
 
@@ -102,4 +114,8 @@ def one_session_markdown(r: dict[str, Any]) -> str:
     lines += ["", f"Last stretch ÷ first, p50: {last['p50_ms'] / max(first['p50_ms'], 1e-9):.2f}×. "
               f"Store: {r['store_bytes'] / 2**20:.1f} MiB. The first message's fact in the last append's context "
               f"(window {r['config']['window']}): {'yes' if r['early_fact_found'] else 'no'}."]
+    g = r.get("growth")
+    if g is not None:
+        lines += ["", f"Append p50 at messages {g['late'][0]:,}–{g['late'][1]:,}: {g['late_p50_ms']:.1f} ms; at "
+                  f"{g['early'][0]:,}–{g['early'][1]:,}: {g['early_p50_ms']:.1f} ms; ratio **{g['ratio']:.2f}×**."]
     return "\n".join(lines) + "\n"
