@@ -69,7 +69,8 @@ class MemoryMethod(ABC):
         self.summarizer = summarizer
         self.keyworder = keyworder
         self._last_query = threading.local()
-        # The session this thread just appended to, while it brings its index up to it (see rewrite).
+        # The session this thread just appended to and the unit ids the append dropped, while it brings its index up
+        # to it (see rewrite).
         self._appending = threading.local()
 
     def build(self, session: Session, known: Known | None = None) -> list[Unit]:
@@ -156,7 +157,7 @@ class MemoryMethod(ABC):
                                         units=[units[i] for i in new_rows], edges=edges,
                                         embedder_id=self.embedder.id)
         if self._indexes is not None:
-            self._appending.value = session if append else None
+            self._appending.value = (session, drop) if append else None
             try:
                 self._indexes.refresh(store, session.user_id)
             finally:

@@ -147,12 +147,14 @@ def compacted_index(index: UserIndex, alive: np.ndarray) -> UserIndex:
 
 
 def extend_user_index(store: Store, user_id: str, index: UserIndex, *, compact: bool = False,
-                      known: Mapping[str, Session] | None = None,
+                      known: Mapping[str, Session] | None = None, gone: np.ndarray | None = None,
                       ) -> tuple[UserIndex, dict[str, Session], np.ndarray | None] | None:
     """``index`` brought up to the store's state by reading only the units added since it was built.
 
     Returns the new index, the stored sessions that the added units belong to (read for their
-    timestamps, unless ``known`` holds them as stored: a session its caller just wrote; callers reuse their turns)
+    timestamps, unless ``known`` holds them as stored: a session its caller just wrote; callers reuse their turns;
+    ``gone``: the ids its caller's write deleted, so that the ids still stored need not be read when they account for
+    every unit that left)
     and, when ``compact`` let units that are gone (a rewritten
     session's replaced units) leave the index, the mask of the old rows kept (else ``None``). Returns
     ``None`` when some held units are gone and ``compact`` is false, or when a whole session is gone
@@ -166,7 +168,9 @@ def extend_user_index(store: Store, user_id: str, index: UserIndex, *, compact: 
     if kept != len(old):
         if not compact:
             return None
-        alive = np.isin(old.ids, store.unit_ids(user_id), assume_unique=True)
+        alive = None if gone is None else ~np.isin(old.ids, gone)
+        if alive is None or int(alive.sum()) != kept:
+            alive = np.isin(old.ids, store.unit_ids(user_id), assume_unique=True)
         if np.unique(index.session_of[alive]).size != len(index.sessions):
             return None  # a session lost every unit: a fresh build orders the sessions differently
         index = compacted_index(index, alive)

@@ -492,8 +492,10 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         edges = [Edge(ref(-e.src - 1), ref(-e.dst - 1), e.weight) for e in session_edges(units)
                  if -e.src - 1 in fresh or -e.dst - 1 in fresh]
         if new_rows and store.has_user(session.user_id):
-            table = self._indexes.get(store, session.user_id).units.table
-            own = np.fromiter((sid == session.session_id for sid in table.session_ids), bool, len(table))
+            held = self._indexes.get(store, session.user_id).units
+            table = held.table
+            position = held.sessions.index(session.session_id) if session.session_id in held.sessions else -1
+            own = held.session_of == position
             assoc, _ = association_edges([units[i] for i in new_rows], table, candidates=self.cfg.candidates,
                                          exclude=own)
             edges += assoc
@@ -565,9 +567,11 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
         documents are that many, it returns ``None`` and the cache rebuilds the index: a delete is rare, and
         rebuilding keeps the rows dense and forgets the old text. ``index`` stays valid for readers still holding it.
         """
-        written = getattr(self._appending, "value", None)
+        appended = getattr(self._appending, "value", None)
+        written = None if appended is None else appended[0]
         extended = extend_user_index(store, user_id, index.units, compact=True,
-                                     known=None if written is None else {written.session_id: written})
+                                     known=None if written is None else {written.session_id: written},
+                                     gone=None if appended is None else np.asarray(appended[1], dtype=np.int64))
         if extended is None:
             return None
         units, sessions, alive = extended

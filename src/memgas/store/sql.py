@@ -670,7 +670,12 @@ class SQLStore(Store, StoreBinding, SnapshotStore, KeyStore, ExperienceStore, Qu
             session_pk, n_stored = int(row[0]), int(row[1])
             if not 0 <= keep_messages <= min(n_stored, len(session.messages)):
                 raise InvalidInputError(f"keep_messages {keep_messages} is outside the session's {n_stored} messages")
-            own = {int(r[0]) for r in conn.execute(self._q("SELECT id FROM units WHERE session_pk = ?"), (session_pk,))}
+            own: set[int] = set()
+            for chunk in range(0, len(drop), 500):
+                part = drop[chunk:chunk + 500]
+                own.update(int(r[0]) for r in conn.execute(self._q(
+                    f"SELECT id FROM units WHERE session_pk = ? AND id IN ({', '.join('?' * len(part))})"),
+                    (session_pk, *part)))
             stranger = next((i for i in drop if i not in own), None)
             if stranger is not None:
                 raise InvalidInputError(f"unit {stranger} is not a unit of session {session_id!r}")
