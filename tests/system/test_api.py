@@ -131,7 +131,7 @@ def rest_differences(schema: dict[str, Any]) -> list[str]:
                 model = schema["components"]["schemas"][RESULT_SCHEMAS[returned]]
                 kind = results.RESULTS.get(returned) or {"Session": Session, "Hit": Hit}[returned]
                 names = ({"sessions", "next_cursor"} if kind is results.SessionPage
-                         else {f.name for f in dataclasses.fields(kind)})
+                         else {f.name for f in dataclasses.fields(kind) if f.init})
                 if set(model["properties"]) != names:
                     out.append(f"{name}: REST sends {sorted(model['properties'])}, {returned} has {sorted(names)}")
     return out

@@ -102,8 +102,8 @@ class Session:
         this one's last turn on: new messages only continue that turn or start others (:func:`group_turns`).
 
         >>> s = Session("u", "s", (Message("user", "Hi"), Message("assistant", "Hello")))
-        >>> [len(t.messages) for t in s.extended([Message("assistant", "Yes?"), Message("user", "Bye")]).turns]
-        [3, 1]
+        >>> tuple(len(t.messages) for t in s.extended([Message("assistant", "Yes?"), Message("user", "Bye")]).turns)
+        (3, 1)
         """
         out = replace(self, messages=self.messages + tuple(messages), **changes)
         if self._turns is not None and self._turns:
