@@ -131,6 +131,20 @@ def test_a_question_about_now_reads_the_current_state_first_and_never_the_unrela
     assert [e.session_id for e, _ in order_excerpts([old, other, new], "relevance", 0.9)] == ["march", "hike", "april"]
 
 
+def test_lines_of_statements_on_different_subjects_are_never_one_thing_and_a_replaced_one_is_earlier() -> None:
+    """The user model's marks: "I hate mushrooms." under "Erin is vegetarian" was marked earlier by the turns' cosine
+    alone; a line whose statement a newer one replaced is earlier though no line near it says so."""
+    mushrooms = replace(ex("jan", 0, "I hate mushrooms.", 1, 2, [1.0, 0.0]), subjects=frozenset({"food"}))
+    diet = replace(ex("jun", 0, "Erin is vegetarian now.", 0, 6, [0.9, 0.436]), subjects=frozenset({"diet"}))
+    assert [(e.text, early) for e, early in order_excerpts([mushrooms, diet], "relevance", 0.6)] == [
+        ("Erin is vegetarian now.", False), ("I hate mushrooms.", False)]
+    fish = replace(mushrooms, text="I'm pescatarian.", subjects=frozenset({"diet"}))
+    assert [(e.text, early) for e, early in order_excerpts([fish, diet], "relevance", 0.6)] == [
+        ("Erin is vegetarian now.", False), ("I'm pescatarian.", True)]
+    alone = replace(ex("jan", 3, "I live in Portland.", 0, 2), replaced=True)  # no vector: nothing near it
+    assert order_excerpts([alone], "past", 0.6) == [(alone, True)]
+
+
 def test_only_a_later_statement_marks_a_line_earlier() -> None:
     answer = ex("may", 0, "I live in Sellwood now", 0, 5, [1.0, 0.0], turn=0, relevance=0.5)
     asked = Excerpt("june", 0, "user", "Which city do I live in now?", datetime(2024, 3, 9), 3, (9.0, 0),

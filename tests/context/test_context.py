@@ -46,7 +46,7 @@ def test_a_standing_instruction_heads_the_context_of_a_later_unrelated_request(t
         assert [s.to_dict() for s in mem.profile(user_id="u")] == [
             {"kind": "instruction", "text": "Always include type hints when I ask you for Python code.",
              "session_id": "rules", "message": 0, "timestamp": "2024-01-02T00:00:00", "always": False,
-             "who": None}]
+             "who": None, "subject": "other"}]
         # the conversation under way (excluded) and a filter that leaves its session out leave it out too
         assert PROFILE_HEADER not in mem.context("Write a CSV parser", user_id="u", exclude_sessions=["rules"])
         assert mem.profile(user_id="u", filters={"session_id": {"$ne": "rules"}}) == []

@@ -86,11 +86,14 @@ def test_a_newer_statement_replaces_the_one_it_updates_and_two_that_both_hold_st
         assert {"I'm vegetarian.", "Always answer in French."} <= rules  # the rules alone kept the replaced ones
 
 
-def test_a_lasting_fact_that_replaces_nothing_shown_stays_out(embedder: Embedder) -> None:
+def test_a_one_off_event_the_detector_calls_a_fact_stays_out_and_a_home_stays_in(embedder: Embedder) -> None:
     with Memory(None, embedder=embedder) as mem:
         mem.add("I live in Portland.", user_id="u", session_id="a", timestamp="2024-01-01T10:00:00")
         mem.add("I hate mushrooms.", user_id="u", session_id="b", timestamp="2024-01-02T10:00:00")
-        assert [s.text for s in mem.profile(user_id="u")] == ["I hate mushrooms."]
+        mem.add("Took the cat to the vet this morning, she's fine.", user_id="u", session_id="c",
+                timestamp="2024-01-03T10:00:00")
+        assert [(s.text, s.subject) for s in mem.profile(user_id="u")] == [("I live in Portland.", "home"),
+                                                                           ("I hate mushrooms.", "food")]
 
 
 def test_the_profile_with_a_fact_that_retracts_is_served_over_rest(tmp_path: Path) -> None:
@@ -109,19 +112,21 @@ def test_the_profile_with_a_fact_that_retracts_is_served_over_rest(tmp_path: Pat
         got = httpx.get(f"{server.url}/v1/profile", params={"user_id": "erin"},
                         headers={"Authorization": f"Bearer {key}"})
         assert got.status_code == 200, got.text
-        assert [(s["kind"], s["text"]) for s in got.json()["statements"]] == [
-            ("fact", "I'm not vegetarian anymore, I eat meat again.")]
+        assert [(s["kind"], s["text"], s["subject"]) for s in got.json()["statements"]] == [
+            ("fact", "I'm not vegetarian anymore, I eat meat again.", "diet")]
     finally:
         server.stop()
 
 
-def test_a_fact_alone_in_a_scope_is_not_shown(embedder: Embedder) -> None:
+def test_a_retraction_alone_in_a_scope_holds_and_the_scope_without_it_keeps_the_old_value(embedder: Embedder) -> None:
     with Memory(None, embedder=embedder) as mem:
         mem.add("I'm vegetarian.", user_id="u", session_id="a", timestamp="2024-01-01T10:00:00")
         mem.add("I'm not vegetarian anymore, I eat meat again.", user_id="u", session_id="b",
                 timestamp="2024-02-01T10:00:00")
-        assert [s.kind for s in mem.profile(user_id="u")] == ["fact"]
-        assert mem.profile(user_id="u", filters={"session_id": "b"}) == []  # nothing of the scope it replaces
+        assert [(s.kind, s.subject) for s in mem.profile(user_id="u")] == [("fact", "diet")]
+        # a scope holds what it holds: the retraction on its own, or the old value where the retraction is left out
+        assert [s.session_id for s in mem.profile(user_id="u", filters={"session_id": "b"})] == ["b"]
+        assert [s.session_id for s in mem.profile(user_id="u", filters={"session_id": "a"})] == ["a"]
 
 
 def test_in_a_group_chat_each_line_says_whose_it_is_and_one_person_never_replaces_another(embedder: Embedder) -> None:

@@ -160,12 +160,18 @@ def test_every_method_round_trips_with_memorys_types(server: LiveServer, kind: s
                                                                exclude_sessions=["live/chat"]))
         await done(mem.append("From now on, always answer in French.", user_id=user, session_id="live/chat"))
         profile = await done(mem.profile(user_id=user))
-        assert [s.to_dict() for s in profile] == [{"kind": "instruction", "session_id": "live/chat", "message": 2,
-                                                   "text": "From now on, always answer in French.",
-                                                   "timestamp": when.isoformat(), "always": True, "who": None}]
-        assert isinstance(profile[0], StandingStatement) and profile[0].timestamp == when
-        assert await done(mem.profile(user_id=user, exclude_sessions=["live/chat"])) == []
-        assert await done(mem.profile(user_id=user, filters={"session_id": "work"})) == []
+        # the move is a lasting fact about the user's home, the instruction holds from then on
+        assert [s.to_dict() for s in profile if s.kind == "instruction"] == [
+            {"kind": "instruction", "session_id": "live/chat", "message": 2, "subject": "language",
+             "text": "From now on, always answer in French.", "timestamp": when.isoformat(), "always": True,
+             "who": None}]
+        assert ("I moved to Lisbon in March.", "home") in [(s.text, s.subject) for s in profile]
+        assert all(isinstance(s, StandingStatement) for s in profile)
+        assert [s.timestamp for s in profile if s.kind == "instruction"] == [when]
+        assert "live/chat" not in {s.session_id for s in await done(mem.profile(user_id=user,
+                                                                                 exclude_sessions=["live/chat"]))}
+        assert [(s.text, s.subject) for s in await done(mem.profile(user_id=user, filters={"session_id": "work"}))] == [
+            ("I work at Acme as a nurse.", "work")]  # a lasting fact about the user's job
         assert PROFILE_HEADER in await done(mem.context("Tell me a joke", user_id=user, min_score=0.9))
         course = await done(mem.timeline(user_id=user, topic="where I live", since=when))
         assert [(d.session_id, [i.message for i in d.items]) for d in course] == [("live/chat", [0])]

@@ -99,19 +99,22 @@ async def roundtrip(client: Client, user: str) -> None:
     assert " · trip · " not in text_of(await client.call_tool("get_context", {
         "user_id": user, "query": "which city do I live in?", "exclude_sessions": ["trip"]}))
     assert text_of(await client.call_tool("get_context", {"user_id": "newcomer", "query": "x"})) == "(no memories yet)"
-    # a preference no phrase of the rules names, found by the learned detector
+    # a preference no phrase of the rules names, found by the learned detector, and the move: a fact about the home
     assert text_of(await client.call_tool("get_profile", {"user_id": user})).endswith(
-        "] preference: My favourite drink is green tea, never coffee.")
+        "] preference (food): My favourite drink is green tea, never coffee.")
+    assert "· trip] fact (home): I moved to Lisbon last spring and I love the tiles." in text_of(
+        await client.call_tool("get_profile", {"user_id": user}))
     assert text_of(await client.call_tool("get_profile", {"user_id": "newcomer"})) == (
         "(no standing instructions or preferences)")
     ok(await client.call_tool("add_memory", {"user_id": user, "messages": "Always use metric units, please.",
                                              "session_id": "drinks"}))
     profile = await client.call_tool("get_profile", {"user_id": user})
     assert [s["text"] for s in profile.structured_content["statements"]] == [
-        "My favourite drink is green tea, never coffee.", "Always use metric units, please."]  # oldest first
-    assert text_of(profile).splitlines()[1] == (
-        f"- [{profile.structured_content['statements'][1]['timestamp'][:16].replace('T', ' ')} "
-        "· drinks] instruction: Always use metric units, please.")
+        "I moved to Lisbon last spring and I love the tiles.", "My favourite drink is green tea, never coffee.",
+        "Always use metric units, please."]  # oldest first
+    assert text_of(profile).splitlines()[2] == (
+        f"- [{profile.structured_content['statements'][2]['timestamp'][:16].replace('T', ' ')} "
+        "· drinks] instruction: Always use metric units, please.")  # of no subject: none said
     assert "Always use metric units" in text_of(await client.call_tool("get_context", {"user_id": user,
                                                                                       "query": "How tall is Everest?"}))
     course = await client.call_tool("get_timeline", {"user_id": user, "topic": "living in Lisbon"})

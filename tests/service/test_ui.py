@@ -134,7 +134,7 @@ def test_the_inspector_shows_users_sessions_units_graph_and_search(page: Any, se
                                          params={"user_id": "alice"}).json()["statements"]]
     # the table holds what the API returns, in its order (the learned detector reads a preference in "bake")
     page.locator("#profile").wait_for()
-    assert said and [page.locator("#profile tr").nth(i + 1).locator("td").nth(1).inner_text()
+    assert said and [page.locator("#profile tr").nth(i + 1).locator("td").nth(2).inner_text()
                      for i in range(page.locator("#profile tr").count() - 1)] == said
     httpx.post(f"{server.url}/v1/sessions", headers={"Authorization": f"Bearer {server.keys['admin']}"},
                json={"user_id": "alice", "session_id": "rules", "timestamp": "2024-07-02T10:00:00",

@@ -1668,8 +1668,8 @@ export interface components {
         };
         /**
          * StandingOut
-         * @description One standing instruction or preference: what the user said to hold from then on, and where (``fact``: a
-         *     lasting fact that replaced an earlier statement, "I'm not vegetarian anymore.").
+         * @description One statement that holds now about the user: an instruction, a preference, or a lasting fact ("I moved to
+         *     Lisbon last month."); what it is about, and where it was said.
          */
         StandingOut: {
             /**
@@ -1689,6 +1689,11 @@ export interface components {
             message: number;
             /** Session Id */
             session_id: string;
+            /**
+             * Subject
+             * @description what it is about: home, diet, food, partner, family, work, pets, language, name or other (null: not read)
+             */
+            subject?: string | null;
             /**
              * Text
              * @description the statement, one sentence of a user message

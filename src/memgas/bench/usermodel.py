@@ -19,6 +19,12 @@ The examples are sentences people said, labelled from the data sets' own gold ev
 Conversations are split by a hash of their name: a quarter held out, the rest trained on. The report gives, on the
 held-out part and per data set, the precision and recall of "lasts" (any kind but passing) for the rules and for
 the model, and how often the model names the right kind of a lasting sentence.
+
+It trains a third model too, of what a statement is about and what a request bears on (:mod:`memgas.kernels.subjects`),
+on ``memgas/data/user_model_subjects.json`` (statements and requests written per subject; one text in four held out
+by its hash) and on sentences of the development data that name none of the subjects' words (:data:`_SUBJECT_WORDS`),
+as ``other`` (a deterministic sample, held out by conversation as above): what keeps the model from reading a
+subject into everything a real conversation says.
 """
 
 from __future__ import annotations
@@ -47,8 +53,10 @@ from memgas.kernels.lasting import (
     word_features,
 )
 from memgas.kernels.standing import standing_statements
+from memgas.kernels.subjects import BEARING, OTHER, SUBJECTS
 
-__all__ = ["Example", "examples", "features", "train", "run_usermodel", "usermodel_markdown", "HELD_OUT"]
+__all__ = ["Example", "examples", "features", "train", "run_usermodel", "usermodel_markdown", "HELD_OUT",
+           "subject_examples"]
 
 #: One conversation in this many is held out (by the hash of its name).
 HELD_OUT = 4
@@ -334,10 +342,10 @@ def choose_threshold(lasting: np.ndarray, truth: np.ndarray, *, beta: float = 0.
 
 
 def run_usermodel(data: Path, embedder: Embedder, *, l2: float = 1.0
-                  ) -> tuple[tuple[LastingModel, LastingModel], dict[str, Any]]:
+                  ) -> tuple[tuple[LastingModel, LastingModel, LastingModel], dict[str, Any]]:
     """Train on the development data's training part and report on its held-out part (see the module docstring);
-    the fitted detector and supersession model, and the report (``counts``, ``held_out`` per data set: ``rules``
-    and ``model`` scores; ``supersession`` the same of the pairs)."""
+    the fitted detector, supersession model and subject model, and the report (``counts``, ``held_out`` per data
+    set: ``rules`` and ``model`` scores; ``supersession`` the same of the pairs; ``subjects``)."""
     found = examples(data, embedder)
     rows = features([e.text for e in found], embedder)
     labels = np.array([e.label for e in found])
@@ -365,7 +373,96 @@ def run_usermodel(data: Path, embedder: Embedder, *, l2: float = 1.0
                                         "model": _scores(labels[test][part], said[part])}
     report["held_out"]["all"] = {"rules": _scores(labels[test], rules), "model": _scores(labels[test], said)}
     replacer, report["supersession"] = _train_supersession(found, embedder, l2)
-    return (model, replacer), report
+    subjects, report["subjects"] = _train_subjects(found, embedder)
+    return (model, replacer, subjects), report
+
+
+#: A development sentence with none of these words is an example of :data:`~memgas.kernels.subjects.OTHER` (one with
+#: any of them may be about a subject: it is left out, never labelled by a word).
+_SUBJECT_WORDS = re.compile(
+    r"\b(?:liv(?:e|es|ed|ing)|mov(?:e|ed|ing)|relocat\w*|home|house|apartment|flat|city|town|neighbou?rhood|"
+    r"vegetarian|vegan|pescatarian|keto|diet\w*|meat|fish|eat\w*|ate|food\w*|allerg\w*|intoleran\w*|cook\w*|"
+    r"recipe\w*|dinner|lunch|breakfast|restaurant\w*|partner|wife|husband|girlfriend|boyfriend|married|fianc\w*|"
+    r"spouse|dating|date|daughter|son|kids?|child|children|mother|father|mom|dad|mum|sister|brother|parents?|"
+    r"family|baby|job|work\w*|career|office|company|boss|manager|hired|employ\w*|dog|cat|pets?|pupp\w*|kitten|"
+    r"language|french|spanish|english|german|italian|reply|respond|answer)\b", re.I)
+#: At most this many development sentences as ``other``.
+OTHER_FROM_DATA = 600
+#: The subject model's penalty (a few hundred written examples: a light one).
+SUBJECT_L2 = 0.3
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectExample:
+    """One sentence and a subject (an index of :data:`~memgas.kernels.subjects.SUBJECTS`) it is about or bears on;
+    ``request``: a request rather than a statement; ``held_out``: in the part reported on."""
+
+    text: str
+    label: int
+    request: bool
+    source: str
+    held_out: bool
+
+
+def _text_held_out(text: str) -> bool:
+    return int(hashlib.sha256(text.encode()).hexdigest(), 16) % HELD_OUT == 0
+
+
+def subject_examples(found: Sequence[Example]) -> list[SubjectExample]:
+    """The subject model's examples: the written statements and requests (a request that bears on several subjects
+    is one example per subject), then up to :data:`OTHER_FROM_DATA` development sentences of ``found`` without a
+    subject's word, as ``other``."""
+    data = json.loads(resources.files("memgas").joinpath("data/user_model_subjects.json").read_text("utf-8"))
+    out = [SubjectExample(text, SUBJECTS.index(subject), part == "requests", "written", _text_held_out(text))
+           for part in ("statements", "requests") for subject, texts in data[part].items() for text in texts]
+    plain = [e for e in found if e.dataset != "phrasings" and not _SUBJECT_WORDS.search(e.text)]
+    plain.sort(key=lambda e: hashlib.sha256(e.text.encode()).digest())
+    out += [SubjectExample(e.text, SUBJECTS.index(OTHER), e.label == 0, e.dataset, e.held_out)
+            for e in plain[:OTHER_FROM_DATA]]
+    return out
+
+
+def _train_subjects(found: Sequence[Example], embedder: Embedder) -> tuple[LastingModel, dict[str, Any]]:
+    """The subject model (softmax over the sentence vector alone), fitted on the training part and reported on the
+    held-out one: the statements' accuracy, the development sentences read as ``other``, and of the requests, the
+    share of their subjects found (probability at least :data:`~memgas.kernels.subjects.BEARING`) and the share of
+    the subjects found that are theirs."""
+    made = subject_examples(found)
+    texts = sorted({e.text for e in made})
+    vectors = dict(zip(texts, np.asarray(embedder.embed(texts), np.float32)))
+    rows = np.stack([vectors[e.text] for e in made])
+    labels = np.array([e.label for e in made])
+    test = np.array([e.held_out for e in made])
+    model = LastingModel(l2=SUBJECT_L2).fit(rows[~test], labels[~test], n_classes=len(SUBJECTS))
+    model.threshold = 0.0  # a subject is the most probable one (predict's "lasting" gate is not used here)
+    held = [e for e in made if e.held_out]
+    p = model.predict_proba(rows[test])
+    statements = np.array([e.source == "written" and not e.request for e in held])
+    plain = np.array([e.source != "written" for e in held])
+    best = p.argmax(axis=1)
+    # a request's subjects: every label its text has among the held-out examples
+    wanted: dict[str, set[int]] = {}
+    for e in held:
+        if e.request and e.source == "written":
+            wanted.setdefault(e.text, set()).add(e.label)
+    first = {e.text: i for i, e in reversed(list(enumerate(held)))}
+    found_right = found_all = labelled = 0
+    for text, labels_of in wanted.items():
+        found_here = {j for j in range(len(SUBJECTS)) if p[first[text], j] >= BEARING and j != 0}
+        found_right += len(found_here & labels_of)
+        found_all += len(found_here)
+        labelled += len(labels_of - {0})
+    report = {"l2": SUBJECT_L2, "bearing": BEARING,
+              "train": int((~test).sum()), "held_out": int(test.sum()),
+              "statements": {"n": int(statements.sum()),
+                             "accuracy": round(float((best[statements] == labels[test][statements]).mean()), 3)},
+              "data_other": {"n": int(plain.sum()), "read_as_other": round(float((best[plain] == 0).mean()), 3)},
+              "requests": {"n": len(wanted), "recall": round(found_right / max(labelled, 1), 3),
+                           "precision": round(found_right / max(found_all, 1), 3)}}
+    # the shipped model learns from every example
+    shipped = LastingModel(l2=SUBJECT_L2).fit(rows, labels, n_classes=len(SUBJECTS))
+    shipped.threshold = 0.0
+    return shipped, report
 
 
 def _train_supersession(found: Sequence[Example], embedder: Embedder, l2: float
@@ -411,7 +508,8 @@ def usermodel_markdown(report: dict[str, Any]) -> str:
     counts = ", ".join(f"{name} {c['train']:,} trained / {c['held_out']:,} held out" for name, c in report["counts"].items())
     return "\n".join(lines) + (f"\n\nExamples: {counts}. A sentence lasts when its probability of a lasting kind is at "
                                f"least {report['threshold']} (chosen on a part of the training conversations).\n"
-                               + _supersession_markdown(report["supersession"]))
+                               + _supersession_markdown(report["supersession"])
+                               + (_subjects_markdown(report["subjects"]) if "subjects" in report else ""))
 
 
 def _supersession_markdown(report: dict[str, Any]) -> str:
@@ -425,10 +523,24 @@ def _supersession_markdown(report: dict[str, Any]) -> str:
                                f"{report['threshold']}; the rule: the same kind and a cosine of at least 0.8.\n")
 
 
-def write_weights(models: tuple[LastingModel, LastingModel], path: Path, report: dict[str, Any]) -> None:
-    """Keep the detector's and the supersession model's weights at ``path`` (``numpy.savez``; the latter's keys
-    prefixed ``pair_``), with the embedder they were fitted over."""
-    detector, replacer = models
+def _subjects_markdown(report: dict[str, Any]) -> str:
+    s, d, r = report["statements"], report["data_other"], report["requests"]
+    return (f"\n| subject model, held out | n | |\n|---|---:|---:|\n"
+            f"| written statements: subject right | {s['n']} | **{s['accuracy']:.3f}** |\n"
+            f"| development sentences without a subject's word: read as other | {d['n']} | "
+            f"**{d['read_as_other']:.3f}** |\n"
+            f"| written requests: their subjects found / what is found that is right | {r['n']} | "
+            f"**{r['recall']:.3f} / {r['precision']:.3f}** |\n\n"
+            f"{report['train']:,} examples trained on, {report['held_out']:,} held out; a request bears on a subject "
+            f"of probability at least {report['bearing']}. The shipped weights are fitted on every example.\n")
+
+
+def write_weights(models: tuple[LastingModel, LastingModel, LastingModel], path: Path, report: dict[str, Any]) -> None:
+    """Keep the detector's, the supersession model's and the subject model's weights at ``path`` (``numpy.savez``;
+    the latter two's keys prefixed ``pair_`` and ``subject_``), with the embedder they were fitted over."""
+    detector, replacer, subjects = models
     arrays = {**detector.to_arrays(), **{f"pair_{k}": v for k, v in replacer.to_arrays().items()},
-              "embedder": np.array(report["embedder"]), "classes": np.array(CLASSES)}
+              **{f"subject_{k}": v for k, v in subjects.to_arrays().items()},
+              "embedder": np.array(report["embedder"]), "classes": np.array(CLASSES),
+              "subjects": np.array(SUBJECTS)}
     np.savez(path, **arrays)  # type: ignore[arg-type]  # numpy's stub types the keywords as its own flags

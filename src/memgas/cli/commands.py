@@ -332,7 +332,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     for s in [] if args.json else statements:
         when = s.timestamp.date().isoformat() if s.timestamp else "undated"
         who = f"{s.who}: " if s.who else ""
-        print(f"  {s.kind}{' (always)' if s.always else ''}: {who}{s.text}  [{s.session_id} #{s.message}, {when}]")
+        about = f" ({s.subject})" if s.subject not in (None, "other") else ""
+        print(f"  {s.kind}{' (always)' if s.always else ''}{about}: {who}{s.text}  [{s.session_id} #{s.message}, {when}]")
     return 0
 
 

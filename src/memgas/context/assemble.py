@@ -2,7 +2,7 @@
 
 Pure functions over :class:`Excerpt` values (no store, no model). The block has up to two parts:
 
-* **Standing instructions and preferences**: what the user asked to hold from then on, the most relevant first,
+* **What holds now about the user**: their instructions, preferences and lasting facts, the most relevant first,
   within :attr:`ContextOptions.profile_share` of the budget;
 * **Memories**: one line per excerpt, ``[n] date · session · speaker: text``, taken by priority until the budget is
   spent, then ordered as the question asks (:func:`order_excerpts`): most relevant first, the newer of two
@@ -24,7 +24,7 @@ from memgas.kernels.text import context_tokens as count_tokens
 
 __all__ = ["Excerpt", "ContextOptions", "fill", "take", "Pending", "least_cost", "order_excerpts", "render", "PROFILE_HEADER", "MEMORY_HEADERS"]
 
-PROFILE_HEADER = "Standing instructions and preferences (said earlier; they still hold):"
+PROFILE_HEADER = "What holds now about the user (their latest word on each subject):"
 MEMORY_HEADERS = {
     "now": "Memories from earlier conversations (the current state first; a newer one above what it updates):",
     "relevance": "Memories from earlier conversations (most relevant first; a newer one above what it updates):",
@@ -100,6 +100,11 @@ class Excerpt:
     words: frozenset[str] = frozenset()
     asks: bool = False
     relevance: float = 0.0
+    #: the subjects of the lasting statements the message holds (:meth:`memgas.context.profile.Profiles.marks`):
+    #: two lines of disjoint subjects never speak of one thing
+    subjects: frozenset[str] = frozenset()
+    #: the message holds a lasting statement that a newer one replaced: its line is marked ``(earlier)``
+    replaced: bool = False
 
     def line(self, n: int, earlier: bool = False) -> str:
         """The excerpt as one numbered line of the block."""
@@ -208,6 +213,8 @@ def order_excerpts(taken: Sequence[Excerpt], mode: str, same_subject: float, sha
             for j, b in enumerate(ranked):
                 if b.asks or not _later(b, a):  # b must say something, later than a
                     continue
+                if a.subjects and b.subjects and a.subjects.isdisjoint(b.subjects):
+                    continue  # statements about different subjects ("I hate mushrooms", "I moved to Lisbon")
                 by_meaning = (a.vector is not None and b.vector is not None
                               and float(a.vector @ b.vector) >= same_subject)
                 if by_meaning or 0 < shared_words <= len(a.words & b.words):  # b: newer, about the same thing as a
@@ -227,7 +234,7 @@ def order_excerpts(taken: Sequence[Excerpt], mode: str, same_subject: float, sha
         first = sorted(lead, key=lambda i: (-ranked[i].when[0], -ranked[i].turn, ranked[i].when[1]))
         order = first + [i for i in order if i not in lead]
     order = [i for i in order if not ranked[i].asks] + [i for i in order if ranked[i].asks]
-    return [(ranked[i], earlier[i]) for i in order]
+    return [(ranked[i], earlier[i] or ranked[i].replaced) for i in order]
 
 
 #: In one session, a statement this many turns after another is later than it (the conversation moved on); nearer,

@@ -43,6 +43,7 @@ from memgas.core.types import Message, Turn
 from memgas.kernels.excerpt import excerpt
 from memgas.kernels.lexical import token_sets
 from memgas.kernels.people import known_from, named_in, only_asks, people_of
+from memgas.kernels.subjects import SUBJECTS, bearing
 from memgas.kernels.text import context_tokens as count_tokens
 from memgas.methods.base import MemoryMethod
 from memgas.methods.index import UserIndex
@@ -59,19 +60,27 @@ def _seconds(when: datetime | None) -> float:
 def _profile(profiles: Profiles, store: Store, user_id: str, query_vector: np.ndarray, budget: int,
              options: ContextOptions, within: Collection[str] | None, excluded: Collection[str],
              hidden: Collection[tuple[str, int]]) -> list[Excerpt]:
-    """The standing statements shown: the most relevant first, above the profile floor, within ``budget``."""
+    """The standing statements shown: the most relevant first, within ``budget``: those above the profile floor, and
+    those about a subject the request bears on (:func:`memgas.kernels.subjects.bearing`: "Find a restaurant near me"
+    takes where the user lives, though the two share no word and hardly any meaning for the embedder)."""
     statements = [s for s in profiles.statements(store, user_id, within=within, excluded=excluded)
                   if (s.session_id, s.message) not in hidden]
     if not statements or budget <= 0:
         return []
-    # an instruction without a condition holds for every request: first, whatever the query
     cosine = profiles.vectors(statements) @ query_vector
-    relevance = np.where([s.always for s in statements], 1.0 + cosine, cosine)
+    asked = profiles.detector.subject_probabilities(query_vector) if profiles.detector is not None else None
+    bears = np.zeros(len(statements))
+    if asked is not None:
+        on = bearing(asked[0])
+        bears = np.array([float(asked[0, SUBJECTS.index(s.subject)]) if s.subject in on else 0.0
+                          for s in statements])
+    # an instruction without a condition holds for every request: first, whatever the query
+    relevance = np.where([s.always for s in statements], 2.0, 0.0) + cosine + bears
     candidates = []
     for rank, i in enumerate(np.argsort(-relevance, kind="stable")):
         s = statements[int(i)]
-        if relevance[i] < options.profile_floor:
-            break
+        if cosine[i] < options.profile_floor and not bears[i] and not s.always:
+            continue
         candidates.append(Excerpt(s.session_id, s.message, s.who or "user", s.excerpt, s.timestamp, rank,
                                   (_seconds(s.timestamp), s.message)))
     return fill(candidates, budget)
@@ -148,6 +157,10 @@ def build_context(
         taken = take(_excerpts(scored, rows, after, store, user_id, question, mode, options, shown), budget)
         # the question's words each shown part holds, in one batch
         taken = [replace(e, words=question.terms & held) for e, held in zip(taken, token_sets([e.text for e in taken]))]
+        if profiles is not None and options.profile:  # what the user model knows of each line's statements
+            marks = profiles.marks(store, user_id, within=within, excluded=excluded)
+            taken = [replace(e, subjects=marks[key][0], replaced=marks[key][1]) if key in marks else e
+                     for e, key in ((e, (e.session_id, e.message)) for e in taken)]
         memories = order_excerpts(taken, mode, options.same_subject, question.words_needed, options.now_margin)
     return render(profile, memories, mode)
 

@@ -1,4 +1,4 @@
-"""A user's standing instructions and preferences, read from what they said: a sentence is one when the rules of
+"""What holds now about a user: their standing instructions, preferences and lasting facts, read from what they said: a sentence is one when the rules of
 :mod:`memgas.kernels.standing` say so, or when the learned detector does (:class:`Detector`, the shipped weights of
 :mod:`memgas.kernels.lasting` over the embedder's sentence vectors), so "I hate mushrooms." or "My daughter is
 allergic to shellfish." count though no phrase of the list is in them.
@@ -18,6 +18,14 @@ embedder, ``learned=False``), a later statement of the same kind that says nearl
 (instruction following at 1,000 tokens 0.872 -> 0.743; 2 of BEAM's 255 instructions say they change something) and
 its preferences too (0.724 -> 0.698 without the instructions). What one person says never replaces what another
 said (a group chat's speakers, by the messages' ``name``).
+
+Each statement is read for its **subject** (:mod:`memgas.kernels.subjects`: home, diet, food, partner, ..., other;
+a third model shipped with the two). Statements on different subjects never replace each other; on a subject of
+one value (:data:`~memgas.kernels.subjects.ONE_VALUE`) the newer that says it changes something replaces the older,
+whatever their kinds ("Erin (that's me) is vegetarian now." after "I'm pescatarian."), where it was said later (in
+a later session, or :data:`LATER_MESSAGES` on in the same one). A lasting fact stays in the profile where the
+subject model is sure it is about one of :data:`FACT_SUBJECTS` ("I moved to Lisbon last month."), or where it
+retracts a statement shown.
 """
 
 from __future__ import annotations
@@ -35,9 +43,11 @@ from memgas.embed.base import Embedder
 from memgas.kernels.excerpt import around, sentence_spans
 from memgas.kernels.lasting import CLASSES, LastingModel, replacements, states_a_change, word_features
 from memgas.kernels.standing import INSTRUCTION, PREFERENCE, Standing, holds_always, standing_statements
+from memgas.kernels.subjects import ONE_VALUE, SUBJECTS, same_subject
 from memgas.store import Store
 
-__all__ = ["EXCERPT_CHARS", "SUPERSEDE_COSINE", "FACT", "Detector", "Profiles", "StandingStatement"]
+__all__ = ["EXCERPT_CHARS", "SUPERSEDE_COSINE", "FACT", "FACT_SUBJECTS", "FACT_CERTAINTY", "Detector", "Profiles",
+           "StandingStatement"]
 
 #: The detector's kinds a profile takes: preferences and constraints, and lasting facts, which stay only where they
 #: say they change something and replace an earlier statement the profile shows ("I'm not vegetarian anymore." after "I'm vegetarian."). Instructions are the rules'
@@ -72,12 +82,17 @@ class StandingStatement:
     #: its ``text``'s unit vector, where :class:`Profiles` has embedded it (kept in memory with the statement)
     vector: np.ndarray | None = field(default=None, repr=False, compare=False)
     who: str | None = None
+    #: what it is about (one of :data:`memgas.kernels.subjects.SUBJECTS`: ``"home"``, ``"diet"``, ...), where the
+    #: subject model read it, else ``None``
+    subject: str | None = None
+    #: the subject model's probability of ``subject`` (kept in memory with the statement)
+    certainty: float = field(default=0.0, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The statement as the API returns it."""
         return {"kind": self.kind, "text": self.text, "session_id": self.session_id, "message": self.message,
                 "timestamp": self.timestamp.isoformat() if self.timestamp else None, "always": self.always,
-                "who": self.who}
+                "who": self.who, "subject": self.subject}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StandingStatement:
@@ -86,7 +101,7 @@ class StandingStatement:
         text = str(data["text"])
         return cls(str(data["kind"]), text, str(data["session_id"]), int(data["message"]),
                    datetime.fromisoformat(stamp) if stamp else None, bool(data.get("always")), text,
-                   who=data.get("who") or None)
+                   who=data.get("who") or None, subject=data.get("subject") or None)
 
 
 class Detector:
@@ -111,6 +126,16 @@ class Detector:
         #: whether a later statement replaces an earlier one (``None``: the cosine rule decides)
         self.replacer = LastingModel.from_arrays({k[len("pair_"):]: v for k, v in arrays.items()
                                                   if k.startswith("pair_")}) if ours and "pair_coef" in arrays else None
+        #: what a statement is about and what a request bears on (``None``: no subjects)
+        self.subjects = LastingModel.from_arrays({k[len("subject_"):]: v for k, v in arrays.items()
+                                                  if k.startswith("subject_")}) if ours and "subject_coef" in arrays else None
+
+    def subject_probabilities(self, vectors: np.ndarray) -> np.ndarray | None:
+        """Each of the sentences' unit ``vectors``' probability of each of :data:`~memgas.kernels.subjects.SUBJECTS`
+        (``None`` without the subject model)."""
+        if self.subjects is None:
+            return None
+        return self.subjects.predict_proba(np.asarray(vectors, np.float32).reshape(-1, self.embedder.dim))
 
     def statements(self, texts: list[str], known: list[list[Standing]]) -> list[list[Standing]]:
         """For each of ``texts`` (user messages), the standing statements the model finds in its sentences of 3 to 80
@@ -141,11 +166,66 @@ def session_statements(session: Session, detector: Detector | None = None) -> li
     learned = detector.statements([m.content for _, m in users], known) if detector is not None else [[]] * len(users)
     out = []
     for (i, m), rules, model in zip(users, known, learned):
-        for s in sorted(rules + model, key=lambda s: s.start):
+        found = sorted(rules + model, key=lambda s: s.start)
+        for n, s in enumerate(found):
             out.append(StandingStatement(s.kind, m.content[s.start:s.end].strip(), session.session_id, i,
-                                         session.timestamp, s.always, around(m.content, s.start, s.end,
-                                                                             EXCERPT_CHARS)[0], who=m.name or None))
+                                         session.timestamp, s.always, _excerpt(m.content, found, n), who=m.name or None))
     return out
+
+
+def _excerpt(text: str, found: list[Standing], n: int) -> str:
+    """The ``n``-th of the statements ``found`` in ``text`` with the neighbouring sentences that fit
+    :data:`EXCERPT_CHARS`, but not past another statement: each shows, holds and is replaced on its own ("Hi, I'm
+    Erin. I live in Portland." is a name and a home; the home that a move replaced is not shown with the name).
+
+    >>> t = "Hi, I'm Erin. I live in Portland. It rains a lot."
+    >>> _excerpt(t, [Standing("fact", 0, 13), Standing("fact", 14, 33)], 0)
+    "Hi, I'm Erin. …"
+    >>> _excerpt(t, [Standing("fact", 0, 13), Standing("fact", 14, 33)], 1)
+    '… I live in Portland. It rains a lot.'
+    """
+    s = found[n]
+    lo = max((o.end for o in found[:n]), default=0)
+    hi = min((o.start for o in found[n + 1:]), default=len(text))
+    lo, hi = min(lo, s.start), max(hi, s.end)
+    shown = around(text[lo:hi], s.start - lo, s.end - lo, EXCERPT_CHARS)[0]
+    if text[:lo].strip() and not shown.startswith("…"):
+        shown = "… " + shown
+    if text[hi:].strip() and not shown.endswith("…"):
+        shown += " …"
+    return shown
+
+
+#: The subjects a lasting fact about the person may be shown on: those of one value (a home, a diet, a partner, a
+#: job, a language, a name), where the newest holds. Not the others, where the detector's facts are mostly one-off
+#: events ("I tried a new lasagna recipe last night.", "Took Biscuit to the vet yesterday.": LoCoMo's observations,
+#: which it learned facts from, hold events as facts).
+FACT_SUBJECTS = ONE_VALUE
+#: ... and only where the subject model is at least this sure of the subject (an event that names a subject reads
+#: as it less surely: the lasagna 0.48 diet, "My daughter started piano lessons this week." 0.54 family, "I moved to
+#: Lisbon last month." 0.90 home).
+FACT_CERTAINTY = 0.6
+
+
+def _personal(s: StandingStatement) -> bool:
+    """Whether ``s`` stays in a profile by its kind: an instruction or a preference, or a fact the subject model
+    surely reads as about one of :data:`FACT_SUBJECTS`."""
+    return s.kind != FACT or (s.subject in FACT_SUBJECTS and s.certainty >= FACT_CERTAINTY)
+
+
+#: In one session, a statement at least this many messages after another is later than it; nearer, the two are one
+#: moment of the conversation and both hold ("I moved to Sellwood last week." then "Sellwood is quieter than where I
+#: lived before.").
+LATER_MESSAGES = 4
+
+
+def _said_later(found: list[StandingStatement]) -> np.ndarray:
+    """``[i, j]``: statement ``j`` (of ``found``, oldest first) was said later than ``i``: in another session (a later
+    one, by the order), or at least :data:`LATER_MESSAGES` messages on in the same one."""
+    session = np.array([s.session_id for s in found], dtype=object)
+    message = np.array([s.message for s in found])
+    near = (session[:, None] == session[None, :]) & (message[None, :] - message[:, None] < LATER_MESSAGES)
+    return np.triu(~near, 1)
 
 
 def _when(s: StandingStatement) -> tuple[float, str, int]:
@@ -188,8 +268,13 @@ class Profiles:
             changed = {i.session_id for i in store.sessions_since(user_id, cached[0][0])[0]} | (ids - set(per))
         fresh = {sid: session_statements(store.get_session(user_id, sid), self.detector) for sid in changed}
         texts = [st.text for v in fresh.values() for st in v]
-        vectors = iter(self.vectors_of(texts))  # once per statement, when its session is read
-        per.update({sid: [replace(st, vector=next(vectors)) for st in v] for sid, v in fresh.items()})
+        made = self.vectors_of(texts)  # once per statement, when its session is read
+        probabilities = self.detector.subject_probabilities(made) if self.detector is not None else None
+        read: list[tuple[str | None, float]] = [(None, 0.0)] * len(texts) if probabilities is None else [
+            (SUBJECTS[i], float(p[i])) for p, i in zip(probabilities, probabilities.argmax(axis=1).tolist())]
+        subjects, vectors = iter(read), iter(made)
+        per.update({sid: [replace(st, vector=next(vectors), subject=subject, certainty=certainty)
+                          for st in v for subject, certainty in [next(subjects)]] for sid, v in fresh.items()})
         with self._lock:
             self._cache[(id(store), user_id)] = (key, per)
             while len(self._cache) > self.max_users:  # a server's many users: the least recently read go first
@@ -210,12 +295,14 @@ class Profiles:
             last = self._current.get((id(store), user_id))
         if last is not None and last[:3] == scope:
             return list(last[3])
+        replaced: frozenset[tuple[str, int]] = frozenset()
         found = sorted((s for sid, v in per.items() if (within is None or sid in within) and sid not in excluded
                         for s in v), key=_when)
         if len(found) >= 2:
             vectors = self.vectors(found)
             kinds = np.array([s.kind for s in found])
-            replaces = np.triu(vectors @ vectors.T >= SUPERSEDE_COSINE, 1) & (kinds[:, None] == kinds[None, :])
+            alike = np.triu(vectors @ vectors.T >= SUPERSEDE_COSINE, 1) & (kinds[:, None] == kinds[None, :])
+            replaces = alike
             # what one person says never replaces what another said (a group chat: Alice's diet is not Bob's)
             who = np.array([s.who or "" for s in found])
             same_person = who[:, None] == who[None, :]
@@ -229,22 +316,49 @@ class Profiles:
                 changes = np.array([states_a_change(t) for t in texts])
                 about = (~told[:, None] & (kinds == FACT)[None, :]) | (told[:, None] & (told & changes)[None, :])
                 replaces = np.where(about, learned, replaces)
-            replaces &= same_person
+            # statements on different subjects never replace each other; on a subject of one value (home, diet,
+            # work, the answer language) the newer that says it changes something replaces the older, whatever
+            # their kinds ("Erin (that's me) is vegetarian now." after "I'm pescatarian.")
+            may, one = same_subject([s.subject for s in found])
+            changes = np.array([states_a_change(s.text) for s in found])
+            replaces = (replaces & may) | np.triu(one & changes[None, :], 1)
+            # a replacement is said later (a near repeat of a statement is one whenever it is said)
+            replaces &= same_person & (_said_later(found) | alike)
             shown = np.array([s.kind != FACT for s in found])
-            # a fact stays only where it replaces a statement the profile shows and says it changes something (a
-            # preference it retracts): a fact the model merely paired with a preference was an old value as often
+            # a fact stays where it is about one of the person's subjects (home, partner, diet...), or where it
+            # replaces a statement the profile shows and says it changes something (a preference it retracts): a
+            # fact of no such subject that the model merely paired with a preference was an old value as often
             # (BEAM's knowledge updates: "reduced the latency from 250ms to 210ms" above the later 180ms)
-            said_change = np.array([s.kind == FACT and states_a_change(s.text) for s in found])
+            said_change = np.array([s.kind == FACT for s in found]) & changes
             gone, replacing = replaces.any(axis=1), (replaces & shown[:, None]).any(axis=0) & said_change
-            found = [s for s, out, new in zip(found, gone, replacing) if not out and (s.kind != FACT or new)]
-        else:  # a fact alone replaces nothing
-            found = [s for s in found if s.kind != FACT]
+            replaced = frozenset((s.session_id, s.message) for s, out in zip(found, gone) if out)
+            found = [s for s, out, new in zip(found, gone, replacing) if not out and (_personal(s) or new)]
+        else:  # a fact alone replaces nothing: it stays where it is about one of the person's subjects
+            found = [s for s in found if _personal(s)]
         with self._lock:
-            self._current[(id(store), user_id)] = (*scope, tuple(found))
+            self._current[(id(store), user_id)] = (*scope, tuple(found), replaced)
             self._current.move_to_end((id(store), user_id))
             while len(self._current) > self.max_users:
                 self._current.popitem(last=False)
         return list(found)
+
+    def marks(self, store: Store, user_id: str, *, within: Collection[str] | None = None,
+              excluded: Collection[str] = ()) -> dict[tuple[str, int], tuple[frozenset[str], bool]]:
+        """For each user message holding a lasting statement, as ``(session_id, index)``: the subjects its statements
+        are about, and whether a newer statement replaced one of them (among :meth:`statements` of the same scope):
+        what a context's memories mark ``(earlier)``, and which two of its lines cannot speak of one thing."""
+        self.statements(store, user_id, within=within, excluded=excluded)
+        _, per = self._per_session(store, user_id)
+        with self._lock:
+            last = self._current.get((id(store), user_id))
+        replaced = last[4] if last is not None else frozenset()
+        out: dict[tuple[str, int], tuple[frozenset[str], bool]] = {}
+        for v in per.values():
+            for st in v:
+                key = (st.session_id, st.message)
+                held = out.get(key, (frozenset(), False))[0]
+                out[key] = (held | ({st.subject} if st.subject else set()), key in replaced)
+        return out
 
     def vectors(self, statements: list[StandingStatement]) -> np.ndarray:
         """The statements' unit vectors, one row each (those :meth:`statements` gave carry theirs already)."""

@@ -87,7 +87,8 @@ def _templates(r: Mapping[str, Any]) -> str:
 def _profile(r: Mapping[str, Any]) -> str:
     if not r["statements"]:
         return "(no standing instructions or preferences)"
-    return "\n".join(f"- [{_date(st['timestamp'])} · {st['session_id']}] {st['kind']}: "
+    return "\n".join(f"- [{_date(st['timestamp'])} · {st['session_id']}] {st['kind']}"
+                     f"{' (' + st['subject'] + ')' if st.get('subject') not in (None, 'other') else ''}: "
                      f"{st['who'] + ': ' if st.get('who') else ''}{st['text']}" for st in r["statements"])
 
 

@@ -147,8 +147,8 @@ class ContextRequest(SearchRequest):
 
 
 class StandingOut(BaseModel):
-    """One standing instruction or preference: what the user said to hold from then on, and where (``fact``: a
-    lasting fact that replaced an earlier statement, "I'm not vegetarian anymore.")."""
+    """One statement that holds now about the user: an instruction, a preference, or a lasting fact ("I moved to
+    Lisbon last month."); what it is about, and where it was said."""
 
     kind: Literal["instruction", "preference", "fact"]
     text: str = Field(description="the statement, one sentence of a user message")
@@ -158,6 +158,8 @@ class StandingOut(BaseModel):
     always: bool = Field(description="an instruction with no condition: it holds for every request")
     who: str | None = Field(default=None, description="the speaker's name where the message gives one (a group "
                                                      "chat), else null: the user")
+    subject: str | None = Field(default=None, description="what it is about: home, diet, food, partner, family, "
+                                                         "work, pets, language, name or other (null: not read)")
 
 
 class ProfileOut(BaseModel):

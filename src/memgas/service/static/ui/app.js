@@ -278,10 +278,11 @@ async function profile(user) {
   crumbs.replaceChildren(h("a", { href: "#/" }, "users"), "/ ", h("a", { href: `#/u/${seg(user)}` }, user), " / profile");
   const data = await api("GET", `/v1/profile?${q({ user_id: user })}`);
   const rows = data.statements.map((st) => h("tr", {}, h("td", {}, st.always ? `${st.kind} (always)` : st.kind),
+    h("td", {}, st.subject || ""),
     h("td", {}, st.who ? `${st.who}: ${st.text}` : st.text), h("td", {}, h("a", { href: `#/u/${seg(user)}/s/${seg(st.session_id)}` }, st.session_id),
                             ` #${st.message}`), h("td", {}, when(st.timestamp))));
   show(h("h2", {}, `Standing instructions and preferences of ${user}`), userTabs(user),
-       rows.length ? h("table", { id: "profile" }, h("tr", {}, h("th", {}, "kind"), h("th", {}, "what the user said"),
+       rows.length ? h("table", { id: "profile" }, h("tr", {}, h("th", {}, "kind"), h("th", {}, "about"), h("th", {}, "what the user said"),
                                                        h("th", {}, "where"), h("th", {}, "when")), rows)
                    : h("p", { class: "muted" }, "No standing instructions or preferences."));
 }

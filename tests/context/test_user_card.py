@@ -1,0 +1,121 @@
+"""The user card (issue 59): what holds now about the person, read by subject with the real embedder. The new user's
+scenario of the issue, whose first hour got the old city, the old diet and the old partner under "the current
+state first": sessions months apart, requests that depend on a fact without naming it. None of these phrasings is
+in the subject model's or the detector's training phrasings (``memgas/data/user_model_*.json``)."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import pytest
+
+from memgas import Memory
+from memgas.context.assemble import PROFILE_HEADER
+from memgas.embed.base import Embedder
+
+SAID = [
+    ("jan", "2026-01-10", ["Hi, I'm Erin. I live in Portland.", "I'm pescatarian, just so you know.",
+                           "Always answer in French.", "My partner Sam loves jazz."]),
+    ("mar", "2026-03-02", ["btw I can't stand cilantro", "I hate mushrooms.", "My daughter is allergic to shellfish."]),
+    ("jun", "2026-06-20", ["I moved to Lisbon last month.", "Erin (that's me) is vegetarian now.",
+                           "Always answer in English from now on.", "These days my partner is Jordan."]),
+]
+REQUESTS = ["Find a nice restaurant near me for a date night.", "What's the weather like where I live?",
+            "What should I get my partner for their birthday?", "Suggest a dinner recipe for me."]
+
+
+def test_none_of_these_phrasings_was_trained_on() -> None:
+    data = resources.files("memgas").joinpath("data")
+    subjects = json.loads(data.joinpath("user_model_subjects.json").read_text("utf-8"))
+    detector = json.loads(data.joinpath("user_model_phrasings.json").read_text("utf-8"))
+    trained = {t.lower() for part in ("statements", "requests") for texts in subjects[part].values() for t in texts}
+    trained |= {t.lower() for texts in detector["examples"].values() for t in texts}
+    said = {t.lower() for _, _, texts in SAID for t in texts} | {r.lower() for r in REQUESTS}
+    assert not said & trained
+
+
+@pytest.fixture(scope="module")
+def erin(embedder: Embedder) -> Memory:
+    mem = Memory(None, embedder=embedder)
+    for session, date, texts in SAID:
+        messages = [m for t in texts for m in ({"role": "user", "content": t}, {"role": "assistant", "content": "Noted."})]
+        mem.add(messages, user_id="erin", session_id=session, timestamp=date)
+    return mem
+
+
+def card(mem: Memory, request: str) -> tuple[str, list[str]]:
+    text = mem.context(request, user_id="erin", max_tokens=1000)
+    head, _, rest = text.partition("Memories from")
+    assert head.startswith(PROFILE_HEADER)
+    return head, [line for line in rest.splitlines()[1:]]
+
+
+def test_the_profile_holds_the_latest_word_on_each_subject(erin: Memory) -> None:
+    profile = {s.text: (s.kind, s.subject) for s in erin.profile(user_id="erin")}
+    assert profile["I moved to Lisbon last month."] == ("fact", "home")
+    assert profile["These days my partner is Jordan."] == ("fact", "partner")
+    assert profile["Erin (that's me) is vegetarian now."][1] == "diet"
+    assert profile["Always answer in English from now on."] == ("instruction", "language")
+    for kept in ("btw I can't stand cilantro", "I hate mushrooms.", "My daughter is allergic to shellfish."):
+        assert profile[kept] == ("preference", "food")  # dislikes and allergies add up: none replaces another
+    said = " ".join(profile)
+    for gone in ("Portland", "pescatarian", "French", "Sam"):
+        assert gone not in said
+
+
+@pytest.mark.parametrize("request_, wanted, stale", [
+    (REQUESTS[0], ["I moved to Lisbon last month."], ["Portland"]),
+    (REQUESTS[1], ["I moved to Lisbon last month."], ["Portland"]),
+    (REQUESTS[2], ["These days my partner is Jordan."], ["Sam"]),
+    (REQUESTS[3], ["btw I can't stand cilantro", "I hate mushrooms.", "My daughter is allergic to shellfish.",
+                   "Erin (that's me) is vegetarian now."], ["pescatarian"]),
+])
+def test_a_request_gets_the_current_statements_it_bears_on_in_the_card(erin: Memory, request_: str,
+                                                                     wanted: list[str], stale: list[str]) -> None:
+    head, memories = card(erin, request_)
+    for text in wanted:
+        assert f"user: {text}" in head, head
+    for word in stale:
+        assert word not in head, head
+        # where a replaced statement comes back as a memory, its line says it is earlier
+        assert all("(earlier)" in line for line in memories if word in line), memories
+
+
+def test_earlier_marks_only_a_line_a_newer_statement_on_its_subject_replaced(erin: Memory) -> None:
+    _, memories = card(erin, "Do I like mushrooms, and what do I eat these days?")
+    mushrooms = [line for line in memories if "I hate mushrooms." in line]
+    assert all("(earlier)" not in line for line in mushrooms)
+    assert all("(earlier)" in line for line in memories if "pescatarian" in line or "Portland" in line)
+
+
+def test_statements_on_different_subjects_or_that_say_no_change_all_hold(embedder: Embedder) -> None:
+    said = ["I hate mushrooms.", "My wife is a doctor.", "I moved to Lisbon last month.", "Peppers make me gag.",
+            "My wife loves gardening.", "I'm learning to paint with watercolours."]
+    with Memory(None, embedder=embedder) as mem:
+        for i, text in enumerate(said):
+            mem.add(text, user_id="u", session_id=f"s{i}", timestamp=f"2024-0{i + 1}-01T10:00:00")
+        kept = [s.text for s in mem.profile(user_id="u")]
+        assert [t for t in said[:5] if t not in kept] == []  # none replaced another (the last need not last)
+
+
+def test_the_pair_model_never_replaces_a_statement_on_another_subject(embedder: Embedder) -> None:
+    """The supersession model alone calls these replacements (a home replacing a job, a home replacing a taste, a
+    job replacing a home); their subjects differ, so the older holds."""
+    pairs = [("I work at a bakery.", "I moved to a flat above the bakery."), ("I love Italian food.", "I moved to Italy."),
+             ("I live near the beach.", "I now work near the beach.")]
+    with Memory(None, embedder=embedder) as mem:
+        for i, (older, newer) in enumerate(pairs):
+            mem.add(older, user_id=f"u{i}", session_id="a", timestamp="2024-01-01T10:00:00")
+            mem.add(newer, user_id=f"u{i}", session_id="b", timestamp="2024-02-01T10:00:00")
+            assert older in [s.text for s in mem.profile(user_id=f"u{i}")]
+
+
+def test_a_tight_card_leads_with_what_the_request_bears_on(erin: Memory) -> None:
+    """At 250 tokens the card holds three lines: the instruction that always holds, then the statements of the
+    subjects the request bears on, though other statements are nearer it by the embedder's cosine."""
+    for request, first in [(REQUESTS[1], "I moved to Lisbon last month."),
+                           (REQUESTS[2], "These days my partner is Jordan.")]:
+        lines = erin.context(request, user_id="erin", max_tokens=250).partition("Memories from")[0].splitlines()
+        assert lines[1].endswith("user: Always answer in English from now on.")
+        assert lines[2].endswith(f"user: {first}"), lines
