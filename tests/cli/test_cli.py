@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from memgas.cli.commands import EXIT_BROKEN_PIPE, main
-from memgas.context.assemble import MEMORY_HEADERS
+from memgas.context.assemble import MEMORY_HEADERS, PROFILE_HEADER
 from memgas.store import SQLiteStore
 
 TRIP = {"session_id": "trip", "timestamp": "2024-05-01T10:00:00", "metadata": {"source": "chat", "tags": ["été"]},
@@ -362,10 +362,11 @@ def test_demo_replaces_only_its_own_store(capsys: pytest.CaptureFixture[str], db
     # of stairs to my apartment." takes the kitchen-table line's place; the 400-token context below holds both)
     assert ("Sellwood" in town[1] or "we're moving" in town[1]) and "Buckman" not in town[1]
     read = out.split("What an agent reads for")[1]
-    # a question about now: what is relevant, newest first (after the standing statement that bears on it)
-    assert MEMORY_HEADERS["now"] in read.splitlines()[1:4]
+    # the move is the user card's latest word on the home, then what is relevant, newest first
+    assert PROFILE_HEADER == read.splitlines()[1] and "we're moving! I found a little rental house in Sellwood" in (
+        read.splitlines()[2])
+    assert MEMORY_HEADERS["now"] in read.splitlines()[2:5]
     sellwood = read.index("I'm writing this from my new kitchen table in Sellwood!")
-    assert sellwood < read.index("we're moving! I found a little rental house in Sellwood")
     assert sellwood < read.index("from my apartment in Buckman")  # the current neighbourhood before the old one
     found = int(out.strip().splitlines()[-2].split("/")[0])
     assert found >= 7, out

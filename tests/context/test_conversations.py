@@ -132,5 +132,7 @@ def test_the_demos_present_tense_question_opens_with_the_move(embedder: Embedder
             mem.add(s["messages"], user_id=data["user_id"], session_id=s["session_id"], timestamp=s["timestamp"])
         text = mem.context("Which part of town do I live in these days?", user_id=data["user_id"], max_tokens=400)
         assert MEMORY_HEADERS["now"] in text
-        first = memories(text)[0]
+        # the move opens the block: the user card's first line (the latest word on the home)
+        first = text.splitlines()[1]
         assert "Sellwood" in first and "(earlier)" not in first and "Mount Hood" not in first
+        assert [line for line in memories(text) if "new kitchen table in Sellwood" in line and "(earlier)" not in line]

@@ -10,8 +10,9 @@ from importlib import resources
 
 import pytest
 
-from memgas import Memory
+from memgas import InvalidInputError, Memory
 from memgas.context.assemble import PROFILE_HEADER
+from memgas.context.profile import SENTENCES_PER_MESSAGE, STATEMENTS_PER_MESSAGE, Detector
 from memgas.embed.base import Embedder
 
 SAID = [
@@ -119,3 +120,30 @@ def test_a_tight_card_leads_with_what_the_request_bears_on(erin: Memory) -> None
         lines = erin.context(request, user_id="erin", max_tokens=250).partition("Memories from")[0].splitlines()
         assert lines[1].endswith("user: Always answer in English from now on.")
         assert lines[2].endswith(f"user: {first}"), lines
+
+
+def test_a_long_paste_is_read_only_so_far_and_bad_input_changes_nothing(embedder: Embedder) -> None:
+    """A 900 KB message of 50,000 sentences took minutes to read and then a profile's pairs no memory holds (the
+    process died): the detector reads its first sentences only, and it gives a bounded number of statements."""
+    read: list[int] = []
+
+    class Counting:
+        def __init__(self) -> None:
+            self.id, self.dim = embedder.id, embedder.dim
+
+        def embed(self, texts: list[str]):  # type: ignore[no-untyped-def]
+            read.append(len(texts))
+            return embedder.embed(texts)
+
+    paste = " ".join(f"I hate mushrooms number {i}." for i in range(50_000))
+    found = Detector(Counting()).statements([paste], [[]])  # type: ignore[arg-type]
+    assert read == [SENTENCES_PER_MESSAGE] and 1 <= len(found[0]) <= SENTENCES_PER_MESSAGE
+    with Memory(None, embedder=embedder) as mem:
+        mem.add(paste, user_id="u", session_id="paste")
+        assert 1 <= len(mem.profile(user_id="u")) <= STATEMENTS_PER_MESSAGE
+        for bad in ([{"role": "user", "content": "I hate olives.", "name": ""}],):
+            with pytest.raises(InvalidInputError, match="'name' is empty"):
+                mem.add(bad, user_id="u", session_id="named")
+        with pytest.raises(InvalidInputError, match="participants must be a list"):
+            mem.add("I hate olives.", user_id="u", session_id="group", metadata={"participants": "Alice"})
+        assert [s.session_id for s in mem.list(user_id="u")] == ["paste"]  # nothing stored by either

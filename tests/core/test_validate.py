@@ -201,6 +201,8 @@ def test_metadata_is_copied_to_plain_json() -> None:
 @pytest.mark.parametrize("message,needle", [
     ({"role": "user", "content": SURROGATE}, "message 0: 'content' is not valid Unicode"),
     ({"role": "user", "content": "hi", "name": SURROGATE}, "message 0: 'name' is not valid Unicode"),
+    ({"role": "user", "content": "hi", "name": ""}, "message 0: 'name' is empty"),  # whose line would say no one's
+    ({"role": "user", "content": "hi", "speaker": "  "}, "message 0: 'name' is empty"),
     ({"role": ["user"], "content": "hi"}, "unknown role"),  # unhashable: was a TypeError
     ({"role": "user", "content": "x" * 2_000_001}, "over the limit of 2,000,000"),
 ])

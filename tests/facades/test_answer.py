@@ -227,7 +227,7 @@ def test_context_shows_the_newest_state_first_for_a_question_about_the_present(e
     """The demo's case: the March session (Buckman) and the April one (moving to Sellwood) both answer "where do I
     live these days?"; the context shows April first and marks March as earlier, leaves the bread session out (below
     the relevance floor), and keeps relevance order, unmarked, for a question about the past."""
-    from memgas.context.assemble import MEMORY_HEADERS
+    from memgas.context.assemble import MEMORY_HEADERS, PROFILE_HEADER
     from memgas.memory import Memory
 
     with Memory(embedder=embedder) as mem:
@@ -240,12 +240,18 @@ def test_context_shows_the_newest_state_first_for_a_question_about_the_present(e
         mem.add([{"role": "user", "content": "My sourdough starter finally doubled overnight."}],
                 user_id="u", session_id="bread", timestamp="2024-04-01T10:00:00")
         now = mem.context("Which part of town do I live in these days?", user_id="u", k=3, max_tokens=400).splitlines()
-        assert now[0] == MEMORY_HEADERS["now"]
-        assert now[1].startswith("[1] 2024-04-20 · april · user: Big news: I'm moving to Sellwood")
-        assert now[2].startswith("[2] 2024-03-05 · march (earlier) · user: I live in the Buckman")
+        # the move is the latest word on the user's home: the card holds it, and the home it replaced is earlier
+        assert now[0] == PROFILE_HEADER
+        assert now[1].startswith("- 2024-04-20 · april · user: Big news: I'm moving to Sellwood")
+        assert now[2] == MEMORY_HEADERS["now"]
+        assert now[3].startswith("[1] 2024-03-05 · march (earlier) · user: I live in the Buckman")
         assert not any("bread" in line for line in now)
         past = mem.context("Where did I live before I moved?", user_id="u", k=3).splitlines()
-        assert past[0] == MEMORY_HEADERS["past"] and "(earlier)" not in "\n".join(past)
+        assert MEMORY_HEADERS["past"] in past
+        # in relevance order; "(earlier)" only on the home the move replaced, whatever the question asks
+        assert [line for line in past if "(earlier)" in line] == [line for line in past if "user: I live in the Buckman" in line]
         hits = mem.search("Where did I live before I moved?", user_id="u", k=3)
-        assert [line.split(" · ")[1] for line in past[1:] if " · user: " in line] == \
-            [h.session_id for h in hits if h.session_id != "bread"]
+        carded = {line.split(" · ")[1] for line in past if line.startswith("- ")}
+        assert [line.split(" · ")[1].removesuffix(" (earlier)") for line in past
+                if line.startswith("[") and " · user: " in line] == \
+            [h.session_id for h in hits if h.session_id != "bread" and h.session_id not in carded]

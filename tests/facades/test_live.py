@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from memgas import Memory
-from memgas.context.assemble import MEMORY_HEADERS
+from memgas.context.assemble import PROFILE_HEADER
 from memgas.core.errors import InvalidInputError, NotFoundError
 from memgas.embed.base import Embedder
 from memgas.kernels.text import context_tokens
@@ -269,8 +269,9 @@ def test_context_is_dated_cited_within_budget_and_leaves_out_the_current_convers
             mem.add(conversation(4, 20 + i), user_id="u", session_id=f"c{i}", timestamp="2024-04-01")
         text = mem.context("Where did I move?", user_id="u", k=3, max_tokens=200)
         lines = text.splitlines()
-        assert lines[0] == MEMORY_HEADERS["past"]
-        assert lines[1] == "[1] 2024-03-10 · move · user: I moved to Lisbon in March."
+        # the move is a lasting fact about the home: the user card holds it, dated and cited
+        assert lines[0] == PROFILE_HEADER
+        assert lines[1] == "- 2024-03-10 · move · user: I moved to Lisbon in March."
         assert context_tokens(text) <= 200
         small = mem.context("Where did I move?", user_id="u", k=3, max_tokens=40)
         assert context_tokens(small) <= 40 and "· move · user: I moved to Lisbon" in small

@@ -152,8 +152,10 @@ def _print_demo_question(mem: Any, user: str, q: dict[str, Any], k: int, width: 
               f"why: {_why(h)}")
         line = " ".join(h.turns[0].text.split()) if h.turns else ""
         print(f"       best turn: {line[:width]}{'…' if len(line) > width else ''}")
-    lines = [line for line in mem.context(q["query"], user_id=user, max_tokens=300).splitlines()
-             if line[:1] == "[" and line[1:2].isdigit()][:3]
+    block = mem.context(q["query"], user_id=user, max_tokens=300).splitlines()
+    # the user card's first two lines (what holds now about the user), then the first three memories
+    lines = [line for line in block if line.startswith("- ")][:2] + [
+        line for line in block if line[:1] == "[" and line[1:2].isdigit()][:3]
     now = " (a question about now: the newest state first, what it replaced marked earlier)" \
         if context_mode(q["query"]) == "now" else ""
     print(f"  the agent reads first{now}:")

@@ -139,34 +139,62 @@ class Detector:
 
     def statements(self, texts: list[str], known: list[list[Standing]]) -> list[list[Standing]]:
         """For each of ``texts`` (user messages), the standing statements the model finds in its sentences of 3 to 80
-        words that are not questions, but those of ``known`` (what the rules found there), in order."""
+        words that are not questions, but those of ``known`` (what the rules found there), in order; a sentence the
+        model lets pass that the subject model surely reads as about a subject of one value and that says it changes
+        something ("Big news: I'm moving to Sellwood next week.") is a lasting fact."""
         if self.model is None:
             return [[] for _ in texts]
         spans = [(t, a, b) for t, (text, found) in enumerate(zip(texts, known))
-                 for a, b in sentence_spans(text) if 3 <= len(text[a:b].split()) <= 80
-                 and not text[a:b].rstrip().endswith("?") and not any(s.start <= a < s.end for s in found)]
+                 for a, b in _readable(text, found)]
         out: list[list[Standing]] = [[] for _ in texts]
         if not spans:
             return out
         sentences = [" ".join(texts[t][a:b].split()) for t, a, b in spans]
-        rows = np.hstack([np.asarray(self.embedder.embed(sentences), np.float32).reshape(len(sentences), -1),
-                          np.stack([word_features(s) for s in sentences])])
-        for (t, a, b), sentence, kind in zip(spans, sentences, self.model.predict(rows).tolist()):
+        vectors = np.asarray(self.embedder.embed(sentences), np.float32).reshape(len(sentences), -1)
+        rows = np.hstack([vectors, np.stack([word_features(s) for s in sentences])])
+        kinds = self.model.predict(rows)
+        about = self.subject_probabilities(vectors)
+        if about is not None:  # a change of a one-value subject the detector let pass is a lasting fact
+            sure = about.max(axis=1) >= FACT_CERTAINTY
+            one = np.isin(np.asarray(SUBJECTS, dtype=object)[about.argmax(axis=1)], list(ONE_VALUE))
+            changes = np.array([states_a_change(s) for s in sentences])
+            kinds = np.where((kinds == 0) & sure & one & changes, CLASSES.index(FACT), kinds)
+        for (t, a, b), sentence, kind in zip(spans, sentences, kinds.tolist()):
             if kind in _PROFILE_KINDS:
                 name = _PROFILE_KINDS[kind]
                 out[t].append(Standing(name, a, b, name == INSTRUCTION and holds_always(sentence)))
         return out
 
 
+#: The most sentences of one message the detector reads, and the most statements one message gives: a long paste
+#: (a 1 MB message of 60,000 sentences took 205 s to read and then a profile's pairs no memory holds) is not where
+#: a person says what holds about them, and a profile's cost stays bounded by the number of messages.
+SENTENCES_PER_MESSAGE = 40
+STATEMENTS_PER_MESSAGE = 12
+
+
+def _readable(text: str, found: list[Standing]) -> list[tuple[int, int]]:
+    """The spans of ``text`` the detector reads: its first :data:`SENTENCES_PER_MESSAGE` sentences of 3 to 80 words
+    that are not questions and that the rules' ``found`` statements do not hold."""
+    out = []
+    for a, b in sentence_spans(text):
+        if 3 <= len(text[a:b].split()) <= 80 and not text[a:b].rstrip().endswith("?") \
+                and not any(s.start <= a < s.end for s in found):
+            out.append((a, b))
+            if len(out) == SENTENCES_PER_MESSAGE:
+                break
+    return out
+
+
 def session_statements(session: Session, detector: Detector | None = None) -> list[StandingStatement]:
     """The standing statements of one session's user messages, in order: what the rules find, and what the
     ``detector`` finds in the other sentences."""
     users = [(i, m) for i, m in enumerate(session.messages) if m.role == "user"]
-    known = [standing_statements(m.content) for _, m in users]
+    known = [standing_statements(m.content)[:STATEMENTS_PER_MESSAGE] for _, m in users]
     learned = detector.statements([m.content for _, m in users], known) if detector is not None else [[]] * len(users)
     out = []
     for (i, m), rules, model in zip(users, known, learned):
-        found = sorted(rules + model, key=lambda s: s.start)
+        found = sorted(rules + model, key=lambda s: s.start)[:STATEMENTS_PER_MESSAGE]
         for n, s in enumerate(found):
             out.append(StandingStatement(s.kind, m.content[s.start:s.end].strip(), session.session_id, i,
                                          session.timestamp, s.always, _excerpt(m.content, found, n), who=m.name or None))

@@ -315,6 +315,8 @@ def _message(i: int, raw: object, max_chars: int) -> Message:
     name = raw.get("name", raw.get("speaker"))
     if name is not None and not isinstance(name, str):
         raise InvalidInputError(f"message {i}: 'name' must be a string")
+    if name is not None and not name.strip():  # a speaker whose line would say whose it is, and says nothing
+        raise InvalidInputError(f"message {i}: 'name' is empty; give the speaker's name or leave it out")
     if name:
         check_unicode(f"message {i}: 'name'", name)
     metadata = raw.get("metadata")

@@ -67,7 +67,8 @@ def word_features(sentence: str) -> np.ndarray:
 
 
 _RETRACTION = re.compile(r"\b(?:not|no longer|n't)\b[^.!?]*\b(?:anymore|any more|again)\b|\bno longer\b|\b(?:stopped|quit|"
-                         r"gave up|moved|switched|changed|instead|now|these days|from now on|new)\b", re.I)
+                         r"gave up|moved|moving|switched|switching|changed|instead|now|these days|from now on|new)\b",
+                         re.I)
 _CONTENT = re.compile(r"[a-z][a-z']{2,}")
 _STOP = frozenset("the and for you your with that this from have has had are was were not but all any can will "
                   "would should could just also very really about into than then them they their there what when "
