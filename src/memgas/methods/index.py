@@ -148,7 +148,7 @@ def compacted_index(index: UserIndex, alive: np.ndarray) -> UserIndex:
 
 def extend_user_index(store: Store, user_id: str, index: UserIndex, *, compact: bool = False,
                       known: Mapping[str, Session] | None = None, gone: np.ndarray | None = None,
-                      ) -> tuple[UserIndex, dict[str, Session], np.ndarray | None] | None:
+                      ) -> tuple[UserIndex, dict[str, Session], np.ndarray | None, UserIndex | None] | None:
     """``index`` brought up to the store's state by reading only the units added since it was built.
 
     Returns the new index, the stored sessions that the added units belong to (read for their
@@ -156,7 +156,9 @@ def extend_user_index(store: Store, user_id: str, index: UserIndex, *, compact: 
     ``gone``: the ids its caller's write deleted, so that the ids still stored need not be read when they account for
     every unit that left)
     and, when ``compact`` let units that are gone (a rewritten
-    session's replaced units) leave the index, the mask of the old rows kept (else ``None``). Returns
+    session's replaced units) leave the index, the mask of the old rows kept and ``index`` without them (its rows
+    are the first of the new index's, so a caller that keeps more per row need not compact again; else ``None``,
+    ``None``). Returns
     ``None`` when some held units are gone and ``compact`` is false, or when a whole session is gone
     (then the caller rebuilds). Call inside ``store.reading()``. ``index`` itself is not changed.
     """
@@ -164,7 +166,7 @@ def extend_user_index(store: Store, user_id: str, index: UserIndex, *, compact: 
     if len(old) == 0:
         return None
     kept, added = store.load_units_after(user_id, int(old.ids[-1]), texts=not isinstance(old.texts, StoredTexts))
-    alive = None
+    alive, compacted = None, None
     if kept != len(old):
         if not compact:
             return None
@@ -173,13 +175,13 @@ def extend_user_index(store: Store, user_id: str, index: UserIndex, *, compact: 
             alive = np.isin(old.ids, store.unit_ids(user_id), assume_unique=True)
         if np.unique(index.session_of[alive]).size != len(index.sessions):
             return None  # a session lost every unit: a fresh build orders the sessions differently
-        index = compacted_index(index, alive)
+        index = compacted = compacted_index(index, alive)
         old = index.table
     if len(added) == 0:
-        return index, {}, alive
+        return index, {}, alive, compacted
     sessions = {sid: known[sid] if known is not None and sid in known else store.get_session(user_id, sid)
                 for sid in dict.fromkeys(added.session_ids)}
-    return appended_index(index, added, sessions), sessions, alive
+    return appended_index(index, added, sessions), sessions, alive, compacted
 
 
 def appended_index(index: UserIndex, added: UnitTable, sessions: dict[str, Session]) -> UserIndex:

@@ -49,7 +49,6 @@ from memgas.methods.index import (
     UserIndex,
     appended_index,
     build_user_index,
-    compacted_index,
     extend_user_index,
     user_index_arrays,
     user_index_from_arrays,
@@ -416,8 +415,8 @@ def _reordered(units: UserIndex, scores: np.ndarray, session: np.ndarray, top: l
     return out
 
 
-def _without_rows(index: _Index, alive: np.ndarray) -> _Index:
-    """The graph of ``index`` over the rows where ``alive`` holds, for the compacted units
+def _without_rows(index: _Index, alive: np.ndarray, units: UserIndex) -> _Index:
+    """The graph of ``index`` over the rows where ``alive`` holds, with ``units``: the compacted units
     :func:`~memgas.methods.index.extend_user_index` made (the matrix is made anew on first use), and its BM25 with the
     documents of the turns that leave retired."""
     position = np.cumsum(alive) - 1  # old row -> new row, as compacted_index numbers them
@@ -427,7 +426,7 @@ def _without_rows(index: _Index, alive: np.ndarray) -> _Index:
     documents, count = index.turn_documents, index.n_documents
     if not staying.all():
         documents, count = (np.arange(n) if documents is None else documents)[staying], n
-    return _Index(compacted_index(index.units, alive), position[index.src[keep]], position[index.dst[keep]],
+    return _Index(units, position[index.src[keep]], position[index.dst[keep]],
                   index.weight[keep], index.lexical, index.tails, turn_documents=documents, n_documents=count)
 
 
@@ -574,14 +573,14 @@ class MemGAS(ConfiguredMethod[MemGASConfig]):
                                      gone=None if appended is None else np.asarray(appended[1], dtype=np.int64))
         if extended is None:
             return None
-        units, sessions, alive = extended
+        units, sessions, alive, compacted = extended
         last_id = int(index.units.table.ids[-1])
         had_matrix = index._adjacency is not None
-        if alive is not None:  # a session was rewritten: its replaced units leave, rows renumbered
+        if alive is not None and compacted is not None:  # a session was rewritten: its replaced units leave
             if (not alive[index.units.masks["turn"]].all() and index.lexical is not None
                     and written is None):
                 return None  # a turn was replaced by an edit (or by another writer): BM25 is rebuilt, the old text gone
-            index = _without_rows(index, alive)
+            index = _without_rows(index, alive, compacted)
             if index.retired() > index.units.masks["turn"].size:
                 return None  # as many retired BM25 documents as live ones: rebuilt (amortized over those appends)
         if len(units.table) == len(index.units.table):
