@@ -600,3 +600,20 @@ def test_latency_times_search_and_context_on_an_existing_store(tmp_path: Path, c
     assert f"{result['ratio_embedded_p95']:.1f}×" in printed and "with the embedding in both" in printed
     assert main(["bench", "latency", "--out", str(out)]) == 2  # no store named: one line
     assert "pass --backend" in capsys.readouterr().err
+
+
+def test_longmemeval_bench_runs_the_question_types_asked_for(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("MEMGAS_CACHE_DIR", str(tmp_path / "cache"))
+    data = lme_file(tmp_path)
+    base = ["bench", "longmemeval", "--data", str(data), "--method", "bm25", "--no-progress"]
+    out = tmp_path / "out"
+    assert main([*base, "--types", "multi-session,single-session-user", "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert [q["qid"] for q in results["questions"]] == ["q3 multi"] and results["skipped"] == {"abstention": 1}
+    assert results["config"]["types"] == ["multi-session", "single-session-user"]
+    capsys.readouterr()
+    assert main([*base, "--types", "knowledge-update"]) == 2
+    assert "no LongMemEval question is of type knowledge-update" in capsys.readouterr().err
+    assert main([*base, "--types", "single-session-assistant"]) == 2  # its one question has no user-side evidence
+    assert "can be scored" in capsys.readouterr().err
+    assert main(["bench", "locomo", "--types", "multi-session", "--no-progress"]) == 2

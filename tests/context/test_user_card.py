@@ -147,3 +147,20 @@ def test_a_long_paste_is_read_only_so_far_and_bad_input_changes_nothing(embedder
         with pytest.raises(InvalidInputError, match="participants must be a list"):
             mem.add("I hate olives.", user_id="u", session_id="group", metadata={"participants": "Alice"})
         assert [s.session_id for s in mem.list(user_id="u")] == ["paste"]  # nothing stored by either
+
+
+def test_what_is_said_of_a_relative_never_replaces_the_speakers_own(embedder: Embedder) -> None:
+    """"My brother just moved to Oslo." is a change of home, but the brother's: the speaker still lives in Berlin, and
+    the speaker's move does not take the sister's home away either. A partner is the speaker's own subject."""
+    said = {"u": ["I live in Portland.", "My sister lives in Berlin.", "I live in Berlin now.",
+                  "My brother just moved to Oslo."],
+            "v": ["My boyfriend Sam loves jazz.", "I'm dating Jordan now."]}
+    with Memory(None, embedder=embedder) as mem:
+        for user, texts in said.items():
+            for i, text in enumerate(texts):
+                mem.add(text, user_id=user, session_id=f"s{i}", timestamp=f"2024-0{i + 1}-01T10:00:00")
+        kept = [s.text for s in mem.profile(user_id="u")]
+        partner = [s.text for s in mem.profile(user_id="v")]
+    assert "I live in Berlin now." in kept and "My sister lives in Berlin." in kept, kept
+    assert "I live in Portland." not in kept
+    assert partner == ["I'm dating Jordan now."]

@@ -385,6 +385,7 @@ def run_longmemeval(
     unit_writer: Any = None,
     contexts: Sequence[int] = (),
     context_options: ContextOptions | None = None,
+    types: Sequence[str] | None = None,
 ) -> BenchResult:
     """Retrieval on LongMemEval: every scorable question, its own haystack, official metrics.
 
@@ -397,9 +398,18 @@ def run_longmemeval(
     :func:`memgas.context.build_context` with ``context_options``, the others by their best turns whole).
     ``unit_writer`` (e.g. :class:`memgas.methods.llm_units.LLMUnitWriter`) writes every session's summary and keyword
     units instead of the extractive ones; its stores are kept apart from theirs, and results.json's config counts its
-    calls.
+    calls. ``types``: only the questions of these types (``None``: all), ``limit`` of them at most.
+
+    Raises:
+        InvalidInputError: a type no question of the data has.
     """
-    questions = load_longmemeval(path, limit=limit)
+    questions = load_longmemeval(path, limit=None if types else limit)
+    if types:
+        unknown = set(types) - {q.qtype for q in questions}
+        if unknown:
+            raise InvalidInputError(f"no LongMemEval question is of type {', '.join(sorted(unknown))}; the types are "
+                                    f"{', '.join(sorted({q.qtype for q in questions}))}")
+        questions = [q for q in questions if q.qtype in types][:limit]
     skipped: dict[str, int] = {}
     groups = []
     for q in questions:
@@ -407,7 +417,10 @@ def run_longmemeval(
             skipped[q.skip_reason or "unscorable"] = skipped.get(q.skip_reason or "unscorable", 0) + 1
             continue
         groups.append((q.sessions[0].user_id, q.sessions, [q]))
-    config = {"dataset": "longmemeval", "data": str(path), "limit": limit, "ks": list(ks), "embedder": embedder.id}
+    if types and not groups:
+        raise InvalidInputError(f"no question of type {', '.join(types)} can be scored (skipped: {skipped})")
+    config = {"dataset": "longmemeval", "data": str(path), "limit": limit, "ks": list(ks), "embedder": embedder.id,
+              **({"types": list(types)} if types else {})}
     result = run_groups("longmemeval", groups, method_names, embedder, ks, config, lambda q, r: {}, progress,
                         store_dir, overrides, llm, backend, stages, ingest, unit_writer, contexts, context_options)
     result.skipped = skipped

@@ -145,9 +145,10 @@ def add_bench_parser(sub: Any) -> None:
     sp.add_argument("--decompose", metavar="SPEC", default=None,
                     help="search a question that needs several sessions as its parts too, every method: "
                          "'llm:<LLM spec>', e.g. llm:local (off by default)")
-    sp.add_argument("--types", default="knowledge-update,temporal-reasoning",
-                    help="kg: LongMemEval question types to run (default knowledge-update,temporal-reasoning); "
-                         "--limit is then per type")
+    sp.add_argument("--types", default=None,
+                    help="LongMemEval question types to run, comma-separated: kg (default knowledge-update,"
+                         "temporal-reasoning; --limit is then per type), longmemeval (default all; --limit then "
+                         "counts the questions of these types)")
     sp.add_argument("--max-sessions", type=int, default=None,
                     help="locomo: keep each conversation's first N sessions and the questions whose evidence lies "
                          "in them (for costly methods such as zep with a local model)")
@@ -404,7 +405,7 @@ def _cmd_kg(args: argparse.Namespace, embedder: Any) -> int:
     if not Path(path).is_file():
         raise InvalidInputError(f"LongMemEval oracle data not found at {Path(path).resolve()}; pass --data PATH")
     llm = llm_from_args(args)
-    types = [t.strip() for t in args.types.split(",") if t.strip()]
+    types = [t.strip() for t in (args.types or "knowledge-update,temporal-reasoning").split(",") if t.strip()]
     roles = [r.strip() for r in args.roles.split(",") if r.strip()]
     result = run_kg(Path(path), embedder, llm, types=types, per_type=args.limit, roles=roles,
                     progress=not args.no_progress)
@@ -807,6 +808,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     run = run_longmemeval if args.dataset == "longmemeval" else run_locomo
     ks = args.k or (list(DEFAULT_KS) if args.dataset == "longmemeval" else [1, 3, 5, 10])
     extra: dict[str, Any] = {"max_sessions": args.max_sessions} if args.dataset == "locomo" else {}
+    if args.types is not None:
+        if args.dataset != "longmemeval":
+            raise InvalidInputError("--types applies to longmemeval and kg only")
+        extra["types"] = [t.strip() for t in args.types.split(",") if t.strip()]
     # e.g. zep, or LLM-made units: the same --llm as the QA benchmark, responses cached
     llm = llm_from_args(args) if NEEDS_LLM & set(methods) or args.llm_units else None
     if args.llm_units:

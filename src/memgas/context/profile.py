@@ -43,7 +43,7 @@ from memgas.embed.base import Embedder
 from memgas.kernels.excerpt import around, sentence_spans
 from memgas.kernels.lasting import CLASSES, LastingModel, replacements, states_a_change, word_features
 from memgas.kernels.standing import INSTRUCTION, PREFERENCE, Standing, holds_always, standing_statements
-from memgas.kernels.subjects import ONE_VALUE, SUBJECTS, same_subject
+from memgas.kernels.subjects import ONE_VALUE, SUBJECTS, concerns, same_subject
 from memgas.store import Store
 
 __all__ = ["EXCERPT_CHARS", "SUPERSEDE_COSINE", "FACT", "FACT_SUBJECTS", "FACT_CERTAINTY", "Detector", "Profiles",
@@ -331,8 +331,10 @@ class Profiles:
             kinds = np.array([s.kind for s in found])
             alike = np.triu(vectors @ vectors.T >= SUPERSEDE_COSINE, 1) & (kinds[:, None] == kinds[None, :])
             replaces = alike
-            # what one person says never replaces what another said (a group chat: Alice's diet is not Bob's)
-            who = np.array([s.who or "" for s in found])
+            # what one person says never replaces what another said (a group chat: Alice's diet is not Bob's), nor
+            # what is about another ("My sister lives in Berlin." is not the speaker's home); a partner is the
+            # speaker's own subject, however it is said ("My wife is Ana." then "I'm with Jordan now.")
+            who = np.array([f"{s.who or ''}\x00{'' if s.subject == 'partner' else concerns(s.text)}" for s in found])
             same_person = who[:, None] == who[None, :]
             replacer = self.detector.replacer if self.detector is not None else None
             if replacer is not None:

@@ -27,6 +27,7 @@ from typing import Mapping
 import numpy as np
 
 from memgas.kernels.standing import INSTRUCTION_RULE, PREFERENCE_RULE
+from memgas.kernels.subjects import RELATIVES
 
 __all__ = ["CLASSES", "PASSING", "LastingModel", "word_features", "WORD_FEATURES", "pair_features", "PAIR_FEATURES",
            "replacements", "states_a_change"]
@@ -36,8 +37,7 @@ CLASSES = ("passing", "instruction", "preference", "fact")
 PASSING = 0
 
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|myself)\b")
-_RELATIVE = re.compile(r"\bmy (?:wife|husband|partner|daughter|son|kids?|children|mother|mom|mum|father|dad|"
-                       r"sister|brother|friend|boss|dog|cat|family|girlfriend|boyfriend|fianc[ée]e?)\b", re.I)
+_RELATIVE = re.compile(rf"\bmy (?:{'|'.join(RELATIVES)})\b", re.I)
 _NAMED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+\b")
 _YOU = re.compile(r"\b(?:you|your)\b", re.I)
 _REQUEST = re.compile(r"^(?:(?:ok(?:ay)?|so|and|also|now|hey|hi|please)[,!]?\s+)*(?:please\s+)?(?:can|could|would|will) you\b"

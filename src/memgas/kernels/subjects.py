@@ -15,11 +15,13 @@ statements that says it changes something replaces the older (:func:`same_subjec
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import numpy as np
 
-__all__ = ["SUBJECTS", "OTHER", "ONE_VALUE", "BEARING", "subjects_of", "bearing", "same_subject"]
+__all__ = ["SUBJECTS", "OTHER", "ONE_VALUE", "BEARING", "RELATIVES", "subjects_of", "bearing", "same_subject",
+           "concerns"]
 
 #: The subjects, in the model's order; the first is none of the others.
 SUBJECTS = ("other", "home", "diet", "food", "partner", "family", "work", "pets", "language", "name")
@@ -31,6 +33,13 @@ ONE_VALUE = frozenset({"home", "diet", "partner", "work", "language", "name"})
 #: A request bears on a subject when the model gives it at least this probability (``memgas bench usermodel``
 #: reports the share of held-out requests' subjects found at it and of what it finds that is right).
 BEARING = 0.2
+#: The people a speaker names by their relation to them ("my sister", "our dog"): a statement that opens with one is
+#: about that person, not the speaker (:func:`concerns`).
+RELATIVES = ("wife", "husband", "partner", "daughter", "son", "kid", "kids", "children", "mother", "mom", "mum",
+             "father", "dad", "sister", "brother", "friend", "boss", "dog", "cat", "family", "girlfriend", "boyfriend",
+             "fiance", "fiancé", "fiancee", "fiancée")
+_OPENS_WITH_RELATIVE = re.compile(r"^\W*(?:(?:ok(?:ay)?|so|and|also|oh|btw|well|by the way)\b[,!]?\s+)*(?:my|our)\s+"
+                                  rf"({'|'.join(sorted(RELATIVES, key=len, reverse=True))})\b", re.I)
 
 
 def subjects_of(probabilities: np.ndarray, names: Sequence[str] = SUBJECTS) -> np.ndarray:
@@ -67,3 +76,15 @@ def same_subject(subjects: Sequence[str | None]) -> tuple[np.ndarray, np.ndarray
     may = equal | ~known[:, None] | ~known[None, :]
     one = equal & np.isin(s, list(ONE_VALUE))[:, None]
     return may, one
+
+
+def concerns(sentence: str) -> str:
+    """Whom a statement is about: ``""`` for its speaker, else the relation it opens with ("my sister", "btw our
+    dog"), casefolded. "My sister lives in Berlin." says where the sister lives, not the speaker, so it never
+    replaces the speaker's home, nor the speaker's it; "I moved in with my sister." is the speaker's.
+
+    >>> [concerns(s) for s in ("My sister lives in Berlin.", "btw our Dog is called Rex", "I moved in with my sister.")]
+    ['sister', 'dog', '']
+    """
+    found = _OPENS_WITH_RELATIVE.match(sentence)
+    return found.group(1).casefold() if found else ""
