@@ -54,6 +54,7 @@ from memgas.store import Store, StoreBinding, open_store, part
 if TYPE_CHECKING:
     from memgas.answer import Answer
     from memgas.context import StandingStatement
+    from memgas.context.confirm import SupersessionCheck
     from memgas.kernels.temporal_graph import Fact
     from memgas.methods.zep import CommunitySummary
 
@@ -96,6 +97,10 @@ class Memory:
         decompose: an optional query-decomposition stage before it, ``"llm:<LLM spec>"`` (see
             :mod:`memgas.methods.decompose`: the LLM names the parts of a question that needs several sessions, one
             call per search, and each part's ranking is fused with the question's; off by default).
+        supersession_check: an optional LLM check of the user model (:mod:`memgas.context.confirm`),
+            ``"llm:<LLM spec>"`` or a :class:`~memgas.context.confirm.SupersessionCheck`: before a later statement
+            takes an earlier one out of the profile, the LLM is asked whether it replaces it (each pair once; a
+            failed call keeps the learned models' decision). ``None`` (default): the models alone decide.
         index_cache_mb: the memory the method's per-user search indexes may hold (MiB; the least recently used
             user's index is dropped first, and rebuilt from the store when that user searches again); ``None``: at
             most 8 users' indexes, whatever their size.
@@ -123,6 +128,7 @@ class Memory:
         llm_cache: str | Path | None = None,
         rerank: str | None = None,
         decompose: str | None = None,
+        supersession_check: str | SupersessionCheck | None = None,
         index_cache_mb: float | None = DEFAULT_INDEX_CACHE_MB,
         retention_days: float | None = None,
         retention: Mapping[str, float] | None = None,
@@ -139,7 +145,7 @@ class Memory:
         self._opened = ExitStack()
         try:
             self._open(path, method, embedder, embedding_cache, llm, llm_units, llm_cache, rerank, decompose,
-                       method_options)
+                       supersession_check, method_options)
         except BaseException:
             self._opened.close()
             raise
@@ -156,7 +162,8 @@ class Memory:
         self._catalog = SessionCatalog()  # the session headers that filters read, per user
         from memgas.context import Profiles
 
-        self._profiles = Profiles(self.embedder)  # each user's standing statements, cached per store version
+        # each user's standing statements, cached per store version
+        self._profiles = Profiles(self.embedder, check=self._supersession_check)
         self._timing_lock = threading.Lock()  # searches run in parallel threads and count themselves here
         # Per call kind: [count, seconds]. Totals, not lists: a server process runs for months.
         self._timings: dict[str, list[float]] = {"add": [0, 0.0], "search": [0, 0.0], "answer": [0, 0.0]}
@@ -165,12 +172,15 @@ class Memory:
     def _open(
         self, path: str | Path | Store | None, method: str | None, embedder: str | Embedder | None,
         embedding_cache: str | Path | None, llm: str | LLM | ChatModel | None, llm_units: bool,
-        llm_cache: str | Path | None, rerank: str | None, decompose: str | None, method_options: dict[str, Any],
+        llm_cache: str | Path | None, rerank: str | None, decompose: str | None,
+        supersession_check: str | SupersessionCheck | None,
+        method_options: dict[str, Any],
     ) -> None:
         """Open the store, caches, embedder, LLM, method and search stages (see the class), each on ``_opened``."""
         opened = self._opened
         # One response cache serves the LLM given by spec and the stages' LLMs (an LLM instance keeps its own).
-        needs_cache = rerank is not None or decompose is not None or (llm is not None and not isinstance(llm, LLM))
+        needs_cache = rerank is not None or decompose is not None or isinstance(supersession_check, str) or (
+            llm is not None and not isinstance(llm, LLM))
         self._llm_cache_path = Path(llm_cache) if llm_cache is not None else default_llm_cache_path()
         response_cache = opened.enter_context(closing(ResponseCache(self._llm_cache_path))) if needs_cache else None
         self._response_cache = response_cache
@@ -183,6 +193,13 @@ class Memory:
             from memgas.methods.decompose import decompose_stage
 
             decomposer = decompose_stage(decompose, llm_cache=response_cache)
+        self._supersession_check: SupersessionCheck | None = None
+        if isinstance(supersession_check, str):
+            from memgas.context.confirm import supersession_check as check_from
+
+            self._supersession_check = check_from(supersession_check, llm_cache=response_cache)
+        else:
+            self._supersession_check = supersession_check
         self.store = opened.enter_context(closing(open_store(path)))
         self._embedding_cache = opened.enter_context(closing(EmbeddingCache(embedding_cache)))
         # Query vectors are not cached: a query may hold what its user later deletes (see delete()).
@@ -249,7 +266,7 @@ class Memory:
                 self.method.limit_caches(self.index_cache_bytes)
             from memgas.context import Profiles
 
-            self._profiles = Profiles(embedder)
+            self._profiles = Profiles(embedder, check=self._supersession_check)
             self._fallback_method = None
             log.info("memgas: the store was re-embedded; now using embedder %s", bound)
 

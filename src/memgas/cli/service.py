@@ -82,7 +82,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     retention = retention_periods(args.retention)
     Retention(args.retention_days, retention)  # checked here too: a worker would refuse it only once started
     announce = open_or_create(args)
-    config = ServeConfig(db=args.db, method=args.method, llm=args.llm, auth=not args.no_auth,
+    config = ServeConfig(db=args.db, method=args.method, llm=args.llm, supersession_check=args.supersession_check,
+                         auth=not args.no_auth,
                          rate_limit=args.rate_limit, max_body=args.max_body, mcp=not args.no_mcp,
                          index_cache_mb=args.index_cache_mb, options=options, retention_days=args.retention_days,
                          retention=retention,
@@ -149,6 +150,9 @@ def add_service_parsers(sub: Any, common: Callable[..., None]) -> None:
     sp.add_argument("--max-body", type=_positive_int, default=None, metavar="BYTES",
                     help="largest request body (default 8 MiB; larger bodies get 413)")
     sp.add_argument("--no-mcp", action="store_true", help="do not serve MCP at /mcp")
+    sp.add_argument("--supersession-check", default=None, metavar="SPEC",
+                    help="ask an LLM, 'llm:<LLM spec>' (e.g. llm:local), whether each replacement of a statement the "
+                         "user model finds is one before the earlier statement leaves the profile (off by default)")
     sp.add_argument("--idle-timeout", type=_positive_number, default=None, metavar="SECONDS",
                     help="close a connection that sends nothing for this long (default 10 s)")
     sp.add_argument("--request-timeout", type=_positive_number, default=None, metavar="SECONDS",

@@ -34,7 +34,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Collection, Mapping
+from typing import TYPE_CHECKING, Any, Collection, Mapping
 
 import numpy as np
 
@@ -45,6 +45,9 @@ from memgas.kernels.lasting import CLASSES, LastingModel, replacements, states_a
 from memgas.kernels.standing import INSTRUCTION, PREFERENCE, Standing, holds_always, standing_statements
 from memgas.kernels.subjects import ONE_VALUE, SUBJECTS, concerns, same_subject
 from memgas.store import Store
+
+if TYPE_CHECKING:  # an LLM's modules are imported only with one (a fast start without)
+    from memgas.context.confirm import SupersessionCheck
 
 __all__ = ["EXCERPT_CHARS", "SUPERSEDE_COSINE", "FACT", "FACT_SUBJECTS", "FACT_CERTAINTY", "Detector", "Profiles",
            "StandingStatement"]
@@ -265,8 +268,11 @@ class Profiles:
     """Each user's current standing statements, cached per store and user (the ``max_users`` most recently read)
     and brought up to date incrementally."""
 
-    def __init__(self, embedder: Embedder, max_users: int = 1024, *, learned: bool = True) -> None:
+    def __init__(self, embedder: Embedder, max_users: int = 1024, *, learned: bool = True,
+                 check: SupersessionCheck | None = None) -> None:
         self.embedder = embedder
+        #: what may confirm each replacement before the earlier statement leaves (``None``: the models decide)
+        self.check = check
         #: what finds the statements the rules miss (``None``: the rules alone)
         self.detector = Detector(embedder) if learned else None
         self.max_users = max_users
@@ -354,6 +360,8 @@ class Profiles:
             replaces = (replaces & may) | np.triu(one & changes[None, :], 1)
             # a replacement is said later (a near repeat of a statement is one whenever it is said)
             replaces &= same_person & (_said_later(found) | alike)
+            if self.check is not None:  # an LLM may say a replacement is none (memgas.context.confirm)
+                replaces = self.check.confirm(found, replaces)
             shown = np.array([s.kind != FACT for s in found])
             # a fact stays where it is about one of the person's subjects (home, partner, diet...), or where it
             # replaces a statement the profile shows and says it changes something (a preference it retracts): a

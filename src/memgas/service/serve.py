@@ -45,6 +45,7 @@ class ServeConfig:
     db: str
     method: str | None = None  # None: the method the store was made with, else memgas
     llm: str | None = None
+    supersession_check: str | None = None  # "llm:<LLM spec>" (memgas.context.confirm); None: off
     auth: bool = True
     rate_limit: float | None = None
     max_body: int | None = None
@@ -94,7 +95,8 @@ def build_app(config: ServeConfig) -> Any:
 
     cache: dict[str, Any] = {} if config.index_cache_mb is None else {"index_cache_mb": config.index_cache_mb}
     # embeddings cached in memory only
-    memory = Memory(config.db, method=config.method, llm=config.llm, retention_days=config.retention_days,
+    memory = Memory(config.db, method=config.method, llm=config.llm, supersession_check=config.supersession_check,
+                    retention_days=config.retention_days,
                     retention=config.retention, **cache,
                     **config.options)
     expirer = Expirer(memory, config.expire_every)  # sessions may carry their own expiry, whatever the period
