@@ -36,7 +36,7 @@ def add_bench_parser(sub: Any) -> None:
     sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
     sp.add_argument("dataset", choices=("locomo", "longmemeval", "beam", "cost", "live", "kg", "store", "scale", "http",
                                         "bot", "principles", "multilingual", "filters", "adapters", "ratelimit", "users",
-                                        "longreplies", "cluster", "latency", "reembed", "usermodel"),
+                                        "longreplies", "cluster", "latency", "reembed", "usermodel", "selection"),
                     help="a retrieval benchmark; 'beam': BEAM's long conversations (--scales), every method's "
                          "ranking and the context an agent reads (--contexts), per ability; 'cost': add/search cost on "
                          "LongMemEval-S sessions; 'live': add then "
@@ -71,7 +71,11 @@ def add_bench_parser(sub: Any) -> None:
                          "and rankings after against the fresh build, on --requests questions (default 20); 'usermodel': the user "
                          "model's detector of lasting statements trained on the development data (--data: the folder "
                          "of beam/, longmemeval/, locomo/), its precision and recall on the held-out part beside the "
-                         "rules', and its weights written to OUT/lasting.npz (what memgas/data/lasting.npz ships)")
+                         "rules', and its weights written to OUT/lasting.npz (what memgas/data/lasting.npz ships); 'selection': "
+                         "a learned choice of the messages a context shows (candidates from a vector store over "
+                         "messages, BM25 over them and MemGAS's turns), fitted and measured out of fold on LoCoMo and "
+                         "BEAM 100K (--data: the folder of locomo/ and beam/; --limit: the first conversations of each), "
+                         "beside MemGAS's context and both anchors")
     sp.add_argument("--sessions", type=int, default=None,
                     help="cost, live: sessions to add to one user (default 500; live: the last checkpoint); "
                          "store: sessions each client adds (default 10); scale: sessions per user (default 20); "
@@ -538,6 +542,28 @@ def _cmd_usermodel(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_selection(args: argparse.Namespace) -> int:
+    """``bench selection``: a learned choice of a context's messages, measured out of fold beside MemGAS's context and
+    the anchors (see :mod:`memgas.bench.selection`)."""
+    from memgas.bench.report import command_line
+    from memgas.bench.selection import run_selection, selection_markdown
+    from memgas.core.paths import default_cache_path
+    from memgas.embed.cache import EmbeddingCache
+    from memgas.embed.factory import get_embedder
+
+    if args.limit is not None and args.limit < 2:
+        raise InvalidInputError("--limit must be at least 2 (a conversation in each fold)")
+    embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
+    report = run_selection(args.data or Path("../shared/data"), embedder, store_dir=args.stores, limit=args.limit)
+    out = args.out or Path("bench-out") / "selection"
+    out.mkdir(parents=True, exist_ok=True)
+    table = selection_markdown(report)
+    command = command_line("memgas bench selection")
+    _write_results(out, "selection", command, f"Command: `{command}`\n\n{table}\n", {"report": report})
+    print(table)
+    return 0
+
+
 def _cmd_latency(args: argparse.Namespace) -> int:
     """``bench latency``: search and context timings of the existing store ``--backend``."""
     from memgas.bench.latency import latency_markdown, run_latency
@@ -783,6 +809,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _cmd_longreplies(args)
     if args.dataset == "usermodel":
         return _cmd_usermodel(args)
+    if args.dataset == "selection":
+        return _cmd_selection(args)
     if args.dataset == "bot":
         return _cmd_bot(args)
     if args.dataset == "principles":
