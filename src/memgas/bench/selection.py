@@ -9,12 +9,15 @@ logistic regression (:class:`memgas.kernels.lasting.LastingModel`, two classes) 
 evidence message. The conversations of each dataset are cut in two folds (alternating); each fold's questions are
 answered by the model fitted on the other fold of every dataset, so every figure is out of fold. A context is then
 filled by the model's probability per token (each message one dated line, a long one its best part, as MemGAS's
-context cuts it: :func:`memgas.kernels.excerpt.excerpt`), and scored as every context is (:func:`memgas.bench.context.context_metrics`),
-beside MemGAS's context (:func:`memgas.context.build_context`, today's hand-set priorities) and the two anchors a
-user would pick instead (``vector-messages``, ``hybrid-messages``), on the same questions.
+context cuts it: :func:`memgas.kernels.excerpt.excerpt`), and scored as every context is
+(:func:`memgas.bench.context.context_metrics`), beside MemGAS's context (:func:`memgas.context.build_context`,
+today's hand-set priorities) and the two anchors a user would pick instead (``vector-messages``,
+``hybrid-messages``), on the same questions.
 
 The message vectors are computed here from the embedder's cache (the store keeps no vector per message yet): this
-command measures what a learned selection over them would give before the store is changed to keep them.
+command measures what a learned selection over them would give before the store is changed to keep them, and what
+one without them gives ("learned without message vectors": the candidates BM25 and MemGAS's turns bring, the
+features of :data:`MESSAGE_VECTOR_FEATURES` left out).
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ __all__ = ["FEATURES", "Candidate", "candidates", "run_selection", "selection_ma
 FEATURES = ("cosine", "cosine rank", "bm25 share of the best", "bm25 rank", "memgas turn rank", "memgas turn relevance",
             "memgas session rank", "neighbour cosine", "turn partner cosine", "only asks", "tokens (log)",
             "question words held", "age (newest 1)", "asks across time", "asks about the past", "asks about now")
+#: The features a vector per message gives (left out by the selection measured without one).
+MESSAGE_VECTOR_FEATURES = ("cosine", "cosine rank", "neighbour cosine", "turn partner cosine")
 #: How many of each channel's best a question's candidates take.
 PER_CHANNEL = 60
 #: How many of MemGAS's best turns give their messages.
@@ -69,6 +74,8 @@ class Candidate:
     tokens: int
     features: np.ndarray
     gold: bool
+    #: brought up by a channel that needs no vector per message (BM25 over the messages, MemGAS's turns)
+    without_vectors: bool = True
 
 
 def _rank_feature(order: np.ndarray, n: int) -> np.ndarray:
@@ -105,8 +112,9 @@ def candidates(question: BenchQuestion, memgas: MemoryMethod, messages: MessageM
         turn_relevance.setdefault(key, float(relevance[r]))
         session_rank.setdefault(key[0], 1.0 / math.log2(2 + len(session_rank)))
     top_turns = {(index.table.session_ids[r], int(index.table.turn_start[r])) for r in rows[:TURNS]}
-    chosen = set(by_cosine[:PER_CHANNEL].tolist()) | set(by_words[:PER_CHANNEL].tolist())
-    chosen |= {i for i in range(n) if (table.session_ids[i], int(table.turn_start[i])) in top_turns}
+    stored = set(by_words[:PER_CHANNEL].tolist())  # what the store can bring up today
+    stored |= {i for i in range(n) if (table.session_ids[i], int(table.turn_start[i])) in top_turns}
+    chosen = stored | set(by_cosine[:PER_CHANNEL].tolist())
     cos_rank, word_rank = _rank_feature(by_cosine, n), _rank_feature(by_words, n)
     best_words = float(lexical.max()) if n and lexical.max() > 0 else 1.0
     reading = Question.read(question.question, question.question_date)
@@ -134,7 +142,7 @@ def candidates(question: BenchQuestion, memgas: MemoryMethod, messages: MessageM
             age[sid], float(reading.mode == "time"), float(reading.mode == "past"), float(reading.mode == "now"),
         ], np.float32)
         out.append(Candidate(sid, position, line, context_tokens(line) + 1, features,
-                             (sid, position) in _gold_places(question)))
+                             (sid, position) in _gold_places(question), i in stored))
     return out
 
 
@@ -152,7 +160,8 @@ def packed(found: Sequence[Candidate], value: np.ndarray, budget: int) -> str:
     """A context of ``found``'s lines, the best value per token first, while they fit ``budget`` (the anchors'
     header and line form, so that only the choice differs)."""
     order = np.argsort(-(value / np.array([c.tokens for c in found], np.float64)), kind="stable")
-    return lines_within(HEADER, (found[i].line.split("] ", 1)[1] for i in order), budget)
+    return lines_within(HEADER, (f"[{n}] " + found[i].line.split("] ", 1)[1] for n, i in enumerate(order, start=1)),
+                        budget)
 
 
 def _conversations(dataset: str, data: Path, limit: int | None) -> list[tuple[list[Session], list[BenchQuestion]]]:
@@ -200,19 +209,24 @@ def run_selection(data: Path, embedder: Embedder, *, datasets: Sequence[str] = (
                 rows.append((len(per_question) - 1, found))
             store.close()
     weights: dict[int, LastingModel] = {}
+    vectorless = np.array([name not in MESSAGE_VECTOR_FEATURES for name in FEATURES])
     for fold in (0, 1):
-        train = [c for i, found in rows if per_question[i]["fold"] != fold for c in found]
-        model = LastingModel(l2=l2, class_weight=None).fit(np.stack([c.features for c in train]),
-                                                           np.array([c.gold for c in train], np.int64), n_classes=2)
-        weights[fold] = model
-        for i, found in rows:
-            record = per_question[i]
-            if record["fold"] != fold or not found:
-                continue
-            p = model.predict_proba(np.stack([c.features for c in found]))[:, 1]
-            for budget in BUDGETS:
-                block = packed(found, p, budget)
-                record["systems"].setdefault("learned", {})[budget] = context_metrics(record["gold"], block, "")
+        for name, keep, columns in (("learned", lambda c: True, slice(None)),
+                                    ("learned without message vectors", lambda c: c.without_vectors, vectorless)):
+            train = [c for i, found in rows if per_question[i]["fold"] != fold for c in found if keep(c)]
+            model = LastingModel(l2=l2, class_weight=None).fit(np.stack([c.features[columns] for c in train]),
+                                                               np.array([c.gold for c in train], np.int64), n_classes=2)
+            if name == "learned":
+                weights[fold] = model
+            for i, found in rows:
+                record = per_question[i]
+                kept = [c for c in found if keep(c)]
+                if record["fold"] != fold:
+                    continue
+                p = model.predict_proba(np.stack([c.features[columns] for c in kept]))[:, 1] if kept else np.zeros(0)
+                for budget in BUDGETS:
+                    block = packed(kept, p, budget)
+                    record["systems"].setdefault(name, {})[budget] = context_metrics(record["gold"], block, "")
     recall: dict[str, dict[str, dict[str, list[float]]]] = {}
     for record in per_question:
         for name, by_budget in record["systems"].items():
