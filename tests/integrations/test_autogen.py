@@ -15,6 +15,7 @@ from autogen_core.model_context import BufferedChatCompletionContext
 from autogen_core.models import SystemMessage, UserMessage
 
 from memgas import AsyncMemory, Memory
+from memgas.context.assemble import PROFILE_HEADER
 from memgas.embed.base import Embedder
 from memgas.integrations.autogen import MemgasMemory
 from support.scenario import (
@@ -105,3 +106,21 @@ def test_the_shared_scenario_in_an_assistant_agents_loop(embedder: Embedder) -> 
         assert [m.content for m in mem.get("chat-1", user_id="ana").messages][:2] == [turns()[0], "Noted."]
         check_recalled_later(asyncio.run(conversation(mem, "ana", "chat-2", [QUESTION]))[-1][0])
         check_not_recalled(asyncio.run(conversation(mem, "bo", "chat-3", [QUESTION]))[-1][0])
+
+
+def test_a_lone_standing_statement_reaches_a_request_it_bears_on(embedder: Embedder) -> None:
+    """The issue's case: the one memory "Erin is vegetarian and allergic to peanuts." and the request "Suggest a
+    dinner recipe for me." (a cosine of 0.17, under the evidence floor) gave the model nothing. The learned detector
+    reads it as a standing statement, so the user card shows it."""
+    async def scenario() -> str:
+        with Memory(embedder=embedder) as mem:
+            memory = MemgasMemory(mem, user_id="erin")
+            await memory.add(MemoryContent(content="Erin is vegetarian and allergic to peanuts.",
+                                           mime_type=MemoryMimeType.TEXT))
+            context = BufferedChatCompletionContext(buffer_size=10)
+            await context.add_message(UserMessage(content="Suggest a dinner recipe for me.", source="user"))
+            await memory.update_context(context)
+            return str((await context.get_messages())[-1].content)
+
+    card = asyncio.run(scenario()).partition(PROFILE_HEADER)[2]
+    assert "user: Erin is vegetarian and allergic to peanuts." in card
