@@ -60,6 +60,8 @@ PER_CHANNEL = 60
 #: How many of MemGAS's best turns give their messages.
 TURNS = 40
 BUDGETS = (1000, 4000)
+#: MemGAS's context with no evidence turns: the user card alone.
+_CARD_ONLY = ContextOptions(turns=0)
 #: A message longer than this shows its best part (MemGAS's context's allowance for a person's message).
 _CHARS = ContextOptions().user_chars
 
@@ -205,6 +207,10 @@ def run_selection(data: Path, embedder: Embedder, *, datasets: Sequence[str] = (
                     }
                     for name, block in blocks.items():
                         record["systems"].setdefault(name, {})[budget] = context_metrics(q.gold_messages, block, "")
+                    # the user card as MemGAS's context heads it (no evidence turns), for the learned evidence below
+                    record.setdefault("cards", {})[budget] = build_context(
+                        memgas, store, user, q.question, max_tokens=budget, query_time=q.question_date,
+                        max_sessions=5, profiles=profiles, options=_CARD_ONLY)
                 per_question.append(record)
                 rows.append((len(per_question) - 1, found))
             store.close()
@@ -227,6 +233,11 @@ def run_selection(data: Path, embedder: Embedder, *, datasets: Sequence[str] = (
                 for budget in BUDGETS:
                     block = packed(kept, p, budget)
                     record["systems"].setdefault(name, {})[budget] = context_metrics(record["gold"], block, "")
+                    if name == "learned":  # under the user card, in what budget it leaves
+                        card = record["cards"][budget]
+                        block = "\n".join(filter(None, [card, packed(kept, p, budget - context_tokens(card) - 1)]))
+                        record["systems"].setdefault("user card + learned", {})[budget] = context_metrics(
+                            record["gold"], block, "")
     recall: dict[str, dict[str, dict[str, list[float]]]] = {}
     for record in per_question:
         for name, by_budget in record["systems"].items():
@@ -236,12 +247,20 @@ def run_selection(data: Path, embedder: Embedder, *, datasets: Sequence[str] = (
                         f"{part}@{budget}", []).append(metrics["recall"])
     table = {dataset: {name: {key: round(float(np.mean(v)), 3) for key, v in cells.items()}
                        for name, cells in systems.items()} for dataset, systems in recall.items()}
+    by_type: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for record in per_question:
+        for name, by_budget in record["systems"].items():
+            for budget, metrics in by_budget.items():
+                by_type.setdefault(f"{record['dataset']}@{budget}", {}).setdefault(name, {}).setdefault(
+                    record["type"], []).append(metrics["recall"])
+    types = {key: {name: {t: round(float(np.mean(v)), 3) for t, v in sorted(cells.items())}
+                   for name, cells in systems.items()} for key, systems in by_type.items()}
     coefficients = {str(f): dict(zip(FEATURES, _weights(m))) for f, m in weights.items()}
     return {"questions": {d: sum(r["dataset"] == d for r in per_question) for d in datasets},
             "candidates": sum(len(f) for _, f in rows),
             "gold_among_candidates": round(sum(c.gold for _, f in rows for c in f) / max(
                 sum(len(per_question[i]["places"]) for i, _ in rows), 1), 3),
-            "recall": table, "coefficients": coefficients}
+            "recall": table, "by_type": types, "coefficients": coefficients}
 
 
 def selection_markdown(report: dict[str, Any]) -> str:
@@ -256,4 +275,11 @@ def selection_markdown(report: dict[str, Any]) -> str:
                   "|---|" + "---:|" * len(keys)]
         for name, cells in systems.items():
             lines.append(f"| {name} | " + " | ".join(f"{cells.get(k, float('nan')):.3f}" for k in keys) + " |")
+    for key, systems in report["by_type"].items():
+        dataset, budget = key.split("@")
+        kinds = sorted({t for cells in systems.values() for t in cells})
+        lines += ["", f"**{dataset}, {int(budget):,} tokens, by question type** (both folds)", "",
+                  "| system | " + " | ".join(kinds) + " |", "|---|" + "---:|" * len(kinds)]
+        lines += [f"| {name} | " + " | ".join(f"{cells.get(t, float('nan')):.3f}" for t in kinds) + " |"
+                  for name, cells in systems.items()]
     return "\n".join(lines)

@@ -153,7 +153,10 @@ def build_context(
     memories: list[tuple[Excerpt, bool]] = []
     if len(scored.scores) and budget > 12:
         rows, after = _rows(scored, question, mode, excluded, max_sessions, options)
-        shown = {(e.session_id, e.message) for e in profile} | set(hidden)
+        # a message the card shows whole is not shown again; one it shows a sentence of may show its best part for
+        # the question below ("I'm looking for ideas to socialize with colleagues. I work from home and ...": the
+        # card's first sentence alone left the rest, the evidence, out of the block)
+        shown = {(e.session_id, e.message) for e in profile if not _partial(e.text)} | set(hidden)
         taken = take(_excerpts(scored, rows, after, store, user_id, question, mode, options, shown), budget)
         # the question's words each shown part holds, in one batch
         taken = [replace(e, words=question.terms & held) for e, held in zip(taken, token_sets([e.text for e in taken]))]
@@ -163,6 +166,12 @@ def build_context(
                      for e, key in ((e, (e.session_id, e.message)) for e in taken)]
         memories = order_excerpts(taken, mode, options.same_subject, question.words_needed, options.now_margin)
     return render(profile, memories, mode)
+
+
+def _partial(text: str) -> bool:
+    """Whether a shown ``text`` is part of its message (:func:`memgas.kernels.excerpt.excerpt` marks a cut with
+    ``…``)."""
+    return text.startswith("…") or text.endswith("…")
 
 
 def _relevant(scored: Scored, rows: np.ndarray, relevance: np.ndarray, question: Question,
