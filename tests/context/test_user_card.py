@@ -164,3 +164,21 @@ def test_what_is_said_of_a_relative_never_replaces_the_speakers_own(embedder: Em
     assert "I live in Berlin now." in kept and "My sister lives in Berlin." in kept, kept
     assert "I live in Portland." not in kept
     assert partner == ["I'm dating Jordan now."]
+
+
+def test_a_message_the_card_shows_a_sentence_of_still_gives_its_evidence(embedder: Embedder) -> None:
+    """The card shows a statement with its neighbours (320 characters at most); the rest of its message, the
+    evidence of another question, may still come among the memories (it was left out: the message counted as shown)."""
+    told = ("I'm vegetarian and I work from home these days. The move to remote work happened in the spring, after "
+            "the office in the old mill building closed for renovation and the team was split across three cities. "
+            "We kept the weekly planning call, though it never felt the same as the whiteboard sessions we used to "
+            "have. What I miss most is chatting by the coffee machine with Priya and Tom from accounting.")
+    with Memory(None, embedder=embedder) as mem:
+        mem.add([{"role": "user", "content": told}, {"role": "assistant", "content": "That sounds hard."}],
+                user_id="u", session_id="a")
+        for i in range(3):
+            mem.add([{"role": "user", "content": f"Let's plan my garden beds, part {i}."},
+                     {"role": "assistant", "content": "Sure."}], user_id="u", session_id=f"g{i}")
+        assert all(len(s.excerpt) < len(told) for s in mem.profile(user_id="u"))
+        block = mem.context("What happened to the office in the old mill building?", user_id="u", max_tokens=600)
+    assert "closed for renovation" in block.partition("Memories from")[2], block
