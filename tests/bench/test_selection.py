@@ -75,6 +75,8 @@ def test_each_channel_brings_its_best_and_the_features_say_so(data: Path, embedd
     by_words = [c for c in found if c.features[column["bm25 share of the best"]] == 1.0]
     assert by_cosine.features[column["cosine rank"]] == 1.0 and len(by_words) == 1
     assert {c.position for c in found} == {by_cosine.position, by_words[0].position}
+    assert "vectors" in by_cosine.channels and "words" in by_words[0].channels
+    assert all("turns" not in c.channels for c in found)  # no turn was asked for
     assert [c.gold for c in found if c.position == 4] == [True]  # D1:5, the muffins
     assert all(c.line.split(" · ")[-1].split(": ")[0] in ("Ann", "Bob") for c in found)  # who said it, on its line
 
@@ -90,7 +92,8 @@ def test_the_command_fits_and_reports_every_system_out_of_fold(data: Path, tmp_p
     for dataset in ("locomo", "beam"):
         systems = report["recall"][dataset]
         assert set(systems) == {"memgas", "vector-messages", "hybrid-messages", "learned",
-                                "learned without message vectors", "user card + learned"}
+                                "learned without message vectors", "learned over MemGAS's turns",
+                                "user card + learned"}
         values = np.array([v for cells in systems.values() for v in cells.values()])
         assert ((values >= 0) & (values <= 1)).all()
         assert systems["learned"]["all@4000"] == 1.0  # 4,000 tokens hold every message of these

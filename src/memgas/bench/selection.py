@@ -17,7 +17,8 @@ today's hand-set priorities) and the two anchors a user would pick instead (``ve
 The message vectors are computed here from the embedder's cache (the store keeps no vector per message yet): this
 command measures what a learned selection over them would give before the store is changed to keep them, and what
 one without them gives ("learned without message vectors": the candidates BM25 and MemGAS's turns bring, the
-features of :data:`MESSAGE_VECTOR_FEATURES` left out).
+features of :data:`MESSAGE_VECTOR_FEATURES` left out), and one over MemGAS's turns alone ("learned over MemGAS's
+turns": the messages of its best turns, what a context reads today).
 """
 
 from __future__ import annotations
@@ -76,8 +77,9 @@ class Candidate:
     tokens: int
     features: np.ndarray
     gold: bool
-    #: brought up by a channel that needs no vector per message (BM25 over the messages, MemGAS's turns)
-    without_vectors: bool = True
+    #: the channels that brought it up: ``"vectors"`` (a vector per message), ``"words"`` (BM25 over the messages),
+    #: ``"turns"`` (MemGAS's best turns)
+    channels: frozenset[str] = frozenset()
 
 
 def _rank_feature(order: np.ndarray, n: int) -> np.ndarray:
@@ -114,9 +116,9 @@ def candidates(question: BenchQuestion, memgas: MemoryMethod, messages: MessageM
         turn_relevance.setdefault(key, float(relevance[r]))
         session_rank.setdefault(key[0], 1.0 / math.log2(2 + len(session_rank)))
     top_turns = {(index.table.session_ids[r], int(index.table.turn_start[r])) for r in rows[:TURNS]}
-    stored = set(by_words[:PER_CHANNEL].tolist())  # what the store can bring up today
-    stored |= {i for i in range(n) if (table.session_ids[i], int(table.turn_start[i])) in top_turns}
-    chosen = stored | set(by_cosine[:PER_CHANNEL].tolist())
+    brought = {"vectors": set(by_cosine[:PER_CHANNEL].tolist()), "words": set(by_words[:PER_CHANNEL].tolist()),
+               "turns": {i for i in range(n) if (table.session_ids[i], int(table.turn_start[i])) in top_turns}}
+    chosen = set().union(*brought.values())
     cos_rank, word_rank = _rank_feature(by_cosine, n), _rank_feature(by_words, n)
     best_words = float(lexical.max()) if n and lexical.max() > 0 else 1.0
     reading = Question.read(question.question, question.question_date)
@@ -144,7 +146,8 @@ def candidates(question: BenchQuestion, memgas: MemoryMethod, messages: MessageM
             age[sid], float(reading.mode == "time"), float(reading.mode == "past"), float(reading.mode == "now"),
         ], np.float32)
         out.append(Candidate(sid, position, line, context_tokens(line) + 1, features,
-                             (sid, position) in _gold_places(question), i in stored))
+                             (sid, position) in _gold_places(question),
+                             frozenset(name for name, rows in brought.items() if i in rows)))
     return out
 
 
@@ -217,8 +220,10 @@ def run_selection(data: Path, embedder: Embedder, *, datasets: Sequence[str] = (
     weights: dict[int, LastingModel] = {}
     vectorless = np.array([name not in MESSAGE_VECTOR_FEATURES for name in FEATURES])
     for fold in (0, 1):
-        for name, keep, columns in (("learned", lambda c: True, slice(None)),
-                                    ("learned without message vectors", lambda c: c.without_vectors, vectorless)):
+        for name, keep, columns in (
+                ("learned", lambda c: True, slice(None)),
+                ("learned without message vectors", lambda c: bool(c.channels - {"vectors"}), vectorless),
+                ("learned over MemGAS's turns", lambda c: "turns" in c.channels, vectorless)):
             train = [c for i, found in rows if per_question[i]["fold"] != fold for c in found if keep(c)]
             model = LastingModel(l2=l2, class_weight=None).fit(np.stack([c.features[columns] for c in train]),
                                                                np.array([c.gold for c in train], np.int64), n_classes=2)
