@@ -182,3 +182,19 @@ def test_a_message_the_card_shows_a_sentence_of_still_gives_its_evidence(embedde
         assert all(len(s.excerpt) < len(told) for s in mem.profile(user_id="u"))
         block = mem.context("What happened to the office in the old mill building?", user_id="u", max_tokens=600)
     assert "closed for renovation" in block.partition("Memories from")[2], block
+
+
+def test_a_pasted_text_says_nothing_about_the_person(embedder: Embedder) -> None:
+    """An article a user pastes to be summarised reads, sentence by sentence, like diets and tastes to the detector
+    ("This week offers a ... mix of vegetarian and vegan low-carb dishes."); none speaks of a person, so none is a
+    statement about the user. What the user says of themselves still is."""
+    paste = ("Can you summarize this article for me?\n\nEnzymes are made up of proteins and react sensitively to "
+             "external environments such as temperature and pH. Food that has been heat-treated and enzymes destroyed "
+             "also slows digestion. In addition, enzymes are contained in various foods such as kiwis, pineapples and "
+             "ginger. This week offers a delicious, colorful, and nutritious mix of vegetarian and vegan low-carb "
+             "dishes. Add cheese crumbles, chopped nuts or baby greens as garnishes.")
+    with Memory(None, embedder=embedder) as mem:
+        mem.add([{"role": "user", "content": paste}, {"role": "assistant", "content": "Sure."}], user_id="u",
+                session_id="a")
+        mem.add("I can't stand cilantro.", user_id="u", session_id="b")
+        assert [s.text for s in mem.profile(user_id="u")] == ["I can't stand cilantro."]

@@ -41,7 +41,14 @@ import numpy as np
 from memgas.core.types import Session
 from memgas.embed.base import Embedder
 from memgas.kernels.excerpt import around, sentence_spans
-from memgas.kernels.lasting import CLASSES, LastingModel, replacements, states_a_change, word_features
+from memgas.kernels.lasting import (
+    CLASSES,
+    LastingModel,
+    replacements,
+    speaks_of_a_person,
+    states_a_change,
+    word_features,
+)
 from memgas.kernels.standing import INSTRUCTION, PREFERENCE, Standing, holds_always, standing_statements
 from memgas.kernels.subjects import ONE_VALUE, SUBJECTS, concerns, same_subject
 from memgas.store import Store
@@ -142,7 +149,8 @@ class Detector:
 
     def statements(self, texts: list[str], known: list[list[Standing]]) -> list[list[Standing]]:
         """For each of ``texts`` (user messages), the standing statements the model finds in its sentences of 3 to 80
-        words that are not questions, but those of ``known`` (what the rules found there), in order; a sentence the
+        words that are not questions and speak of a person (:func:`memgas.kernels.lasting.speaks_of_a_person`: not a
+        pasted text's lines), but those of ``known`` (what the rules found there), in order; a sentence the
         model lets pass that the subject model surely reads as about a subject of one value and that says it changes
         something ("Big news: I'm moving to Sellwood next week.") is a lasting fact."""
         if self.model is None:
@@ -163,7 +171,7 @@ class Detector:
             changes = np.array([states_a_change(s) for s in sentences])
             kinds = np.where((kinds == 0) & sure & one & changes, CLASSES.index(FACT), kinds)
         for (t, a, b), sentence, kind in zip(spans, sentences, kinds.tolist()):
-            if kind in _PROFILE_KINDS:
+            if kind in _PROFILE_KINDS and speaks_of_a_person(sentence):
                 name = _PROFILE_KINDS[kind]
                 out[t].append(Standing(name, a, b, name == INSTRUCTION and holds_always(sentence)))
         return out

@@ -30,7 +30,7 @@ from memgas.kernels.standing import INSTRUCTION_RULE, PREFERENCE_RULE
 from memgas.kernels.subjects import RELATIVES
 
 __all__ = ["CLASSES", "PASSING", "LastingModel", "word_features", "WORD_FEATURES", "pair_features", "PAIR_FEATURES",
-           "replacements", "states_a_change"]
+           "replacements", "states_a_change", "speaks_of_a_person"]
 
 #: The kinds a sentence is read as, in the model's order; the first passes, the others last.
 CLASSES = ("passing", "instruction", "preference", "fact")
@@ -64,6 +64,25 @@ def word_features(sentence: str) -> np.ndarray:
         _REQUEST.search(text) is not None, _FIRST_PERSON.search(text) is not None, _RELATIVE.search(text) is not None,
         _NAMED.search(text) is not None, _YOU.search(text) is not None, _PAST_EVENT.search(text) is not None,
         min(words, 120) / 40.0], dtype=np.float32)
+
+
+_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|myself|we|we're|we've|our|ours|us)\b", re.I)
+# a sentence whose subject is a person by name: "Erin is vegetarian.", "Tom (my husband) hates flying."
+_NAME_SUBJECT = re.compile(r"^\W*[A-Z][a-z]+(?:\s+\([^)]*\))?\s+(?:is|was|has|had|loves|likes|hates|prefers|enjoys|"
+                           r"works|lives|can't|cannot|won't|doesn't|does not|never|always|eats|drinks|avoids|needs)\b")
+
+
+def speaks_of_a_person(sentence: str) -> bool:
+    """Whether ``sentence`` is about a person: its speaker ("I", "my", "we"), a relative, or someone it names. A
+    preference or a lasting fact always is; a line of a pasted text is mostly not ("Enzymes are made up of
+    proteins.", a subtitle's "the people you love"), however much it sounds like one to the detector.
+
+    >>> [speaks_of_a_person(s) for s in ("Peppers make me gag.", "Erin is vegetarian.", "the people you love",
+    ...                                  "Add cheese crumbles as garnishes.", "Our bodies need enzymes.")]
+    [True, True, False, False, True]
+    """
+    return bool(_PERSON.search(sentence) or _RELATIVE.search(sentence) or _NAMED.search(sentence)
+                or _NAME_SUBJECT.search(sentence))
 
 
 _RETRACTION = re.compile(r"\b(?:not|no longer|n't)\b[^.!?]*\b(?:anymore|any more|again)\b|\bno longer\b|\b(?:stopped|quit|"
