@@ -198,3 +198,15 @@ def test_a_pasted_text_says_nothing_about_the_person(embedder: Embedder) -> None
                 session_id="a")
         mem.add("I can't stand cilantro.", user_id="u", session_id="b")
         assert [s.text for s in mem.profile(user_id="u")] == ["I can't stand cilantro."]
+
+
+def test_a_statement_said_twice_in_one_message_leaves_the_message_current(embedder: Embedder) -> None:
+    told = ("I'm vegetarian. Honestly the bus to work is slow. I'm vegetarian, remember that. "
+            "Anyway, what should I cook tonight?")
+    with Memory(None, embedder=embedder) as mem:
+        mem.add([{"role": "user", "content": told}, {"role": "assistant", "content": "Lentil curry."}],
+                user_id="u", session_id="a")
+        assert len(mem.profile(user_id="u")) == 1  # one statement, said twice
+        block = mem.context("What did I say about the bus to work?", user_id="u", max_tokens=400)
+    lines = [line for line in block.splitlines() if "bus to work" in line]
+    assert lines and all("(earlier)" not in line for line in lines), block

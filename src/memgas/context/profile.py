@@ -377,7 +377,10 @@ class Profiles:
             # (BEAM's knowledge updates: "reduced the latency from 250ms to 210ms" above the later 180ms)
             said_change = np.array([s.kind == FACT for s in found]) & changes
             gone, replacing = replaces.any(axis=1), (replaces & shown[:, None]).any(axis=0) & said_change
-            replaced = frozenset((s.session_id, s.message) for s, out in zip(found, gone) if out)
+            # a message is earlier where a later one replaced its statement, not where it says one twice
+            place = np.array([f"{s.session_id}\x00{s.message}" for s in found])
+            later = (replaces & (place[:, None] != place[None, :])).any(axis=1)
+            replaced = frozenset((s.session_id, s.message) for s, out in zip(found, later) if out)
             found = [s for s, out, new in zip(found, gone, replacing) if not out and (_personal(s) or new)]
         else:  # a fact alone replaces nothing: it stays where it is about one of the person's subjects
             found = [s for s in found if _personal(s)]
