@@ -93,7 +93,7 @@ def test_the_command_fits_and_reports_every_system_out_of_fold(data: Path, tmp_p
         systems = report["recall"][dataset]
         assert set(systems) == {"memgas", "vector-messages", "hybrid-messages", "learned",
                                 "learned without message vectors", "learned over MemGAS's turns",
-                                "user card + learned"}
+                                "user card + learned", "user card + learned, timelines as MemGAS"}
         values = np.array([v for cells in systems.values() for v in cells.values()])
         assert ((values >= 0) & (values <= 1)).all()
         assert systems["learned"]["all@4000"] == 1.0  # 4,000 tokens hold every message of these

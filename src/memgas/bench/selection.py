@@ -200,7 +200,8 @@ def run_selection(data: Path, embedder: Embedder, *, datasets: Sequence[str] = (
             for q in questions:
                 found = candidates(q, memgas, vector, store, user)
                 record: dict[str, Any] = {"qid": q.qid, "dataset": dataset, "fold": k % 2, "type": q.qtype,
-                                          "gold": q.gold_messages, "places": _gold_places(q), "systems": {}}
+                                          "gold": q.gold_messages, "places": _gold_places(q), "systems": {},
+                                          "mode": Question.read(q.question, q.question_date).mode}
                 for budget in BUDGETS:
                     blocks = {
                         "memgas": build_context(memgas, store, user, q.question, max_tokens=budget,
@@ -243,6 +244,10 @@ def run_selection(data: Path, embedder: Embedder, *, datasets: Sequence[str] = (
                         block = "\n".join(filter(None, [card, packed(kept, p, budget - context_tokens(card) - 1)]))
                         record["systems"].setdefault("user card + learned", {})[budget] = context_metrics(
                             record["gold"], block, "")
+                        # a question across the conversation read as MemGAS's timeline (every session in time order)
+                        record["systems"].setdefault("user card + learned, timelines as MemGAS", {})[budget] = (
+                            record["systems"]["memgas"][budget] if record["mode"] == "time"
+                            else record["systems"]["user card + learned"][budget])
     recall: dict[str, dict[str, dict[str, list[float]]]] = {}
     for record in per_question:
         for name, by_budget in record["systems"].items():
