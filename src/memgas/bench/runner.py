@@ -139,7 +139,7 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _ingest(
+def ingest_group(
     ingester: MemGAS, user_id: str, sessions: list[Session], store_dir: Path | None, shared: Store | None = None,
     appends: list[float] | None = None, growth: list[tuple[float, float]] | None = None,
 ) -> tuple[Any, dict[str, float]]:
@@ -262,7 +262,7 @@ def run_groups(
         t0 = time.perf_counter()
         appends: list[float] | None = [] if ingest == "stream" else None
         growth: list[tuple[float, float]] = []
-        store, parts = _ingest(ingester, user_id, sessions, store_dir, shared, appends, growth)
+        store, parts = ingest_group(ingester, user_id, sessions, store_dir, shared, appends, growth)
         if appends is not None:
             result.timing["ingest"].setdefault("append_s", []).extend(appends)
         ing = result.timing["ingest"]

@@ -34,7 +34,7 @@ import numpy as np
 from memgas.bench.beam import load_beam
 from memgas.bench.context import context_metrics
 from memgas.bench.datasets import BenchQuestion, load_locomo
-from memgas.bench.runner import _ingest
+from memgas.bench.runner import ingest_group
 from memgas.context import ContextOptions, Profiles, build_context
 from memgas.context.question import Question
 from memgas.core.types import Session
@@ -48,7 +48,8 @@ from memgas.methods.base import MemoryMethod
 from memgas.methods.memgas import MemGAS
 from memgas.methods.messages import HEADER, MessageMethod
 
-__all__ = ["FEATURES", "Candidate", "candidates", "run_selection", "selection_markdown"]
+__all__ = ["FEATURES", "MESSAGE_VECTOR_FEATURES", "Candidate", "candidates", "packed", "run_selection",
+           "selection_markdown"]
 
 #: What describes a candidate message, in the model's order.
 FEATURES = ("cosine", "cosine rank", "bm25 share of the best", "bm25 rank", "memgas turn rank", "memgas turn relevance",
@@ -92,7 +93,7 @@ def _rank_feature(order: np.ndarray, n: int) -> np.ndarray:
 def candidates(question: BenchQuestion, memgas: MemoryMethod, messages: MessageMethod, store: Any,
                user_id: str) -> list[Candidate]:
     """The question's candidate messages with their features (see the module notes)."""
-    built = messages._indexes.get(store, user_id)
+    built = messages.message_index(store, user_id)
     table, stamps = built.index.table, built.index.timestamps
     n = len(table)
     query_vector = messages.embed_query(question.question)
@@ -193,10 +194,9 @@ def run_selection(data: Path, embedder: Embedder, *, datasets: Sequence[str] = (
     for dataset in datasets:
         for k, (sessions, questions) in enumerate(_conversations(dataset, data, limit)):
             user = sessions[0].user_id
-            store, _ = _ingest(ingester, user, sessions, None if store_dir is None else store_dir / dataset)
-            for method in (memgas, vector):
+            store, _ = ingest_group(ingester, user, sessions, None if store_dir is None else store_dir / dataset)
+            for method in (memgas, vector, hybrid):
                 method.prepare(store, user)
-            hybrid._indexes = vector._indexes  # one message index for both anchors
             for q in questions:
                 found = candidates(q, memgas, vector, store, user)
                 record: dict[str, Any] = {"qid": q.qid, "dataset": dataset, "fold": k % 2, "type": q.qtype,

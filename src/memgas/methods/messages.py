@@ -84,8 +84,12 @@ class MessageMethod(MemoryMethod):
         self._indexes: IndexCache[MessageIndex] = IndexCache(
             lambda store, user_id: build_message_index(store, user_id, self.embedder))
 
+    def message_index(self, store: Store, user_id: str) -> MessageIndex:
+        """The user's messages as this method indexes them (built once, then kept per store and user)."""
+        return self._indexes.get(store, user_id)
+
     def score(self, store: Store, user_id: str, query: str, *, query_time: datetime | None = None) -> Scored:
-        built = self._indexes.get(store, user_id)
+        built = self.message_index(store, user_id)
         index = built.index
         cosine = index.table.vectors @ self.embed_query(query) if len(index.table) else np.zeros(0)
         if not self.hybrid or len(cosine) == 0:
