@@ -17,7 +17,9 @@ embedder, ``learned=False``), a later statement of the same kind that says nearl
 :data:`SUPERSEDE_COSINE`) supersedes: the model between every pair took BEAM's instructions for one another
 (instruction following at 1,000 tokens 0.872 -> 0.743; 2 of BEAM's 255 instructions say they change something) and
 its preferences too (0.724 -> 0.698 without the instructions). What one person says never replaces what another
-said (a group chat's speakers, by the messages' ``name``).
+said (a group chat's speakers, by the messages' ``name``), nor does what is said of a relative replace the
+speaker's own statement ("My sister lives in Berlin.": :func:`memgas.kernels.subjects.concerns`). An optional LLM
+check (:mod:`memgas.context.confirm`, ``Profiles(check=...)``) may keep a statement the models would take out.
 
 Each statement is read for its **subject** (:mod:`memgas.kernels.subjects`: home, diet, food, partner, ..., other;
 a third model shipped with the two). Statements on different subjects never replace each other; on a subject of
