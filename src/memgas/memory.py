@@ -711,11 +711,13 @@ class Memory:
 
         The block is chosen by the evidence each turn carries (:func:`memgas.context.build_context`): the user's
         standing instructions and preferences first (:meth:`profile`, the most relevant, within 30% of the
-        budget), then excerpts from the best turns of the ``k`` most relevant sessions (and, where they leave budget,
-        of the others after them), one dated, cited line per message: the user's own words first (every person's
+        budget), then the messages of the best turns that a learned model (:mod:`memgas.context.select`) finds most
+        likely evidence per token, then, where budget is left, excerpts from the best turns of the ``k`` most
+        relevant sessions (and of the others after them), one dated, cited line per message: the user's own words first (every person's
         in a conversation between people, :mod:`memgas.kernels.people`), a reply only where it holds the query's
-        words, a message that only asks after what says something, a long message cut to the part that matches. Turns whose relevance (cosine with the query) is below ``min_score`` stay out
-        (``None``: the calibrated floor, :class:`memgas.context.ContextOptions`). Of two excerpts about the same
+        words, a message that only asks after what says something, a long message cut to the part that matches.
+        Turns whose relevance (cosine with the query) is below ``min_score`` stay out, unless they hold half the
+        query's words (``None``: the calibrated floors, :class:`memgas.context.ContextOptions`). Of two excerpts about the same
         thing the newer is shown first and the older marked ``(earlier)``, unless the question asks about the past;
         a question that asks across the conversation (an order, a summary) gets a timeline: turns from every session
         (``k`` does not narrow it), spread over the conversation, in time order.
@@ -739,7 +741,8 @@ class Memory:
         check_count("max_tokens", max_tokens, 100_000)
         options = ContextOptions()
         if min_score is not None:
-            options = replace(options, floor=_check_min_score(min_score))
+            floor = _check_min_score(min_score)
+            options = replace(options, floor=floor, learned_floor=floor)
         when = _asked_at(query_time)
         held = _check_in_prompt(in_prompt)
         excluded, within = self._read_scope(user_id, exclude_sessions, filters)

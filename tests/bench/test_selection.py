@@ -13,6 +13,7 @@ import pytest
 from memgas.bench import selection
 from memgas.bench.datasets import load_locomo
 from memgas.cli.commands import main
+from memgas.context.select import FEATURES, Selection
 from memgas.methods import get_method
 from memgas.methods.memgas import MemGAS
 from memgas.methods.messages import MessageMethod
@@ -88,12 +89,18 @@ def test_the_command_fits_and_reports_every_system_out_of_fold(data: Path, tmp_p
     assert "**locomo** (4 questions)" in printed and "**beam** (2 questions)" in printed
     report = json.loads((out / "results.json").read_text())["report"]
     assert report["gold_among_candidates"] == 1.0  # six messages a conversation: every channel brings them all
-    assert set(report["coefficients"]) == {"0", "1"}  # one model per fold, each answering the other's questions
+    # one model per fold, each answering the other's questions; the shipped one fitted on both
+    assert set(report["coefficients"]) == {"0", "1", "shipped"}
+    shipped = Selection.load(out / "selection.npz")
+    assert report["coefficients"]["shipped"] == shipped.weights() and list(shipped.weights()) == list(FEATURES)
+    assert "weights: " + str(out / "selection.npz") in printed
     for dataset in ("locomo", "beam"):
         systems = report["recall"][dataset]
         assert set(systems) == {"memgas", "vector-messages", "hybrid-messages", "learned",
                                 "learned without message vectors", "learned over MemGAS's turns",
-                                "user card + learned", "user card + learned, timelines as MemGAS"}
+                                "user card + learned", "user card + learned, timelines as MemGAS",
+                                "memgas, learned selection"}
+        assert systems["memgas, learned selection"]["all@4000"] == 1.0
         values = np.array([v for cells in systems.values() for v in cells.values()])
         assert ((values >= 0) & (values <= 1)).all()
         assert systems["learned"]["all@4000"] == 1.0  # 4,000 tokens hold every message of these

@@ -36,7 +36,9 @@ from memgas.bench.context import context_metrics
 from memgas.bench.datasets import BenchQuestion, load_locomo
 from memgas.bench.runner import ingest_group
 from memgas.context import ContextOptions, Profiles, build_context
+from memgas.context.build import evidence_candidates
 from memgas.context.question import Question
+from memgas.context.select import Selection
 from memgas.core.types import Session
 from memgas.embed.base import Embedder
 from memgas.kernels.excerpt import excerpt
@@ -63,7 +65,9 @@ PER_CHANNEL = 60
 TURNS = 40
 BUDGETS = (1000, 4000)
 #: MemGAS's context with no evidence turns: the user card alone.
-_CARD_ONLY = ContextOptions(turns=0)
+_CARD_ONLY = ContextOptions(turns=0, learned=False)
+#: MemGAS's context as its hand-set priorities choose (before the learned selection)
+_HAND_SET = ContextOptions(learned=False)
 #: A message longer than this shows its best part (MemGAS's context's allowance for a person's message).
 _CHARS = ContextOptions().user_chars
 
@@ -180,10 +184,13 @@ def _conversations(dataset: str, data: Path, limit: int | None) -> list[tuple[li
 
 
 def run_selection(data: Path, embedder: Embedder, *, datasets: Sequence[str] = ("locomo", "beam"),
-                  store_dir: Path | None = None, l2: float = 1.0, limit: int | None = None) -> dict[str, Any]:
+                  store_dir: Path | None = None, l2: float = 1.0, limit: int | None = None,
+                  weights_out: Path | None = None) -> dict[str, Any]:
     """Fit and measure the learned selection on ``datasets`` (``"locomo"``, ``"beam"``: BEAM's 100K conversations)
     under ``data``, in two folds (see the module notes): the share of gold messages in the context at each of
-    :data:`BUDGETS`, per system, out of fold. ``limit``: the first conversations of each dataset."""
+    :data:`BUDGETS`, per system, out of fold. ``limit``: the first conversations of each dataset. The selection
+    MemGAS's context ships (:mod:`memgas.context.select`) is measured the same way, then fitted on every question
+    and, with ``weights_out``, its weights written there (what ``memgas/data/selection.npz`` ships)."""
     memgas = get_method("memgas", embedder)
     vector = MessageMethod(embedder)
     hybrid = MessageMethod(embedder, hybrid=True)
@@ -191,21 +198,29 @@ def run_selection(data: Path, embedder: Embedder, *, datasets: Sequence[str] = (
     profiles = Profiles(embedder)
     per_question: list[dict[str, Any]] = []
     rows: list[tuple[int, list[Candidate]]] = []
+    shipped: list[tuple[np.ndarray, np.ndarray]] = []  # per question: the shipped selection's candidates, gold
+    stores: list[Any] = []
     for dataset in datasets:
         for k, (sessions, questions) in enumerate(_conversations(dataset, data, limit)):
             user = sessions[0].user_id
             store, _ = ingest_group(ingester, user, sessions, None if store_dir is None else store_dir / dataset)
+            stores.append(store)
             for method in (memgas, vector, hybrid):
                 method.prepare(store, user)
             for q in questions:
                 found = candidates(q, memgas, vector, store, user)
                 record: dict[str, Any] = {"qid": q.qid, "dataset": dataset, "fold": k % 2, "type": q.qtype,
                                           "gold": q.gold_messages, "places": _gold_places(q), "systems": {},
-                                          "mode": Question.read(q.question, q.question_date).mode}
+                                          "mode": Question.read(q.question, q.question_date).mode,
+                                          "store": store, "user": user, "question": q}
+                places, X = evidence_candidates(memgas, store, user, q.question, query_time=q.question_date,
+                                                max_sessions=5)
+                shipped.append((X, np.array([place in record["places"] for place in places], np.int64)))
                 for budget in BUDGETS:
                     blocks = {
                         "memgas": build_context(memgas, store, user, q.question, max_tokens=budget,
-                                                query_time=q.question_date, max_sessions=5, profiles=profiles),
+                                                query_time=q.question_date, max_sessions=5, profiles=profiles,
+                                                options=_HAND_SET),
                         "vector-messages": vector.context(store, user, q.question, max_tokens=budget),
                         "hybrid-messages": hybrid.context(store, user, q.question, max_tokens=budget),
                     }
@@ -217,7 +232,6 @@ def run_selection(data: Path, embedder: Embedder, *, datasets: Sequence[str] = (
                         max_sessions=5, profiles=profiles, options=_CARD_ONLY)
                 per_question.append(record)
                 rows.append((len(per_question) - 1, found))
-            store.close()
     weights: dict[int, LastingModel] = {}
     vectorless = np.array([name not in MESSAGE_VECTOR_FEATURES for name in FEATURES])
     for fold in (0, 1):
@@ -248,6 +262,27 @@ def run_selection(data: Path, embedder: Embedder, *, datasets: Sequence[str] = (
                         record["systems"].setdefault("user card + learned, timelines as MemGAS", {})[budget] = (
                             record["systems"]["memgas"][budget] if record["mode"] == "time"
                             else record["systems"]["user card + learned"][budget])
+    # the selection MemGAS's context ships (memgas.context.select): fitted on one fold, measured on the other through
+    # build_context itself; then fitted on both, the weights shipped
+    for fold in (0, 1):
+        others = [i for i, record in enumerate(per_question) if record["fold"] != fold]
+        held_out = Selection.fit(np.concatenate([shipped[i][0] for i in others]),
+                                 np.concatenate([shipped[i][1] for i in others]), l2=l2)
+        for record in per_question:
+            if record["fold"] == fold:
+                q = record["question"]
+                for budget in BUDGETS:
+                    block = build_context(memgas, record["store"], record["user"], q.question, max_tokens=budget,
+                                          query_time=q.question_date, max_sessions=5, profiles=profiles,
+                                          selection=held_out)
+                    record["systems"].setdefault("memgas, learned selection", {})[budget] = context_metrics(
+                        record["gold"], block, "")
+    selection = Selection.fit(np.concatenate([X for X, _ in shipped]), np.concatenate([y for _, y in shipped]),
+                              l2=l2)
+    if weights_out is not None:
+        selection.save(weights_out)
+    for store in stores:
+        store.close()
     recall: dict[str, dict[str, dict[str, list[float]]]] = {}
     for record in per_question:
         for name, by_budget in record["systems"].items():
@@ -266,6 +301,7 @@ def run_selection(data: Path, embedder: Embedder, *, datasets: Sequence[str] = (
     types = {key: {name: {t: round(float(np.mean(v)), 3) for t, v in sorted(cells.items())}
                    for name, cells in systems.items()} for key, systems in by_type.items()}
     coefficients = {str(f): dict(zip(FEATURES, _weights(m))) for f, m in weights.items()}
+    coefficients["shipped"] = selection.weights()
     return {"questions": {d: sum(r["dataset"] == d for r in per_question) for d in datasets},
             "candidates": sum(len(f) for _, f in rows),
             "gold_among_candidates": round(sum(c.gold for _, f in rows for c in f) / max(

@@ -75,7 +75,9 @@ def add_bench_parser(sub: Any) -> None:
                          "a learned choice of the messages a context shows (candidates from a vector store over "
                          "messages, BM25 over them and MemGAS's turns), fitted and measured out of fold on LoCoMo and "
                          "BEAM 100K (--data: the folder of locomo/ and beam/; --limit: the first conversations of each), "
-                         "beside MemGAS's context and both anchors")
+                         "beside MemGAS's context and both anchors, and the selection MemGAS's context ships, measured "
+                         "out of fold the same way, its weights fitted on every question written to "
+                         "OUT/selection.npz (what memgas/data/selection.npz ships)")
     sp.add_argument("--sessions", type=int, default=None,
                     help="cost, live: sessions to add to one user (default 500; live: the last checkpoint); "
                          "store: sessions each client adds (default 10); scale: sessions per user (default 20); "
@@ -554,13 +556,15 @@ def _cmd_selection(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 2:
         raise InvalidInputError("--limit must be at least 2 (a conversation in each fold)")
     embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
-    report = run_selection(args.data or Path("../shared/data"), embedder, store_dir=args.stores, limit=args.limit)
     out = args.out or Path("bench-out") / "selection"
     out.mkdir(parents=True, exist_ok=True)
+    report = run_selection(args.data or Path("../shared/data"), embedder, store_dir=args.stores, limit=args.limit,
+                           weights_out=out / "selection.npz")
     table = selection_markdown(report)
     command = command_line("memgas bench selection")
     _write_results(out, "selection", command, f"Command: `{command}`\n\n{table}\n", {"report": report})
     print(table)
+    print(f"weights: {out / 'selection.npz'}")
     return 0
 
 

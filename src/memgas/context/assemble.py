@@ -58,6 +58,13 @@ class ContextOptions:
             after every turn of those ``k`` (``False``: only the ``k`` sessions).
         timeline_floor: the floor of a question across the conversation: its subject is the conversation itself,
             and its evidence (where each part of it went) is often unlike the question's words.
+        learned: choose the evidence by the learned selection (:mod:`memgas.context.select`; else by the hand-set
+            priorities: a person's words by their turn's rank, a reply ``reply_lag`` turns later).
+        learned_turns: with a learned selection (:mod:`memgas.context.select`), the messages of this many of the
+            best turns (by the method's score) are its candidates; those of the others follow in the hand-set
+            order.
+        learned_floor: the learned selection's candidates are turns of at least this relevance, or that hold half
+            the question's words (its features weigh the relevance; a floor set by the caller holds for both).
     """
 
     profile: bool = True
@@ -75,6 +82,9 @@ class ContextOptions:
     timeline_floor: float = 0.1
     turns: int = 150
     beyond_k: bool = True
+    learned: bool = True
+    learned_turns: int = 60
+    learned_floor: float = 0.15
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,10 @@
 """What an agent reads: a context built from a method's scored turns and the stored messages.
 
 :func:`build_context` chooses by the evidence each turn carries, not by session: the method scores every unit
-(:meth:`memgas.methods.base.MemoryMethod.scored`); turns below the relevance floor stay out (unless they hold most
+(:meth:`memgas.methods.base.MemoryMethod.scored`). By default a learned selection (:mod:`memgas.context.select`)
+chooses among the messages of the best turns (:func:`_best_turns`, :func:`_learned`): each message's probability of
+being evidence per token orders the taking. The hand-set priorities (``ContextOptions(learned=False)``, and what
+fills the budget the learned turns leave): turns below the relevance floor stay out (unless they hold most
 of the query's words: :func:`_relevant`); of the others, best first, each user message is a candidate (its best part
 when long) and each reply one after the user messages of a few better turns, cut to the part that holds the query's
 words (and left out when it holds none). In a conversation between people (:func:`memgas.kernels.people.people_of`)
@@ -17,7 +20,9 @@ for the order and the format.
 from __future__ import annotations
 
 import heapq
-from dataclasses import replace
+import math
+from bisect import bisect_right
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from itertools import count
@@ -39,6 +44,7 @@ from memgas.context.assemble import (
 )
 from memgas.context.profile import Profiles
 from memgas.context.question import Question, context_mode
+from memgas.context.select import FEATURES, Selection, rank_feature, shipped
 from memgas.core.types import Message, Turn
 from memgas.kernels.excerpt import excerpt
 from memgas.kernels.lexical import token_sets
@@ -50,7 +56,7 @@ from memgas.methods.index import UserIndex
 from memgas.methods.ranking import Scored
 from memgas.store import QuoteStore, Store, UnitTable, part, texts_of
 
-__all__ = ["build_context", "context_mode"]
+__all__ = ["build_context", "context_mode", "evidence_candidates"]
 
 
 def _seconds(when: datetime | None) -> float:
@@ -116,6 +122,7 @@ def build_context(
     max_sessions: int | None = None,
     profiles: Profiles | None = None,
     options: ContextOptions | None = None,
+    selection: Selection | None = None,
 ) -> str:
     """The context block for ``query`` from ``user_id``'s memories, within ``max_tokens``: ``""`` when nothing
     stored is relevant and no standing statement applies.
@@ -133,12 +140,13 @@ def build_context(
         max_sessions: evidence from at most this many sessions, the best first (``None``: any).
         profiles: where standing statements come from (``None``: none shown).
         options: the thresholds and sizes (:class:`memgas.context.assemble.ContextOptions`; ``None``: the defaults).
+        selection: the learned choice of the evidence (:mod:`memgas.context.select`; ``None``: the shipped one),
+            unless :attr:`ContextOptions.learned` is off (the hand-set priorities then). A question across the
+            conversation reads its timeline either way.
     """
     options = options or ContextOptions()
     question = Question.read(query, query_time)
-    mode = question.mode
-    if (mode == "time" and not options.timelines) or (mode in ("now", "relevance") and not options.current_first):
-        mode = "past"  # read most relevant first, nothing moved
+    mode = _mode(question, options)
     excluded, hidden = set(excluded), set(hidden)
     budget = max_tokens
     scored = method.scored(store, user_id, query, query_time=query_time, within=within)
@@ -157,7 +165,11 @@ def build_context(
         # the question below ("I'm looking for ideas to socialize with colleagues. I work from home and ...": the
         # card's first sentence alone left the rest, the evidence, out of the block)
         shown = {(e.session_id, e.message) for e in profile if not _partial(e.text)} | set(hidden)
-        taken = take(_excerpts(scored, rows, after, store, user_id, question, mode, options, shown), budget)
+        chosen = (_learned(scored, rows, after, store, user_id, question, mode, options, excluded, shown,
+                           selection or shipped(), max_sessions is not None and not options.beyond_k)
+                  if options.learned and mode != "time" else
+                  _excerpts(scored, rows, after, store, user_id, question, mode, options, shown))
+        taken = take(chosen, budget)
         # the question's words each shown part holds, in one batch
         taken = [replace(e, words=question.terms & held) for e, held in zip(taken, token_sets([e.text for e in taken]))]
         if profiles is not None and options.profile:  # what the user model knows of each line's statements
@@ -166,6 +178,33 @@ def build_context(
                      for e, key in ((e, (e.session_id, e.message)) for e in taken)]
         memories = order_excerpts(taken, mode, options.same_subject, question.words_needed, options.now_margin)
     return render(profile, memories, mode)
+
+
+def evidence_candidates(method: MemoryMethod, store: Store, user_id: str, query: str, *,
+                        query_time: datetime | None = None, max_sessions: int | None = None,
+                        options: ContextOptions | None = None) -> tuple[list[tuple[str, int]], np.ndarray]:
+    """What a learned selection chooses from for ``query``, as :func:`build_context` reads it (no card, nothing
+    excluded): each candidate message as ``(session_id, index)`` and its :data:`memgas.context.select.FEATURES`
+    (one row each). For fitting a selection (``memgas bench selection``); a question across the conversation has
+    none (it reads its timeline)."""
+    options = options or ContextOptions()
+    question = Question.read(query, query_time)
+    mode = _mode(question, options)
+    scored = method.scored(store, user_id, query, query_time=query_time)
+    if mode == "time" or not len(scored.scores):
+        return [], np.zeros((0, len(FEATURES)), np.float32)
+    rows, after = _rows(scored, question, mode, set(), max_sessions, options)
+    found, X = _candidates(scored, _best_turns(scored, question, set(), options), rows, after, store, user_id, question,
+                           options, set())
+    return [(scored.index.table.session_ids[m.row], m.at) for m in found], X
+
+
+def _mode(question: Question, options: ContextOptions) -> str:
+    """How the block reads (:func:`memgas.context.question.context_mode`), as far as ``options`` allow."""
+    mode = question.mode
+    if (mode == "time" and not options.timelines) or (mode in ("now", "relevance") and not options.current_first):
+        mode = "past"  # read most relevant first, nothing moved
+    return mode
 
 
 def _partial(text: str) -> bool:
@@ -225,7 +264,8 @@ def _rows(scored: Scored, question: Question, mode: str, excluded: set[str], max
 
 
 def _excerpts(scored: Scored, rows: np.ndarray, after: set[int], store: Store, user_id: str, question: Question,
-              mode: str, options: ContextOptions, shown: set[tuple[str, int]]) -> Iterator[Pending]:
+              mode: str, options: ContextOptions, shown: set[tuple[str, int]], start: float = 0.0
+              ) -> Iterator[Pending]:
     """The excerpts of the messages of ``rows`` (turns, best first) in the order :func:`take` tries them: by
     priority, equals in the order of their turns and of the messages in them. Each is cut only when it is reached,
     and each turn's messages read (by their key, not their whole session) only when they may be next, so the work
@@ -235,63 +275,180 @@ def _excerpts(scored: Scored, rows: np.ndarray, after: set[int], store: Store, u
     another person); a reply, cut to the part that holds the question's words and left out where it holds none, comes
     after the user messages of ``reply_lag`` better turns; the turns of ``after`` come after every other. Nothing of
     a turn not yet read can come before ``rank`` of its turn (``+ len(rows)`` for those of ``after``), so an excerpt
-    is given once no unread turn can precede it.
+    is given once no unread turn can precede it. Every priority is ``start`` more (what reads before these).
     """
-    index = scored.index
-    relevance = scored.relevance if scored.relevance is not None else np.zeros(len(scored.scores))
-    table = index.table
+    table = scored.index.table
     spread = mode == "time"
     # a reply follows its own user message where the question asks what the assistant said
     lag = 0 if question.replies else options.reply_lag
-    summary = question.summary or question.replies  # a timeline of both sides
     n = len(rows)
     # the least priority any message of rows[i:] may have
     least = np.minimum.accumulate([float(i + (n if int(r) in after else 0)) for i, r in enumerate(rows)][::-1])[::-1]
     people: dict[str, tuple[frozenset[str], frozenset[str]]] = {}  # per session: who speaks, whom the question names
-    waiting: list[tuple[float, int, int, Message, bool, int]] = []  # priority, order, row rank, message, said, at
+    waiting: list[tuple[float, int, _Message]] = []  # priority, order, the message
     order = count()
     read, chunk = 0, 8
     while waiting or read < n:
         if read < n and (not waiting or waiting[0][0] > least[read]):
             end, chunk = min(n, read + chunk), 2 * chunk
-            quoted = _quoted(store, user_id, table, rows[read:end])
-            fresh: dict[str, list[Message]] = {}
-            for r in rows[read:end]:
-                if table.session_ids[r] not in people and int(table.ids[r]) in quoted:
-                    fresh.setdefault(table.session_ids[r], []).extend(quoted[int(table.ids[r])][1])
-            for sid, who in _people(store, user_id, fresh).items():
-                people[sid] = (who, named_in(question.text, who))
+            quoted = _read_turns(store, user_id, table, rows[read:end], people, question)
             for rank in range(read, end):
-                r = rows[rank]
-                sid = table.session_ids[r]
-                if int(table.ids[r]) not in quoted or sid not in people:  # gone since the index was read
-                    continue
-                start, messages = quoted[int(table.ids[r])]
-                who, named = people[sid]
-                for offset, m in enumerate(messages):
-                    if (sid, start + offset) in shown:
-                        continue
-                    author = (m.name or "").casefold()
-                    said = m.role == "user" or (m.role == "assistant" and author in who)  # a person's words
-                    if spread and not said and not summary:  # a timeline of what the people brought up
-                        continue
-                    if said:  # the words of the person a question names first, then the others'
-                        priority = rank + (0.25 if named and author not in named else 0.0)
-                    else:  # a reply, after the user messages of a few better turns
-                        priority = rank + lag + 0.5
-                    priority += n if int(r) in after else 0
-                    heapq.heappush(waiting, (priority, next(order), rank, m, said, start + offset))
+                late = n if int(rows[rank]) in after else 0
+                for m in _turn_messages(table, rank, rows[rank], quoted, people, shown, spread, question, lag, late):
+                    heapq.heappush(waiting, (m.priority, next(order), m))
             read = end
             continue
-        priority, _, rank, m, said, at = heapq.heappop(waiting)
-        r = rows[rank]
-        sid = table.session_ids[r]
-        when = index.timestamps.get(sid)
-        cap = options.timeline_chars if spread else options.user_chars if said else options.reply_chars
-        bare = Excerpt(sid, at, m.name or m.role, "", when, priority, (_seconds(when), at),
-                        np.asarray(table.vectors[r], np.float32), int(table.turn_start[r]), frozenset(), False,
-                        float(relevance[r]))
-        yield Pending(least_cost(bare, m.content, cap), partial(_cut, bare, m.content, question.terms, cap, said))
+        _, _, m = heapq.heappop(waiting)
+        yield _pending(scored, m, question, spread, options, m.priority + start)
+
+
+@dataclass(frozen=True, slots=True)
+class _Message:
+    """A message of a chosen turn: its turn's rank and row, its place in its session, whether it is a person's
+    words, whether the question names its speaker, and its hand-set priority (lower first)."""
+
+    rank: int
+    row: int
+    at: int
+    message: Message
+    said: bool
+    named: bool
+    priority: float
+
+
+def _read_turns(store: Store, user_id: str, table: UnitTable, rows: np.ndarray,
+                people: dict[str, tuple[frozenset[str], frozenset[str]]], question: Question
+                ) -> dict[int, tuple[int, tuple[Message, ...]]]:
+    """The messages of the turns ``rows`` (:func:`_quoted`); who speaks in each of their sessions not in ``people``
+    yet, and whom the question names of them, is added to it."""
+    quoted = _quoted(store, user_id, table, rows)
+    fresh: dict[str, list[Message]] = {}
+    for r in rows:
+        if table.session_ids[r] not in people and int(table.ids[r]) in quoted:
+            fresh.setdefault(table.session_ids[r], []).extend(quoted[int(table.ids[r])][1])
+    for sid, who in _people(store, user_id, fresh).items():
+        people[sid] = (who, named_in(question.text, who))
+    return quoted
+
+
+def _turn_messages(table: UnitTable, rank: int, r: int, quoted: dict[int, tuple[int, tuple[Message, ...]]],
+                   people: dict[str, tuple[frozenset[str], frozenset[str]]], shown: set[tuple[str, int]],
+                   spread: bool, question: Question, lag: int, late: float) -> Iterator[_Message]:
+    """The messages of turn ``r`` (of rank ``rank``) that may be shown, with their hand-set priorities (see
+    :func:`_excerpts`; ``late`` more for a turn read after every other); none for a turn gone since the index was
+    read."""
+    sid = table.session_ids[r]
+    if int(table.ids[r]) not in quoted or sid not in people:
+        return
+    start, messages = quoted[int(table.ids[r])]
+    who, named = people[sid]
+    summary = question.summary or question.replies  # a timeline of both sides
+    for offset, m in enumerate(messages):
+        if (sid, start + offset) in shown:
+            continue
+        author = (m.name or "").casefold()
+        said = m.role == "user" or (m.role == "assistant" and author in who)  # a person's words
+        if spread and not said and not summary:  # a timeline of what the people brought up
+            continue
+        if said:  # the words of the person a question names first, then the others'
+            priority = rank + (0.25 if named and author not in named else 0.0)
+        else:  # a reply, after the user messages of a few better turns
+            priority = rank + lag + 0.5
+        yield _Message(rank, int(r), start + offset, m, said, bool(named) and author in named, priority + late)
+
+
+def _pending(scored: Scored, m: _Message, question: Question, spread: bool, options: ContextOptions,
+             priority: float) -> Pending:
+    """``m`` as an excerpt to cut when it is reached, of ``priority``."""
+    index = scored.index
+    table, r = index.table, m.row
+    relevance = float(scored.relevance[r]) if scored.relevance is not None else 0.0
+    sid = table.session_ids[r]
+    when = index.timestamps.get(sid)
+    cap = options.timeline_chars if spread else options.user_chars if m.said else options.reply_chars
+    bare = Excerpt(sid, m.at, m.message.name or m.message.role, "", when, priority, (_seconds(when), m.at),
+                   np.asarray(table.vectors[r], np.float32), int(table.turn_start[r]), frozenset(), False, relevance)
+    return Pending(least_cost(bare, m.message.content, cap),
+                   partial(_cut, bare, m.message.content, question.terms, cap, m.said))
+
+
+def _best_turns(scored: Scored, question: Question, excluded: set[str], options: ContextOptions,
+                only: set[str] | None = None) -> np.ndarray:
+    """The learned selection's turns: the best :attr:`ContextOptions.learned_turns` (at most
+    :attr:`ContextOptions.turns`) by the method's score, of the
+    sessions not excluded, that pass :attr:`ContextOptions.learned_floor` (:func:`_relevant`: by meaning or by the
+    question's words; lower than the hand-set floor: the relevance and the ``k`` best sessions are the model's
+    features, not its gates; ``only``: of these sessions alone)."""
+    index, scores = scored.index, scored.scores
+    relevance = scored.relevance if scored.relevance is not None else np.zeros(len(scores))
+    rows = index.masks["turn"]
+    rows = rows[np.isfinite(scores[rows])]
+    if excluded or only is not None:
+        allowed = np.array([sid not in excluded and (only is None or sid in only) for sid in index.sessions], bool)
+        rows = rows[allowed[index.session_of[rows]]]
+    want = min(options.learned_turns, options.turns)
+    rows = rows[np.argsort(-scores[rows], kind="stable")][: 4 * want]
+    return rows[_relevant(scored, rows, relevance, question, options.learned_floor)][:want]
+
+
+def _candidates(scored: Scored, top: np.ndarray, hand: np.ndarray, after: set[int], store: Store, user_id: str,
+                question: Question, options: ContextOptions, shown: set[tuple[str, int]]
+                ) -> tuple[list[_Message], np.ndarray]:
+    """The messages of the turns ``top`` (best first) that may be shown, and their
+    :data:`memgas.context.select.FEATURES` (one row each); ``hand`` (with ``after``) is the order the hand-set rules
+    take the turns in (:func:`_rows`), a feature."""
+    index, table = scored.index, scored.index.table
+    lag = 0 if question.replies else options.reply_lag
+    people: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+    quoted = _read_turns(store, user_id, table, top, people, question)
+    found = [m for rank, r in enumerate(top)
+             for m in _turn_messages(table, rank, r, quoted, people, shown, False, question, lag, 0.0)]
+    if not found:
+        return [], np.zeros((0, len(FEATURES)), np.float32)
+    relevance = scored.relevance if scored.relevance is not None else np.zeros(len(scored.scores))
+    # each message's place in the hand-set order (its turn's place there, as _turn_messages reckons it; 0: left out)
+    placed = {int(r): rank + (len(hand) if int(r) in after else 0) for rank, r in enumerate(hand)}
+    sessions: dict[str, int] = {}
+    for r in top:
+        sessions.setdefault(table.session_ids[r], len(sessions))
+    # the age of a session: its place among all the user's sessions in time, the newest 1
+    stamps = sorted(_seconds(t) for t in index.timestamps.values())
+    held = token_sets([m.message.content for m in found])
+    terms = question.terms
+    past, now = float(question.mode == "past"), float(question.mode == "now")
+    X = np.array([
+        (rank_feature(m.rank), float(relevance[m.row]), rank_feature(sessions[table.session_ids[m.row]]),
+         rank_feature(m.priority - m.rank + placed[m.row]) if m.row in placed else 0.0, float(m.said),
+         float(m.said and only_asks(m.message.content)),
+         math.log1p(min(len(m.message.content), options.user_chars if m.said else options.reply_chars) / 4) / 8,
+         len(terms & words) / max(len(terms), 1), age, past, now, float(question.replies), float(m.named),
+         age * now, age * past)
+        for m, words, age in zip(found, held, (
+            bisect_right(stamps, _seconds(index.timestamps.get(table.session_ids[m.row]))) / max(len(stamps), 1)
+            for m in found))], np.float32)
+    return found, X
+
+
+def _learned(scored: Scored, rows: np.ndarray, after: set[int], store: Store, user_id: str, question: Question,
+             mode: str, options: ContextOptions, excluded: set[str], shown: set[tuple[str, int]],
+             selection: Selection, limited: bool) -> Iterator[Pending]:
+    """The excerpts in the order :func:`take` tries them, chosen by ``selection`` (:mod:`memgas.context.select`):
+    the messages of the best turns (:func:`_best_turns`) by their probability of being evidence per token, each of
+    priority its place by that probability (how the block then reads); then those of the other turns of ``rows``
+    in the hand-set order (:func:`_excerpts`), after them."""
+    # the k sessions alone where the caller asked for them alone (not beyond them)
+    only = {scored.index.table.session_ids[r] for r in rows} if limited else None
+    top = _best_turns(scored, question, excluded, options, only)
+    found, X = _candidates(scored, top, rows, after, store, user_id, question, options, shown)
+    if found:
+        value = selection.values(X)
+        place = np.empty(len(found), np.int64)
+        place[np.argsort(-value, kind="stable")] = np.arange(len(found))
+        pending = [_pending(scored, m, question, False, options, float(p)) for m, p in zip(found, place)]
+        for i in np.argsort(-value / np.array([p.least for p in pending], np.float64), kind="stable"):
+            yield pending[int(i)]
+    yield from _excerpts(scored, rows[~np.isin(rows, top)], after, store, user_id, question, mode, options, shown,
+                         float(len(found)))
 
 
 def _quoted(store: Store, user_id: str, table: UnitTable, rows: np.ndarray
