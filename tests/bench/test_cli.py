@@ -602,6 +602,12 @@ def test_latency_times_search_and_context_on_an_existing_store(tmp_path: Path, c
     assert f"{result['ratio_embedded_p95']:.1f}×" in printed and "with the embedding in both" in printed
     assert main(["bench", "latency", "--out", str(out)]) == 2  # no store named: one line
     assert "pass --backend" in capsys.readouterr().err
+    assert main(["bench", "latency", "--backend", str(db), "--requests", "2", "--contexts", "4000",
+                 "--out", str(out)]) == 0
+    assert json.loads((out / "results.json").read_text())["max_tokens"] == 4000
+    assert "context 4000 tokens" in capsys.readouterr().out
+    assert main(["bench", "latency", "--backend", str(db), "--contexts", "1000,4000"]) == 2
+    assert "one value" in capsys.readouterr().err
 
 
 def test_longmemeval_bench_runs_the_question_types_asked_for(tmp_path: Path, capsys, monkeypatch) -> None:

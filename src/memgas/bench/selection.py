@@ -19,6 +19,12 @@ command measures what a learned selection over them would give before the store 
 one without them gives ("learned without message vectors": the candidates BM25 and MemGAS's turns bring, the
 features of :data:`MESSAGE_VECTOR_FEATURES` left out), and one over MemGAS's turns alone ("learned over MemGAS's
 turns": the messages of its best turns, what a context reads today).
+
+"memgas, learned selection" is what MemGAS's context ships (:mod:`memgas.context.select`): its candidates and
+features as :func:`memgas.context.build.evidence_candidates` gives them, fitted in the same two folds and measured
+through :func:`memgas.context.build_context` itself (user card, timelines and all); "memgas" beside it is the
+context as its hand-set priorities choose (``ContextOptions(learned=False)``). Fitted then on every question, its
+weights are what ``memgas/data/selection.npz`` ships.
 """
 
 from __future__ import annotations

@@ -119,7 +119,7 @@ def add_bench_parser(sub: Any) -> None:
     sp.add_argument("--contexts", type=_ks, default=None, metavar="TOKENS[,TOKENS...]",
                     help="measure each method's context at these budgets (default 1000,4000 for beam; off for locomo "
                          "and longmemeval unless given): the share of gold evidence messages it holds, and whether the "
-                         "updated evidence comes first")
+                         "updated evidence comes first; latency: the one budget its contexts are timed at (default 1000)")
     sp.add_argument("--context-set", action="append", default=[], metavar="KEY=VALUE",
                     help="with contexts: a field of memgas.context.ContextOptions for the memgas methods' contexts, e.g. "
                          "--context-set floor=0.2 or --context-set profile=false (repeatable)")
@@ -581,8 +581,10 @@ def _cmd_latency(args: argparse.Namespace) -> int:
     requests = 20 if args.requests is None else args.requests
     if requests < 1:
         raise InvalidInputError("--requests must be a positive integer")
+    if args.contexts is not None and len(args.contexts) != 1:
+        raise InvalidInputError("bench latency times one context budget: pass --contexts TOKENS once, one value")
     with Memory(args.backend) as mem:
-        result = run_latency(mem, requests)
+        result = run_latency(mem, requests, max_tokens=1000 if args.contexts is None else args.contexts[0])
     if not result["questions"]:
         raise InvalidInputError(f"{args.backend} holds no user message to ask about")
     table = latency_markdown(result)
