@@ -22,7 +22,7 @@ import numpy as np
 
 from memgas.kernels.text import context_tokens as count_tokens
 
-__all__ = ["Excerpt", "ContextOptions", "fill", "take", "Pending", "least_cost", "order_excerpts", "render", "PROFILE_HEADER", "MEMORY_HEADERS"]
+__all__ = ["Excerpt", "ContextOptions", "fill", "take", "line_cost", "Pending", "least_cost", "order_excerpts", "render", "PROFILE_HEADER", "MEMORY_HEADERS"]
 
 PROFILE_HEADER = "What holds now about the user (their latest word on each subject):"
 MEMORY_HEADERS = {
@@ -61,8 +61,12 @@ class ContextOptions:
         learned: choose the evidence by the learned selection (:mod:`memgas.context.select`; else by the hand-set
             priorities: a person's words by their turn's rank, a reply ``reply_lag`` turns later).
         learned_turns: with a learned selection (:mod:`memgas.context.select`), the messages of this many of the
-            best turns (by the method's score) are its candidates; those of the others follow in the hand-set
-            order.
+            best turns (by the method's score) are its candidates at a budget of 1,000 tokens or less, one turn more
+            per 50 tokens beyond, at most ``learned_turns_max``; those of the others follow in the hand-set order.
+        learned_turns_max: the most turns a learned selection reads (its weights were fitted on this many).
+        learned_fill: where the learned selection's candidates leave at least this share of the budget, the other
+            turns' messages fill it in the hand-set order (less is left as it is: reading more turns for a line or
+            two costs more than it brings).
         learned_floor: the learned selection's candidates are turns of at least this relevance, or that hold half
             the question's words (its features weigh the relevance; a floor set by the caller holds for both).
     """
@@ -83,7 +87,9 @@ class ContextOptions:
     turns: int = 150
     beyond_k: bool = True
     learned: bool = True
-    learned_turns: int = 60
+    learned_turns: int = 40
+    learned_turns_max: int = 60
+    learned_fill: float = 0.1
     learned_floor: float = 0.15
 
 
@@ -159,6 +165,11 @@ def least_cost(shown: Excerpt, content: str, cap: int) -> int:
     return -(-(len(shown.line(99, True)) + shown_chars) // 4) + 1  # count_tokens of the line with that text
 
 
+def line_cost(e: Excerpt) -> int:
+    """What ``e``'s line costs in a block, in tokens, with its line break (numbered and marked at the most)."""
+    return count_tokens(e.line(99, True)) + 1
+
+
 def take(ordered: Iterable[Excerpt | Pending], budget: int) -> list[Excerpt]:
     """The excerpts taken in the order given while their lines fit ``budget`` tokens; one that does not fit is passed
     over for smaller ones after it. No message twice. Reads ``ordered`` only until the budget is spent (less than
@@ -180,7 +191,7 @@ def take(ordered: Iterable[Excerpt | Pending], budget: int) -> list[Excerpt]:
             e = made
         if (e.session_id, e.message) in seen:
             continue
-        cost = count_tokens(e.line(99, True)) + 1
+        cost = line_cost(e)
         if cost <= left:
             taken.append(e)
             seen.add((e.session_id, e.message))

@@ -38,6 +38,7 @@ from memgas.context.assemble import (
     Pending,
     fill,
     least_cost,
+    line_cost,
     order_excerpts,
     render,
     take,
@@ -165,11 +166,17 @@ def build_context(
         # the question below ("I'm looking for ideas to socialize with colleagues. I work from home and ...": the
         # card's first sentence alone left the rest, the evidence, out of the block)
         shown = {(e.session_id, e.message) for e in profile if not _partial(e.text)} | set(hidden)
-        chosen = (_learned(scored, rows, after, store, user_id, question, mode, options, excluded, shown,
-                           selection or shipped(), max_sessions is not None and not options.beyond_k)
-                  if options.learned and mode != "time" else
-                  _excerpts(scored, rows, after, store, user_id, question, mode, options, shown))
-        taken = take(chosen, budget)
+        if options.learned and mode != "time":
+            first, rest = _learned(scored, rows, after, store, user_id, question, options, excluded, shown,
+                                   selection or shipped(), max_sessions is not None and not options.beyond_k,
+                                   max_tokens)
+            taken = take(first, budget)
+            left = budget - sum(line_cost(e) for e in taken)
+            if left >= options.learned_fill * budget:  # the other turns fill what the learned ones leave
+                taken += take(_excerpts(scored, rest, after, store, user_id, question, mode, options, shown,
+                                        float(len(first))), left)
+        else:
+            taken = take(_excerpts(scored, rows, after, store, user_id, question, mode, options, shown), budget)
         # the question's words each shown part holds, in one batch
         taken = [replace(e, words=question.terms & held) for e, held in zip(taken, token_sets([e.text for e in taken]))]
         if profiles is not None and options.profile:  # what the user model knows of each line's statements
@@ -373,9 +380,10 @@ def _pending(scored: Scored, m: _Message, question: Question, spread: bool, opti
 
 
 def _best_turns(scored: Scored, question: Question, excluded: set[str], options: ContextOptions,
-                only: set[str] | None = None) -> np.ndarray:
-    """The learned selection's turns: the best :attr:`ContextOptions.learned_turns` (at most
-    :attr:`ContextOptions.turns`) by the method's score, of the
+                budget: int | None = None, only: set[str] | None = None) -> np.ndarray:
+    """The learned selection's turns: the best :attr:`ContextOptions.learned_turns` for ``budget`` tokens
+    (``None``: :attr:`ContextOptions.learned_turns_max`; never more than :attr:`ContextOptions.turns`) by the
+    method's score, of the
     sessions not excluded, that pass :attr:`ContextOptions.learned_floor` (:func:`_relevant`: by meaning or by the
     question's words; lower than the hand-set floor: the relevance and the ``k`` best sessions are the model's
     features, not its gates; ``only``: of these sessions alone)."""
@@ -386,7 +394,9 @@ def _best_turns(scored: Scored, question: Question, excluded: set[str], options:
     if excluded or only is not None:
         allowed = np.array([sid not in excluded and (only is None or sid in only) for sid in index.sessions], bool)
         rows = rows[allowed[index.session_of[rows]]]
-    want = min(options.learned_turns, options.turns)
+    want = options.learned_turns_max if budget is None else min(
+        options.learned_turns_max, options.learned_turns + max(0, budget - 1000) // 50)
+    want = min(want, options.turns)
     rows = rows[np.argsort(-scores[rows], kind="stable")][: 4 * want]
     return rows[_relevant(scored, rows, relevance, question, options.learned_floor)][:want]
 
@@ -430,25 +440,26 @@ def _candidates(scored: Scored, top: np.ndarray, hand: np.ndarray, after: set[in
 
 
 def _learned(scored: Scored, rows: np.ndarray, after: set[int], store: Store, user_id: str, question: Question,
-             mode: str, options: ContextOptions, excluded: set[str], shown: set[tuple[str, int]],
-             selection: Selection, limited: bool) -> Iterator[Pending]:
-    """The excerpts in the order :func:`take` tries them, chosen by ``selection`` (:mod:`memgas.context.select`):
-    the messages of the best turns (:func:`_best_turns`) by their probability of being evidence per token, each of
-    priority its place by that probability (how the block then reads); then those of the other turns of ``rows``
-    in the hand-set order (:func:`_excerpts`), after them."""
+             options: ContextOptions, excluded: set[str], shown: set[tuple[str, int]], selection: Selection,
+             limited: bool, budget: int) -> tuple[list[Pending], np.ndarray]:
+    """The learned selection's excerpts in the order :func:`take` tries them, chosen by ``selection``
+    (:mod:`memgas.context.select`): the messages of the best turns for ``budget`` (:func:`_best_turns`) by their
+    probability of being evidence per token, each of priority its place by that probability (how the block then
+    reads); and the other turns of ``rows``, whose messages may fill what they leave (in the hand-set order,
+    :func:`_excerpts`)."""
     # the k sessions alone where the caller asked for them alone (not beyond them)
     only = {scored.index.table.session_ids[r] for r in rows} if limited else None
-    top = _best_turns(scored, question, excluded, options, only)
+    top = _best_turns(scored, question, excluded, options, budget, only)
     found, X = _candidates(scored, top, rows, after, store, user_id, question, options, shown)
-    if found:
-        value = selection.values(X)
-        place = np.empty(len(found), np.int64)
-        place[np.argsort(-value, kind="stable")] = np.arange(len(found))
-        pending = [_pending(scored, m, question, False, options, float(p)) for m, p in zip(found, place)]
-        for i in np.argsort(-value / np.array([p.least for p in pending], np.float64), kind="stable"):
-            yield pending[int(i)]
-    yield from _excerpts(scored, rows[~np.isin(rows, top)], after, store, user_id, question, mode, options, shown,
-                         float(len(found)))
+    rest = rows[~np.isin(rows, top)]
+    if not found:
+        return [], rest
+    value = selection.values(X)
+    place = np.empty(len(found), np.int64)
+    place[np.argsort(-value, kind="stable")] = np.arange(len(found))
+    pending = [_pending(scored, m, question, False, options, float(p)) for m, p in zip(found, place)]
+    order = np.argsort(-value / np.array([p.least for p in pending], np.float64), kind="stable")
+    return [pending[int(i)] for i in order], rest
 
 
 def _quoted(store: Store, user_id: str, table: UnitTable, rows: np.ndarray
