@@ -92,10 +92,17 @@ def test_the_candidates_are_the_best_turns_messages_with_their_features(mem: Mem
 
 
 def test_other_turns_fill_what_the_learned_turns_leave(mem: Memory) -> None:
-    """With one learned turn, a large budget still shows the other relevant turns (in the hand-set order, after)."""
-    one = _block(mem, 2000, options=ContextOptions(learned_turns=1, current_first=False))
+    """With one learned turn, a large budget still shows the other relevant turns (in the hand-set order, after);
+    not where what the learned turns leave is under ``learned_fill`` of the budget."""
+    options = ContextOptions(learned_turns=1, learned_turns_max=1, current_first=False)
+    one = _block(mem, 2000, options=options)
     assert "Luna" in one and sum(f in one for f in FILLER) >= 4
     assert one.splitlines()[1].endswith(EVIDENCE)  # the learned turn's message reads first (read by priority)
+    alone = _block(mem, 2000, options=replace(options, learned_fill=0.99))
+    assert "Luna" in alone and not any(f in alone for f in FILLER)
+    # more budget, more learned turns: 1 at 1,000 tokens, one more per 50 beyond (here all, as at most 60)
+    grown = _block(mem, 2000, options=replace(options, learned_turns_max=60, learned_fill=0.99))
+    assert sum(f in grown for f in FILLER) >= 4
 
 
 def test_the_hand_set_order_and_a_callers_floor_still_hold(mem: Memory) -> None:
