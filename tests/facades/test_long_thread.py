@@ -1,5 +1,5 @@
 """One long thread appended one message at a time (issue 61): an append derives only the session's end, and what it
-derives is what a whole add derives; the index follows the appends in place (a continued turn's old BM25 document
+derives is what a whole add derives (but the summary and keywords, which read the schedule's turns); the index follows the appends in place (a continued turn's old BM25 document
 retired, not the index rebuilt) and scores as a fresh one; a ``kill -9`` mid-append leaves the acknowledged messages
 and units whole.
 
@@ -59,12 +59,21 @@ def test_a_long_thread_appended_message_by_message_equals_one_whole_add(tmp_path
             live.append([message], user_id="u", session_id="t", timestamp="2024-02-01")
         units_l, vectors_l, edges_l = session_state(live, "u", "t")
         units_w, vectors_w, edges_w = session_state(whole, "u", "t")
-        assert units_l == units_w
-        assert all(np.array_equal(vectors_l[k], vectors_w[k]) for k in vectors_w)
-        assert [e[:2] for e in edges_l] == [e[:2] for e in edges_w]
-        np.testing.assert_allclose([e[2] for e in edges_l], [e[2] for e in edges_w], rtol=0, atol=1e-6)
-        # the summary and keywords read the first summary_turns(45) = 40 turns
+        # chunks and turns (granularity 0 and 1) and their edges as one whole add's
+        chunks_and_turns = [k for k in units_w if k[1] < 2]
+        assert [k for k in units_l if k[1] < 2] == chunks_and_turns
+        assert all(np.array_equal(vectors_l[k], vectors_w[k]) for k in chunks_and_turns)
+        lasting = [[e for e in edges if e[0][1] < 2 and e[1][1] < 2] for edges in (edges_l, edges_w)]
+        assert [e[:2] for e in lasting[0]] == [e[:2] for e in lasting[1]] and lasting[0]
+        np.testing.assert_allclose([e[2] for e in lasting[0]], [e[2] for e in lasting[1]], rtol=0, atol=1e-6)
+        # the summary and keywords: the whole add read all 45 turns, the appends the first summary_turns(45) = 40, as
+        # an add of those turns' summary would
+        assert {k[3] for k in units_w if k[1] >= 2} == {45}
         assert {k[3] for k in units_l if k[1] >= 2} == {summary_turns(45)} == {40}
+        reference = [u for u in build_units(live.get("t", user_id="u"), embedder, summary_reach=40)
+                     if u.granularity in ("summary", "keyword")]
+        assert [k[5] for k in units_l if k[1] >= 2] == [u.text for u in reference]
+        assert all(np.array_equal(vectors_l[k], u.vector) for k, u in zip([k for k in units_l if k[1] >= 2], reference))
         # followed in place: a rebuild only when retired documents outnumber the live ones (not once per reply)
         assert live.method._indexes.builds - builds <= 1
         index = live.method._indexes.get(live.store, "u")
@@ -76,6 +85,24 @@ def test_a_long_thread_appended_message_by_message_equals_one_whole_add(tmp_path
         a, b = (m.method.scored(m.store, "u", q) for m in (live, other))
         assert a.channels is not None and b.channels is not None and a.channels["lexical"].max() > 0
         np.testing.assert_array_equal(a.channels["lexical"], b.channels["lexical"])
+
+
+def test_an_append_to_a_whole_added_session_keeps_its_whole_summary_until_the_next_point(embedder: Embedder) -> None:
+    messages = thread(50, 5)
+    cut = next(i for i, m in enumerate(messages) if m["content"].startswith("Message 45:"))
+    with Memory(embedder=embedder) as mem:
+        mem.add(messages[:cut], user_id="u", session_id="t")  # 45 turns, the summary over all of them
+
+        def summary_ends() -> set[int]:
+            units = mem.store.session_units("u", "t", texts=False)
+            return {int(units.turn_end[r]) for r in range(len(units)) if units.granularity[r] >= 2}
+
+        assert summary_ends() == {45}
+        for message in messages[cut:]:  # turns 46 to 49: summary_turns gives 40, less than what is kept
+            if message["content"].startswith("Message 49:"):
+                assert summary_ends() == {45}
+            mem.append([message], user_id="u", session_id="t")
+        assert summary_ends() == {summary_turns(50)} == {50}  # the next point of the schedule: read again
 
 
 def test_an_edit_after_appends_rebuilds_the_index_and_forgets_the_old_words(embedder: Embedder) -> None:
@@ -133,7 +160,7 @@ def test_kill_9_mid_append_loses_no_acknowledged_message_and_leaves_no_half_deri
             acked = len(session.messages)
             assert [m.content.split()[1] for m in session.messages] == [str(i) for i in range(acked)]
             stored = mem.store.session_units("u", "thread")
-            whole = build_units(session, mem.method.embedder)
+            whole = build_units(session, mem.method.embedder, summary_reach=summary_turns(len(session.turns)))
             assert sorted((int(stored.granularity[r]), int(stored.turn_start[r]), int(stored.turn_end[r]),
                            int(stored.chunk[r]), stored.texts[r]) for r in range(len(stored))) == sorted(
                 (["session", "turn", "summary", "keyword"].index(u.granularity), u.turn_start, u.turn_end, u.chunk,

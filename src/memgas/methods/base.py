@@ -73,10 +73,12 @@ class MemoryMethod(ABC):
         # to it (see rewrite).
         self._appending = threading.local()
 
-    def build(self, session: Session, known: Known | None = None) -> list[Unit]:
+    def build(self, session: Session, known: Known | None = None, summary_reach: int | None = None) -> list[Unit]:
         """The session's multi-granular units, with vectors (see :func:`memgas.methods.units.build_units`); with
-        ``known``, only those a change at the session's end makes again."""
-        return build_units(session, self.embedder, summarizer=self.summarizer, keyworder=self.keyworder, known=known)
+        ``known``, only those a change at the session's end makes again; the summary and keywords read the first
+        ``summary_reach`` turns (``None``: all)."""
+        return build_units(session, self.embedder, summarizer=self.summarizer, keyworder=self.keyworder, known=known,
+                           summary_reach=summary_reach)
 
     def caches(self) -> list[IndexCache[Any]]:
         """The per-user index caches this method keeps (what :meth:`limit_caches` sizes)."""
@@ -122,7 +124,9 @@ class MemoryMethod(ABC):
     def rewrite(self, store: Store, session: Session, *, keep_messages: int, append: bool = False) -> IngestStats:
         """Bring the stored session to ``session`` (whose first ``keep_messages`` messages are the stored ones):
         afterwards it holds exactly the units an add of the whole ``session`` would write, and the units
-        that did not change keep their ids and edges.
+        that did not change keep their ids and edges; but for an ``append`` the summary and keyword units read the
+        session's first :func:`memgas.methods.units.summary_turns` turns (at least four fifths of them) where a whole
+        add reads every turn.
 
         Only what the change reaches is derived again (:meth:`known`): the turns from the one holding message
         ``keep_messages`` on, the session chunks from the one holding that turn on, and the summary and keyword
@@ -139,7 +143,7 @@ class MemoryMethod(ABC):
         store.bind_embedder(self.embedder.id, self.embedder.dim)
         with store.writing(session.user_id):
             known, part, before = self.known(store, session, keep_messages, append=append)
-            units = self.build(session, known)
+            units = self.build(session, known, summary_turns(len(session.turns)) if append else None)
             t1 = time.perf_counter()
             kept, drop = match_units(part, units)
             new_rows = [i for i in range(len(units)) if i not in kept]
@@ -192,11 +196,13 @@ class MemoryMethod(ABC):
         rows = {GRANULARITIES[int(g)]: np.flatnonzero(part.granularity == g) for g in np.unique(part.granularity)}
         vectors = {int(part.turn_start[r]): part.vectors[r] for r in rows.get("turn", ()) if part.turn_start[r] < changed}
         ends = [int(part.turn_end[r]) for g in ("summary", "keyword") for r in rows.get(g, ())]
-        reach = summary_turns(len(turns))
-        if len(ends) == 2 and ends[0] == ends[1] == reach <= changed:
+        # kept while the turns they read did not change and they read as far as the schedule asks (an append) or the
+        # whole session (an edit); a whole add read every turn, so an append keeps them until the next point
+        reach = summary_turns(len(turns)) if append else len(turns)
+        if len(ends) == 2 and ends[0] == ends[1] and reach <= ends[0] <= changed:
             s, k = (int(rows[g][0]) for g in ("summary", "keyword"))
-            summary = (Unit(sid, "summary", part.texts[s], 0, reach, vector=part.vectors[s]),
-                       Unit(sid, "keyword", part.texts[k], 0, reach, vector=part.vectors[k]))
+            summary = (Unit(sid, "summary", part.texts[s], 0, ends[0], vector=part.vectors[s]),
+                       Unit(sid, "keyword", part.texts[k], 0, ends[0], vector=part.vectors[k]))
             return Known(start, chunk, vectors, summary), part, []
         whole = store.session_units(uid, sid, texts=False)
         before = []

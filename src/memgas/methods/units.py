@@ -316,16 +316,16 @@ def _pack_turns(counts: Sequence[int], budget: int) -> list[tuple[int, int]]:
     return ranges
 
 
-#: A session's summary and keyword units read all its turns up to this many (:func:`summary_turns`).
+#: An appended session's summary and keyword units read all its turns up to this many (:func:`summary_turns`).
 SUMMARY_TURNS = 32
 #: Past :data:`SUMMARY_TURNS`, they are written again each time the session grew by this factor.
 SUMMARY_GROWTH = 1.25
 
 
 def summary_turns(n: int) -> int:
-    """How many of a session's first turns its summary and keyword units read, for a session of ``n`` turns: all of
-    them up to :data:`SUMMARY_TURNS`, then the largest point of the schedule 32, 40, 50, 62, 77, ... (each
-    :data:`SUMMARY_GROWTH` times the one before) that is at most ``n``.
+    """How many of a session's first turns its summary and keyword units read once an append made it ``n`` turns
+    long: all of them up to :data:`SUMMARY_TURNS`, then the largest point of the schedule 32, 40, 50, 62, 77, ...
+    (each :data:`SUMMARY_GROWTH` times the one before) that is at most ``n``. A whole add reads every turn.
 
     So a session that grows one message at a time has them written again only when it passes a point of the schedule
     (O(log n) times over its life) rather than on every message: writing them reads the whole session (a summary,
@@ -369,6 +369,7 @@ def build_units(
     keyworder: Keyworder | None = None,
     reply_chars: int = 300,
     known: Known | None = None,
+    summary_reach: int | None = None,
 ) -> list[Unit]:
     """Build a session's memory units, with their vectors, at the four granularities.
 
@@ -383,8 +384,8 @@ def build_units(
       is a chunk of its own). Each chunk records its turn range and holds its turns' whole text, so
       nothing is truncated. A chunk's vector is the re-normalised mean of its turns' vectors: the
       session granularity costs no second embedding pass over the same words.
-    * Summary: ``summarizer.summarize(first, turn_vectors)`` over the session's first
-      :func:`summary_turns` turns (all of a session of up to 32), turn range = those turns.
+    * Summary: ``summarizer.summarize(first, turn_vectors)`` over the session's first ``summary_reach`` turns (all
+      of them by default; an append to a long session reads :func:`summary_turns`), turn range = those turns.
     * Keywords: ``", ".join(keyworder.keywords(first))`` over the same turns; when the keyworder finds none (a
       short session of small talk) the unit falls back to the summary text, so every session has one.
 
@@ -405,6 +406,7 @@ def build_units(
         keyworder: writes the keywords; default :class:`YakeKeyworder`.
         reply_chars: how much of each reply the turn vectors read (the stored text keeps all).
         known: what the stored units already hold (see :class:`Known`).
+        summary_reach: how many of the session's first turns the summary and keyword units read (``None``: all).
 
     Returns:
         The units, with ``vector`` set and ``id`` unset.
@@ -418,7 +420,7 @@ def build_units(
     n = len(turns)
     start, first_chunk = (0, 0) if known is None else (known.start, known.chunk)
     stored = {} if known is None else known.turn_vectors
-    reach = summary_turns(n)
+    reach = n if summary_reach is None else max(1, min(summary_reach, n))
     kept_summary = None if known is None else known.summary
     needed = range(start if kept_summary is not None else 0, n)
     views = {i: embedding_view(turns[i], reply_chars) for i in range(start, n)}
