@@ -1032,6 +1032,36 @@ def test_rewrite_session_keeps_what_it_is_told_and_writes_the_rest_in_one_transa
     assert (info.n_messages, info.n_turns) == (len(grown.messages), 3)
 
 
+def test_a_sessions_tail_is_its_units_past_a_turn_and_its_summaries_sought_by_the_tail_index(
+        store: Store, rng: np.random.Generator) -> None:
+    long = _session("u", "long", n_turns=12)
+    turns = long.turns
+    # a keyword unit over all (first: ids do not follow the granularities), then chunks and turns whose texts are
+    # their turns' (kept as message ranges)
+    chunks = [Unit("long", "session", "\n".join(t.text for t in turns[a:b]), a, b, chunk=c, vector=v)
+              for c, ((a, b), v) in enumerate(zip([(0, 5), (5, 9), (9, 12)], _vectors(rng, 3)))]
+    units = [u for u in _units(long, rng) if u.granularity == "keyword"] + chunks + [
+        Unit("long", "turn", t.text, t.index, t.index + 1, vector=v) for t, v in zip(turns, _vectors(rng, 12))]
+    ids = store.add_session(long, units, [])
+    store.add_session(_session("u", "other", n_turns=3), _units(_session("u", "other", n_turns=3), rng), [])
+    for after in (-1, 0, 4, 5, 8, 11, 12):
+        tail = store.session_units("u", "long", after=after)
+        want = [i for i, u in zip(ids, units) if u.turn_end > after or u.granularity in ("summary", "keyword")]
+        assert tail.ids.tolist() == want  # in id order, the keyword unit whatever its range
+        assert store.session_units("u", "long", after=after, texts=False).ids.tolist() == want
+    # a rewrite that replaces the last reply finds the units reaching past the kept messages (chunk 2, turn 11) and,
+    # as they are kept here, keeps their texts (a unit missed would read the new reply through its range)
+    edited = replace(long, messages=(*long.messages[:-1], Message("assistant", "and one more thing")))
+    store.rewrite_session(edited, keep_messages=len(long.messages) - 1, drop_units=[], units=[], edges=[])
+    assert list(store.session_units("u", "long").texts) == [u.text for u in units]
+    assert not any("one more thing" in t for t in store.session_units("u", "long").texts)
+    if isinstance(store, SQLiteStore):  # sought, not scanned: every part of the read goes through the index
+        with store._read("u") as conn:
+            plan = conn.execute("EXPLAIN QUERY PLAN SELECT id FROM units u WHERE u.session_pk = 1 AND"
+                                " u.granularity = 1 AND u.turn_end > 3").fetchall()
+        assert "units_tail" in str(plan) and "turn_end>?" in str(plan)
+
+
 def test_rewrite_session_refuses_and_writes_nothing(store: Store, rng: np.random.Generator) -> None:
     a = _session("u", "a")
     a_ids = store.add_session(a, _units(a, rng), [])

@@ -71,6 +71,7 @@ from memgas.store.sql import (
     SCOPES_MIGRATION,
     SESSION_VERSION_COLUMN,
     SNAPSHOTS_TABLE,
+    TAIL_INDEX,
     SQLStore,
     compact_unit_vectors,
     links_from_edges,
@@ -169,6 +170,8 @@ MIGRATIONS: tuple[tuple[Any, ...], ...] = (
      lambda conn: links_from_edges(conn, "%s", conn.cursor(name="memgas_edges").execute(
          "SELECT user_id, dst, src, weight FROM edges ORDER BY dst, src")),
      "DROP TABLE edges"),
+    # 11: a session's units by granularity and where their turns end, so an append reads the session's tail alone.
+    (TAIL_INDEX.format(user="user_id, "),),
 )
 
 #: One token-bucket step in one statement, on the database's clock (the same for every worker): refill the

@@ -54,6 +54,7 @@ from memgas.store.sql import (
     JOINED_MIGRATION,
     SCOPES_MIGRATION,
     SNAPSHOTS_TABLE,
+    TAIL_INDEX,
     SQLStore,
     add_session_versions,
     compact_unit_vectors,
@@ -142,6 +143,8 @@ MIGRATIONS: tuple[tuple[Any, ...], ...] = (
      lambda conn: links_from_edges(conn, "?", conn.execute("SELECT user_id, dst, src, weight FROM edges"
                                                            " ORDER BY dst, src")),
      "DROP TABLE edges"),
+    # 10: a session's units by granularity and where their turns end, so an append reads the session's tail alone.
+    (TAIL_INDEX.format(user=""),),
 )
 
 #: Version of the on-disk schema this code reads and writes.

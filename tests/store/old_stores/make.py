@@ -3,13 +3,14 @@
 For each version, a checkout of the commit named below (``git worktree add /tmp/vN COMMIT``), then
 ``PYTHONPATH=/tmp/vN/src python make.py vN.db vN.json`` and ``gzip -9 vN.db``:
 
-    v1 00186da   v2 2ca7f91   v3 d9abdbc   v4 3aa257b   v6 645c374   v7 690ef6a   v8 4b230ef   (SQLite skipped 5)
+    v1 00186da   v2 2ca7f91   v3 d9abdbc   v4 3aa257b   v6 645c374   v7 690ef6a   v8 4b230ef   v9 79b2391
+    (SQLite skipped 5)
 
 and for PostgreSQL, into an empty database of a throwaway cluster, ``make.py postgresql://... pgN.json`` then
 ``pg_dump --format=custom --file=pgN.dump postgresql://...``:
 
     pg1 00186da   pg2 2ca7f91   pg3 d9abdbc   pg4 3aa257b   pg5 a515e2b   pg6 645c374   pg7 3482d31   pg8 0497668
-    pg9 4b230ef
+    pg9 4b230ef   pg10 79b2391
 
 ``vN.json`` is what that code read back from its store: the messages of every session, the units per user, an API
 key (from version 2). ``tests/store/test_upgrades.py`` opens each store with today's code and finds all of it.
