@@ -163,3 +163,15 @@ def test_only_a_later_statement_marks_a_line_earlier() -> None:
     later = ex("may", 9, "I moved again, to Lisbon", 3, 5, [1.0, 0.0], turn=3, relevance=0.2)
     assert [(e.message, early) for e, early in order_excerpts([answer, later], "relevance", 0.6)] == [
         (9, False), (0, True)]
+
+
+def test_a_lines_length_is_counted_without_making_it_for_any_date_speaker_and_session() -> None:
+    from memgas.context.assemble import line_cost
+
+    for stamp in (None, datetime(2024, 3, 9), datetime(999, 1, 2), datetime(12, 1, 2)):
+        for speaker, sid in (("user", "s"), ("Caroline", "locomo-26/session_12")):
+            e = Excerpt(sid, 3, speaker, "I moved to Lisbon · in May.", stamp, 0, (0.0, 3))
+            assert e.line_chars() == len(e.line(99, True))
+            assert e.line_chars(5) == len(e.line(99, True)) - len(e.text) + 5
+            assert line_cost(e) == context_tokens(e.line(99, True)) + 1
+            assert least_cost(e, "short", 600) == context_tokens(replace(e, text="short").line(99, True)) + 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from memgas.kernels.excerpt import around, best_sentences, best_window, excerpt, query_terms, sentence_spans
@@ -82,3 +82,62 @@ def test_the_two_pointer_run_search_chooses_what_growing_every_start_chooses(
         at += length + 1
     have = [terms for _, terms in sentences]
     assert best_sentences(spans, have, max_chars) == _reference_sentences(spans, have, max_chars)
+
+
+def _reference_spans(text: str) -> list[tuple[int, int]]:
+    """The sentences as cut before one regular expression matched them: at each end (an end mark and white space,
+    or line breaks), each piece stripped on the left, the last on the right too, blank ones left out."""
+    import re
+
+    spans, start = [], 0
+    for m in [*re.finditer(r"(?<=[.!?])\s+|\n+", text), None]:
+        end = len(text.rstrip()) if m is None else m.start()
+        piece = text[start:end]
+        if piece.strip():
+            spans.append((start + len(piece) - len(piece.lstrip()), end))
+        if m is not None:
+            start = m.end()
+    return spans
+
+
+#: Pieces of text where the sentence matcher and the word finder could go wrong: end marks in runs, before and
+#: after white space of several kinds (a non-breaking space, a vertical tab, a line separator, a carriage return);
+#: words that share a stem, a stop word, word characters beside words (``_``, digits), and characters whose
+#: lower case is longer (``İ``) or depends on what follows (final sigma), or that hold CJK text.
+PIECES = ["a", "bc", " ", "  ", ".", "!", "?", "...", "\n", "\r\n", "\t", "\u00a0", "\x0b", "\u2028", "x.", "run",
+          "running", "Runs", "the", "locker_code", "4512", "ΟΔΟΣ", "Σ", "İ", "Straße", "東京", "寿司"]
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=30))
+def test_sentences_are_the_pieces_between_the_ends(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    assert sentence_spans(text) == _reference_spans(text)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), min_size=1, max_size=40), st.lists(st.sampled_from(PIECES), max_size=4))
+@example(["run", "_", " ", "run", "4512", " ", "ran", ". ", "run"], ["run"])  # "run_" and "run4512" are words
+def test_the_terms_each_sentence_holds_are_its_tokens_found_where_the_words_stand(pieces: list[str],
+                                                                                query: list[str]) -> None:
+    from memgas.kernels.excerpt import _held, _split
+    from memgas.kernels.lexical import tokenize
+
+    text, terms = "".join(pieces), query_terms(" ".join(query) + " run locker_code")
+    read = _split(text)
+    expected = [set(tokens) & terms for tokens in tokenize([text[a:b] for a, b in read.spans])]
+    assert _held(text, read, terms) == expected
+    assert _held(text, read, terms) == expected  # the words' places, remembered, read back
+
+
+def test_a_text_whose_words_cannot_be_found_in_place_is_read_by_its_sentences() -> None:
+    from memgas.kernels.excerpt import _held, _split
+
+    terms = query_terms("İstanbul sushi 東京")
+    moved = "İstanbul is lovely. We went to İstanbul!"  # "İ" lower-cases to two characters
+    city = set(query_terms("İstanbul"))
+    assert _split(moved).forms is None and _held(moved, _split(moved), terms) == [city, city]
+    cjk = "I ate sushi. 東京で寿司"
+    assert _split(cjk).forms is None and _held(cjk, _split(cjk), terms) == [{"sushi"}, {"東京"}]
+    plain = "I ate sushi. Then Tokyo."
+    assert _split(plain).forms == {"ate": "ate", "sushi": "sushi", "tokyo": "tokyo"}

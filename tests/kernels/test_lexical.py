@@ -252,18 +252,36 @@ def test_skipped_tokens_get_no_postings_and_the_others_score_as_without_skip() -
     assert lean.holding({"corgi"})["corgi"].tolist() == full.holding({"corgi"})["corgi"].tolist()  # held, unscored
 
 
-def test_token_sets_are_tokenize_as_sets_kept_for_the_latest_texts() -> None:
-    from memgas.kernels.lexical import _TokenSets
+def test_terms_held_are_the_terms_among_each_texts_tokens_kept_for_the_latest_texts() -> None:
+    from memgas.kernels.lexical import _TermsHeld
 
-    sets = _TokenSets(max_texts=2, max_chars=40)
+    held = _TermsHeld(max_texts=2, max_chars=40)
     texts = ["My locker code is 4512.", "The gym moved to Lisbon.", "Sunny by the river.", "long words " * 10]
-    first = sets(texts)
-    assert first == [frozenset(w) for w in tokenize(texts)]
-    assert sets(texts[2:3])[0] is first[2]  # kept: not tokenized again
-    assert sets(texts[:1])[0] is not first[0]  # the oldest went: two are kept
-    assert sets(texts[3:])[0] == first[3] and sets(texts[3:])[0] is not first[3]  # over max_chars: never kept
+    terms = frozenset({"locker", "code", "gym", "move", "word", "sunni", "river", "lisbon"})
+    assert held(texts, terms) == [terms & frozenset(w) for w in tokenize(texts)]
+    kept = dict(held._held)
+    assert list(kept) == texts[1:3]  # the two latest of up to 40 characters
+    held(texts[1:2], terms)
+    assert list(held._held) == [texts[2], texts[1]]  # read again: the latest
+    held(texts[:1], terms)
+    assert list(held._held) == [texts[1], texts[0]]  # the oldest went: two are kept
+    assert texts[3] not in held._held  # over max_chars: never kept
 
-    weighed = _TokenSets(max_texts=10, max_chars=40, max_held_chars=50)  # the held texts' length bounds them too
-    kept = weighed(texts[:3])  # 23 + 24 + 19 characters: the oldest goes
-    assert weighed(texts[2:3])[0] is kept[2] and weighed(texts[1:2])[0] is kept[1]
-    assert weighed(texts[:1])[0] is not kept[0]
+    weighed = _TermsHeld(max_texts=10, max_chars=40, max_held_chars=50)  # the held texts' length bounds them too
+    weighed(texts[:3], terms)  # 23 + 24 + 19 characters: the oldest goes
+    assert list(weighed._held) == texts[1:3]
+
+
+def test_terms_held_equal_the_tokens_of_tricky_texts_and_keep_no_set() -> None:
+    import gc
+
+    from memgas.kernels.lexical import _TermsHeld
+
+    texts = TRICKY + TEXTS + ["東京で 寿司 食べた", "mixed 東京 text and Straße"]
+    every = frozenset().union(*map(frozenset, tokenize(texts)))
+    held = _TermsHeld()
+    assert held(texts, every) == [frozenset(w) for w in tokenize(texts)]
+    assert held(texts, every) == [frozenset(w) for w in tokenize(texts)]  # read back from what is kept
+    assert held(texts, {"run", "studi", "nothing"})[-3] == {"run", "studi"}
+    gc.collect()
+    assert not any(gc.is_tracked(tokens) for tokens in held._held.values())  # no work for the garbage collector

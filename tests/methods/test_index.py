@@ -13,7 +13,7 @@ import pytest
 
 from memgas.core.validate import make_session
 from memgas.kernels.excerpt import query_terms
-from memgas.kernels.lexical import token_sets
+from memgas.kernels.lexical import terms_held
 from memgas.kernels.quantize import to_half
 from memgas.methods import MemGAS
 from memgas.methods.baselines import DenseMethod
@@ -48,10 +48,10 @@ def _session(rng: random.Random, sid: str, user: str = "u") -> object:
 def _assert_words_are_the_texts(scored: object) -> None:
     """What the index says each turn's text holds of a question's words is what the texts hold."""
     turns = scored.index.masks["turn"]
-    held = token_sets(texts_of(scored.index.table.texts, turns.tolist()))
+    texts = texts_of(scored.index.table.texts, turns.tolist())
     for q in QUERIES + ["Did the vet say to walk the trail?", "dates as dates in the formula"]:
         terms = query_terms(q)
-        assert scored.turn_words(terms).tolist() == [len(terms & words) for words in held], q
+        assert scored.turn_words(terms).tolist() == [len(held) for held in terms_held(texts, terms)], q
 
 
 def _assert_same_as_fresh(cached: MemGAS, store: object, embedder: object, user: str = "u") -> None:

@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from memgas.kernels.text import context_tokens as count_tokens
+from memgas.kernels.text import chars_tokens
 
 __all__ = ["Excerpt", "ContextOptions", "fill", "take", "line_cost", "Pending", "least_cost", "order_excerpts", "render", "PROFILE_HEADER", "MEMORY_HEADERS"]
 
@@ -128,6 +128,20 @@ class Excerpt:
         mark = " (earlier)" if earlier else ""
         return f"[{n}] {date} · {self.session_id}{mark} · {self.speaker}: {self.text}"
 
+    def line_chars(self, text_chars: int | None = None) -> int:
+        """How long :meth:`line` is, numbered ``[99]`` and marked ``(earlier)`` (the most a budget counts for it),
+        with a text of ``text_chars`` characters (``None``: its own), worked out without making the line: a
+        context counts some hundred lines for every one it shows.
+
+        >>> e = Excerpt("s1", 0, "user", "I moved.", None, 0, (0, 0))
+        >>> e.line_chars() == len(e.line(99, True)), e.line_chars(0) == len(e.line(99, True)) - 8
+        (True, True)
+        """
+        stamp = self.timestamp
+        date = 7 if not stamp else 10 if 1000 <= stamp.year else len(f"{stamp:%Y-%m-%d}")  # "undated", 2023-05-20
+        return (23 + date + len(self.session_id) + len(self.speaker)
+                + (len(self.text) if text_chars is None else text_chars))
+
 
 def fill(candidates: Sequence[Excerpt], budget: int) -> list[Excerpt]:
     """The candidates taken by priority (then given order) while their lines fit ``budget`` tokens (:func:`take`).
@@ -162,12 +176,12 @@ def least_cost(shown: Excerpt, content: str, cap: int) -> int:
     (11, 85)
     """
     shown_chars = len(content.strip()) if len(content) <= cap else cap // 2
-    return -(-(len(shown.line(99, True)) + shown_chars) // 4) + 1  # count_tokens of the line with that text
+    return chars_tokens(shown.line_chars(shown_chars)) + 1
 
 
 def line_cost(e: Excerpt) -> int:
     """What ``e``'s line costs in a block, in tokens, with its line break (numbered and marked at the most)."""
-    return count_tokens(e.line(99, True)) + 1
+    return chars_tokens(e.line_chars()) + 1
 
 
 def take(ordered: Iterable[Excerpt | Pending], budget: int) -> list[Excerpt]:

@@ -48,7 +48,7 @@ from memgas.context.question import Question, context_mode
 from memgas.context.select import FEATURES, Selection, rank_feature, shipped
 from memgas.core.types import Message, Turn
 from memgas.kernels.excerpt import excerpt
-from memgas.kernels.lexical import token_sets
+from memgas.kernels.lexical import terms_held
 from memgas.kernels.people import known_from, named_in, only_asks, people_of
 from memgas.kernels.subjects import SUBJECTS, bearing
 from memgas.kernels.text import context_tokens as count_tokens
@@ -178,7 +178,7 @@ def build_context(
         else:
             taken = take(_excerpts(scored, rows, after, store, user_id, question, mode, options, shown), budget)
         # the question's words each shown part holds, in one batch
-        taken = [replace(e, words=question.terms & held) for e, held in zip(taken, token_sets([e.text for e in taken]))]
+        taken = [replace(e, words=held) for e, held in zip(taken, terms_held([e.text for e in taken], question.terms))]
         if profiles is not None and options.profile:  # what the user model knows of each line's statements
             marks = profiles.marks(store, user_id, within=within, excluded=excluded)
             taken = [replace(e, subjects=marks[key][0], replaced=marks[key][1]) if key in marks else e
@@ -235,7 +235,7 @@ def _relevant(scored: Scored, rows: np.ndarray, relevance: np.ndarray, question:
             keep[below] = scored.turn_words(terms)[np.searchsorted(index.masks["turn"], rows[below])] >= need
         else:
             texts = texts_of(index.table.texts, [int(r) for r in rows[below]])
-            keep[below] = [len(terms & words) >= need for words in token_sets(texts)]
+            keep[below] = [len(held) >= need for held in terms_held(texts, terms)]
     return keep
 
 
@@ -423,15 +423,15 @@ def _candidates(scored: Scored, top: np.ndarray, hand: np.ndarray, after: set[in
         sessions.setdefault(table.session_ids[r], len(sessions))
     # the age of a session: its place among all the user's sessions in time, the newest 1
     stamps = sorted(_seconds(t) for t in index.timestamps.values())
-    held = token_sets([m.message.content for m in found])
     terms = question.terms
+    held = terms_held([m.message.content for m in found], terms)
     past, now = float(question.mode == "past"), float(question.mode == "now")
     X = np.array([
         (rank_feature(m.rank), float(relevance[m.row]), rank_feature(sessions[table.session_ids[m.row]]),
          rank_feature(m.priority - m.rank + placed[m.row]) if m.row in placed else 0.0, float(m.said),
          float(m.said and only_asks(m.message.content)),
          math.log1p(min(len(m.message.content), options.user_chars if m.said else options.reply_chars) / 4) / 8,
-         len(terms & words) / max(len(terms), 1), age, past, now, float(question.replies), float(m.named),
+         len(words) / max(len(terms), 1), age, past, now, float(question.replies), float(m.named),
          age * now, age * past)
         for m, words, age in zip(found, held, (
             bisect_right(stamps, _seconds(index.timestamps.get(table.session_ids[m.row]))) / max(len(stamps), 1)

@@ -28,7 +28,7 @@ from typing import Any, Collection, Container, Sequence
 
 import numpy as np
 
-__all__ = ["tokenize", "token_sets", "LexicalIndex"]
+__all__ = ["tokenize", "terms_held", "word_forms", "LexicalIndex"]
 
 
 #: Words as bm25s finds them (``(?u)\b\w\w+\b``): runs of two or more word characters. Without the
@@ -67,7 +67,7 @@ def _bigrams(run: re.Match[str]) -> str:
 
 def _words(joined: str) -> list[str]:
     """The words of the lower-cased, joined batch (see the module notes for CJK text)."""
-    if _CJK_RUN.search(joined) is None:
+    if joined.isascii() or _CJK_RUN.search(joined) is None:  # isascii: no second pass over most texts
         return _WORDS.findall(joined)
     return _WORDS_CJK.findall(_CJK_RUN.sub(_bigrams, joined))
 
@@ -96,6 +96,37 @@ def _analyse(texts: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
     return list(numbers), tokens[keep], np.bincount(text_of[keep], minlength=len(texts))
 
 
+def _token_keys(texts: Sequence[str]) -> list[dict[str, None]]:
+    """Each text's distinct tokens (:func:`tokenize`'s) as the keys of a dict, made without the tokens' order: each
+    text's distinct words found by the regular expression, the batch's distinct words stemmed once (a third faster
+    than :func:`tokenize` on long messages, which a context reads by the hundred)."""
+    stop, stemmer = _analyser()
+    words = [set(_words(t.lower())) - stop for t in texts]
+    distinct = list(set().union(*words))
+    stem = dict(zip(distinct, stemmer.stemWords(distinct)))
+    return [dict.fromkeys(map(stem.__getitem__, w)) for w in words]
+
+
+def word_forms(lowered: str) -> dict[str, str] | None:
+    """The words of a lower-cased text that :func:`tokenize` keeps, by their stem (stop words left out; the words of
+    one stem spaced apart, kept as one string: a dict of strings is no work for Python's garbage collector, and a
+    long message's forms are kept for every long message a context cuts); ``None`` for a text that holds CJK
+    characters (its tokens are character bigrams, not words).
+
+    >>> forms = word_forms("running runs, and the runner ran")
+    >>> sorted(forms), sorted(forms["run"].split(" "))
+    (['ran', 'run', 'runner'], ['running', 'runs'])
+    """
+    if not lowered.isascii() and _CJK_RUN.search(lowered) is not None:
+        return None
+    stop, stemmer = _analyser()
+    words = list(set(_WORDS.findall(lowered)) - stop)
+    forms: dict[str, str] = {}
+    for word, stem in zip(words, stemmer.stemWords(words)):
+        forms[stem] = f"{forms[stem]} {word}" if stem in forms else word
+    return forms
+
+
 def tokenize(texts: Sequence[str]) -> list[list[str]]:
     """Tokens of ``texts`` for BM25: lower-cased words, English stop words removed, Snowball-stemmed
     (``bm25s.tokenize(texts, stopwords="en", stemmer=Stemmer.Stemmer("english"))``); runs of CJK
@@ -108,40 +139,45 @@ def tokenize(texts: Sequence[str]) -> list[list[str]]:
     return [words[start:end] for start, end in zip([0, *ends], ends)]
 
 
-class _TokenSets:
-    """Each text's set of tokens (:func:`tokenize`), kept for the texts read most recently: a context reads the same
-    turns and messages question after question, and their words do not change.
+class _TermsHeld:
+    """Which of some terms (stemmed query words, :func:`tokenize`'s tokens) each text holds; each text's tokens kept
+    for the texts read most recently: a context reads the same turns and messages question after question, and
+    their words do not change.
 
     A context reads messages by their sentences, so one 500K-token memory's contexts touch tens of thousands of
     texts: 8,192 of them thrashed (a context at 118 ms p50 on BEAM 500K conversation 1, 42 ms with room for 65,536;
-    the process's peak memory the same, 386 MB). ``max_held_chars`` bounds what the held texts weigh in all."""
+    the process's peak memory the same, 386 MB). ``max_held_chars`` bounds what the held texts weigh in all. A
+    text's tokens are held as the keys of a dict, not as a set: a dict of strings is no work for Python's garbage
+    collector, whose full passes went through every held set (8.6 ms for 1,876 texts, some 300 ms once 65,536 are
+    held), and its keys meet a question's terms as fast."""
 
     def __init__(self, max_texts: int = 65_536, max_chars: int = 20_000, max_held_chars: int = 64_000_000) -> None:
-        self._held: OrderedDict[str, frozenset[str]] = OrderedDict()
+        self._held: OrderedDict[str, dict[str, None]] = OrderedDict()
         self._max_texts, self._max_chars, self._max_held_chars = max_texts, max_chars, max_held_chars
         self._chars = 0
         self._lock = threading.Lock()
 
-    def __call__(self, texts: Sequence[str]) -> list[frozenset[str]]:
+    def __call__(self, texts: Sequence[str], terms: Collection[str]) -> list[frozenset[str]]:
+        """The terms of ``terms`` that each of ``texts`` holds (among its tokens)."""
         with self._lock:
             found = [self._held.get(t) for t in texts]
             for t, f in zip(texts, found):
                 if f is not None:
                     self._held.move_to_end(t)
         missing = list(dict.fromkeys(t for t, f in zip(texts, found) if f is None))
-        made = dict(zip(missing, map(frozenset, tokenize(missing))))
+        made = dict(zip(missing, _token_keys(missing)))
         with self._lock:
-            for t, words in made.items():
+            for t, tokens in made.items():
                 if len(t) <= self._max_chars and t not in self._held:
-                    self._held[t] = words
+                    self._held[t] = tokens
                     self._chars += len(t)
             while len(self._held) > self._max_texts or self._chars > self._max_held_chars:
                 self._chars -= len(self._held.popitem(last=False)[0])
-        return [f if f is not None else made[t] for t, f in zip(texts, found)]
+        return [frozenset((f if f is not None else made[t]).keys() & terms) for t, f in zip(texts, found)]
 
 
-#: The distinct tokens of each text (:func:`tokenize`'s, as sets), the most recently read texts' kept in memory.
-token_sets = _TokenSets()
+#: Which of some terms each text holds (:class:`_TermsHeld`), the most recently read texts' tokens kept in memory.
+terms_held = _TermsHeld()
 
 
 def _joined(pieces: list[np.ndarray]) -> np.ndarray:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Sequence
 
-__all__ = ["word_head", "fair_heads", "fit_texts", "context_tokens", "lines_within"]
+__all__ = ["word_head", "fair_heads", "fit_texts", "context_tokens", "chars_tokens", "lines_within"]
 
 
 def word_head(text: str, n: int) -> str:
@@ -75,7 +75,16 @@ def context_tokens(text: str) -> int:
     >>> context_tokens("abcde")
     2
     """
-    return -(-len(text) // 4)
+    return chars_tokens(len(text))
+
+
+def chars_tokens(chars: int) -> int:
+    """:func:`context_tokens` of a text of ``chars`` characters (what a context counts for a line it has not made).
+
+    >>> chars_tokens(5)
+    2
+    """
+    return -(-chars // 4)
 
 
 def lines_within(header: str, lines: Iterable[str], max_tokens: int) -> str:

@@ -22,7 +22,7 @@ import numpy as np
 from memgas.core.types import Session, Turn
 from memgas.core.validate import naive_utc, parse_timestamp
 from memgas.kernels.excerpt import excerpt
-from memgas.kernels.lexical import token_sets
+from memgas.kernels.lexical import terms_held
 from memgas.kernels.people import people_of
 from memgas.kernels.segment import topic_starts
 from memgas.kernels.text import word_head
@@ -147,7 +147,7 @@ def _digest(session: Session, vectors: np.ndarray | None, topic: np.ndarray | No
     cosine = vectors @ topic if vectors is not None and topic is not None else None
     if topic is not None and len(terms):
         need = max(2, -(-len(terms) // 2))
-        holds = np.array([len(terms & w) >= need for w in token_sets([t.text for t in turns])])
+        holds = np.array([len(held) >= need for held in terms_held([t.text for t in turns], terms)])
     else:
         holds = np.zeros(len(turns), bool)
     items = []
