@@ -59,6 +59,7 @@ def _sentences(text: str) -> _Read:
 
 
 def _split(text: str) -> _Read:
+    """:func:`_sentences` of ``text``, read anew."""
     spans = tuple(sentence_spans(text)) or ((0, len(text)),)
     lowered = text.lower()
     return _Read(spans, word_forms(lowered) if len(lowered) == len(text) else None, {})
@@ -72,19 +73,18 @@ def _word_character(c: str) -> bool:
     return c.isalnum() or c == "_"
 
 
-def _sentences_of(lowered: str, read: _Read, word: str) -> tuple[int, ...]:
-    """The sentences of a text (``lowered``: lower-cased) in which ``word`` (one of its words) stands whole,
-    remembered in ``read``."""
+def _sentences_of(lowered: str, spans: Sequence[tuple[int, int]], word: str) -> tuple[int, ...]:
+    """The sentences (of ``spans``) of a text (``lowered``: lower-cased) in which ``word`` (one of its words) stands
+    whole, each once, in order."""
     found: list[int] = []
     at = lowered.find(word)
     while at >= 0:
         end = at + len(word)
         if (at == 0 or not _word_character(lowered[at - 1])) and (
                 end == len(lowered) or not _word_character(lowered[end])):
-            found.append(bisect_right(read.spans, (at, len(lowered))) - 1)
+            found.append(bisect_right(spans, (at, len(lowered))) - 1)
         at = lowered.find(word, end)
-    read.where[word] = out = tuple(dict.fromkeys(found))
-    return out
+    return tuple(dict.fromkeys(found))
 
 
 def _held(text: str, read: _Read, wanted: Collection[str]) -> list[set[str]]:
@@ -100,7 +100,7 @@ def _held(text: str, read: _Read, wanted: Collection[str]) -> list[set[str]]:
         for word in read.forms[stem].split(" ") if stem in read.forms else ():
             if word not in read.where:
                 lowered = lowered or text.lower()
-                _sentences_of(lowered, read, word)
+                read.where[word] = _sentences_of(lowered, read.spans, word)
             for i in read.where[word]:
                 have[i].add(stem)
     return have
