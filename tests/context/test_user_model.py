@@ -156,3 +156,20 @@ def test_instructions_that_state_no_change_all_hold(embedder: Embedder) -> None:
         for i, text in enumerate(said):
             mem.add(text, user_id="u", session_id=f"s{i}", timestamp=f"2024-01-0{i + 1}T10:00:00")
         assert [s.text for s in mem.profile(user_id="u")] == said[1:]  # the units changed, the rest holds
+
+
+def test_an_instruction_is_replaced_only_by_one_that_changes_how_to_answer(embedder: Embedder) -> None:
+    """"new" in an instruction names what it is about, and a new job is no instruction: the date format and the
+    salary figures hold (each was gone from the card of a user who said such things, BEAM's conversations held as
+    one user's); the answer language is how to answer, so a preference on it replaces an instruction on it."""
+    said = ["Always format dates as Month Day, Year when I ask about scheduling details.",
+            "Always confirm salary figures when I ask about compensation details.",
+            "Always confirm exact start dates when I ask about new job roles.",
+            "I started a new job at StreamWave as a producer.",
+            "Always answer in French.", "I'd rather you answer in Spanish now."]
+    with Memory(None, embedder=embedder) as mem:
+        for i, text in enumerate(said):
+            mem.add(text, user_id="u", session_id=f"s{i}", timestamp=f"2024-01-0{i + 1}T10:00:00")
+        profile = [s.text for s in mem.profile(user_id="u")]
+        assert said[:3] == [t for t in profile if t.startswith("Always confirm") or t.startswith("Always format")]
+        assert said[4] not in profile and said[5] in profile

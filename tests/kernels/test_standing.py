@@ -68,3 +68,21 @@ def test_each_sentence_of_a_message_on_its_own_with_its_place() -> None:
 ])
 def test_an_instruction_without_a_condition_holds_for_every_request(text: str, always: bool) -> None:
     assert [s.always for s in standing_statements(text)] == [always]
+
+
+@pytest.mark.parametrize(("text", "always"), [
+    ("From now on, answer in French.", True),
+    ("Going forward, keep replies under 100 words.", True),
+    ("I'll need you to answer in French from now on.", True),  # it names the assistant
+    ("With each block I paste from now on, just confirm that you've received the data.", True),
+    ("I'll definitely try making my own croutons from now on.", False),  # the speaker's own plan
+    ("I think I'll try using a notes app to keep track of them from now on.", False),
+    ("I'll also talk about the grounding techniques that worked and how I can use them going forward.", False),
+    ("It's full on from here on.", False),  # about something else
+    ("In a blog post, Zhao wrote that Binance must lead by example going forward.", False),
+    ("In the future, please use metric.", True),
+])
+def test_a_lasting_change_holds_for_every_request_only_where_it_asks_the_assistant(text: str, always: bool) -> None:
+    """Most "from now on" sentences of LongMemEval's users tell their own plans; each headed every context."""
+    found = standing_statements(text)
+    assert [(s.kind, s.always) for s in found] == [(INSTRUCTION, always)]

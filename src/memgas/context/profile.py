@@ -46,6 +46,7 @@ from memgas.kernels.excerpt import around, sentence_spans
 from memgas.kernels.lasting import (
     CLASSES,
     LastingModel,
+    changes_an_instruction,
     replacements,
     speaks_of_a_person,
     states_a_change,
@@ -352,22 +353,26 @@ class Profiles:
             # speaker's own subject, however it is said ("My wife is Ana." then "I'm with Jordan now.")
             who = np.array([f"{s.who or ''}\x00{'' if s.subject == 'partner' else concerns(s.text)}" for s in found])
             same_person = who[:, None] == who[None, :]
+            told = kinds == INSTRUCTION
             replacer = self.detector.replacer if self.detector is not None else None
             if replacer is not None:
                 texts = [s.text for s in found]
                 learned = replacements(replacer, vectors, texts, [s.kind for s in found])
                 # the model says which fact replaces a preference or a fact said before it, and which instruction
-                # replaces one before it where the newer says it changes something ("from now on", "instead")
-                told = kinds == INSTRUCTION
-                changes = np.array([states_a_change(t) for t in texts])
+                # replaces one before it where the newer says it changes how to answer ("from now on", "instead";
+                # not "new": "Always confirm start dates when I ask about new job roles." replaced the date format)
+                changes = np.array([changes_an_instruction(t) for t in texts])
                 about = (~told[:, None] & (kinds == FACT)[None, :]) | (told[:, None] & (told & changes)[None, :])
                 replaces = np.where(about, learned, replaces)
             # statements on different subjects never replace each other; on a subject of one value (home, diet,
             # work, the answer language) the newer that says it changes something replaces the older, whatever
-            # their kinds ("Erin (that's me) is vegetarian now." after "I'm pescatarian.")
+            # their kinds ("Erin (that's me) is vegetarian now." after "I'm pescatarian."), an instruction aside: it
+            # is no value of the person's ("Always confirm salary figures when I ask about compensation." is not
+            # replaced by "I'm stressed about my new role."), but on the answer language, which is how to answer
             may, one = same_subject([s.subject for s in found])
             changes = np.array([states_a_change(s.text) for s in found])
-            replaces = (replaces & may) | np.triu(one & changes[None, :], 1)
+            valued = ~told | np.array([s.subject == "language" for s in found])
+            replaces = (replaces & may) | np.triu(one & changes[None, :] & valued[:, None] & valued[None, :], 1)
             # a replacement is said later (a near repeat of a statement is one whenever it is said)
             replaces &= same_person & (_said_later(found) | alike)
             if self.check is not None:  # an LLM may say a replacement is none (memgas.context.confirm)

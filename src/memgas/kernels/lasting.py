@@ -30,7 +30,7 @@ from memgas.kernels.standing import INSTRUCTION_RULE, PREFERENCE_RULE
 from memgas.kernels.subjects import RELATIVES
 
 __all__ = ["CLASSES", "PASSING", "LastingModel", "word_features", "WORD_FEATURES", "pair_features", "PAIR_FEATURES",
-           "replacements", "states_a_change", "speaks_of_a_person"]
+           "replacements", "states_a_change", "changes_an_instruction", "speaks_of_a_person"]
 
 #: The kinds a sentence is read as, in the model's order; the first passes, the others last.
 CLASSES = ("passing", "instruction", "preference", "fact")
@@ -125,6 +125,24 @@ def states_a_change(text: str) -> bool:
     True
     """
     return _RETRACTION.search(text) is not None
+
+
+#: :data:`_RETRACTION` less the words that mark a change of the person's life but, in an instruction, name what it is
+#: about ("new", "moved": "Always confirm start dates when I ask about new job roles." changes no instruction).
+_INSTRUCTION_CHANGE = re.compile(r"\b(?:not|no longer|n't)\b[^.!?]*\b(?:anymore|any more|again)\b|\bno longer\b|"
+                                 r"\b(?:stopped|stop|quit|gave up|switched|switching|changed|instead|now|these days|"
+                                 r"from now on|going forward)\b", re.I)
+
+
+def changes_an_instruction(text: str) -> bool:
+    """Whether an instruction says it changes how the assistant is to answer, so that it may replace an earlier one.
+
+    >>> changes_an_instruction("Always answer in Spanish from now on."), changes_an_instruction("Use tabs instead.")
+    (True, True)
+    >>> changes_an_instruction("Always confirm exact start dates when I ask about new job roles.")
+    False
+    """
+    return _INSTRUCTION_CHANGE.search(text) is not None
 
 
 def replacements(model: LastingModel, vectors: np.ndarray, texts: list[str], kinds: list[str]) -> np.ndarray:

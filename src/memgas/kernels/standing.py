@@ -51,6 +51,16 @@ PREFERENCE_RULE = re.compile(
 
 #: A condition that limits an instruction to some requests ("when I ask about timelines", "if it is code").
 _CONDITION = re.compile(r"\b(?:when|whenever|if|unless|each time|every time|while|in case)\b", re.IGNORECASE)
+#: A sentence about the speaker's own plans or about something else, which a lasting change ("from now on") does
+#: not make a request of the assistant: "I'll definitely try making my own croutons from now on.", "It's full on
+#: from here on." (most of the "from now on" sentences of LongMemEval's users; each headed every context as an
+#: instruction for every request). One that names the assistant ("I'll need you to ...") or says please is one.
+_NOT_ASKED = re.compile(
+    _LEAD + r"(?:I(?:'ll| will| shall|'m going to| am going to|'m gonna| think I'll| plan| hope|'m hoping| am hoping"
+    r"|'m really hoping|'m planning| am planning| intend)|we(?:'ll| will|'re going to| are going to)"
+    r"|it|it's|there|this|that|he|she|they|since|in (?:a|an)|in the (?!future))\b"
+    r"(?!.*\b(?:you|your|yours|please)\b)",
+    re.IGNORECASE | re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +76,17 @@ class Standing:
 
 
 def holds_always(sentence: str) -> bool:
-    """Whether an instruction holds for every request: it names no condition ("when I ask about...", "if...")."""
-    return _CONDITION.search(sentence) is None
+    """Whether an instruction holds for every request: it names no condition ("when I ask about...", "if..."), and
+    it asks something of the assistant rather than telling the speaker's own plans.
+
+    >>> holds_always("From now on, answer in French."), holds_always("Always cite sources when I ask about law.")
+    (True, False)
+    >>> holds_always("I'll definitely try making my own croutons from now on.")
+    False
+    >>> holds_always("I'll need you to answer in French from now on.")
+    True
+    """
+    return _CONDITION.search(sentence) is None and _NOT_ASKED.match(sentence.strip()) is None
 
 
 def standing_statements(text: str) -> list[Standing]:
