@@ -123,6 +123,32 @@ def test_a_timeline_reads_every_session_before_a_second_turn_of_any(embedder: Em
         assert [line.split(" · ")[1] for line in lines[1:]] == ["spring", "summer", "autumn"]
 
 
+def test_a_timeline_spreads_over_the_sessions_near_the_best_before_the_others(embedder: Embedder) -> None:
+    """Chores of other sittings pass the timeline's floor, well below the garden's turns: a tight timeline reads the
+    garden's sittings through before them (spread over every sitting, three chores took half of six lines: one user
+    holding BEAM's 38 conversations got other people's sessions in its timelines)."""
+    from memgas.context import ContextOptions, build_context
+
+    garden = [("2024-03-03", ["I planted tomato seedlings in the garden beds.", "I added compost to the garden beds."]),
+              ("2024-05-12", ["I installed drip irrigation for the garden beds.",
+                              "I mulched the garden beds against weeds."]),
+              ("2024-07-20", ["I harvested the first tomatoes from the garden.",
+                              "I pulled the spent bean plants from the garden."])]
+    chores = ["I cleaned the gutters on the house.", "I fixed the wobbly patio table.",
+              "I washed the car in the driveway.", "I painted the front door of the house."]
+    question = "In what order did I work on the garden?"
+    with Memory(embedder=embedder) as mem:
+        for n, (day, said) in enumerate(garden):
+            mem.add([m for s in said for m in chat(s, "Nice work.")], user_id="u", session_id=f"g{n}", timestamp=day)
+        for i, said in enumerate(chores):
+            mem.add(chat(said, "Good job."), user_id="u", session_id=f"o{i}", timestamp=f"2024-04-{10 + i}")
+        lines = mem.context(question, user_id="u", max_tokens=150).splitlines()
+        assert [line.split(" · user: ")[1] for line in lines[1:]] == [s for _, said in garden for s in said]
+        every = build_context(mem.method, mem.store, "u", question, max_tokens=150,
+                              options=ContextOptions(timeline_margin=float("inf"))).splitlines()
+        assert sum(" · o" in line for line in every) >= 2  # the chores' sittings, where every one is spread over
+
+
 @pytest.mark.parametrize("bad", [-0.1, 1.5, "0.2", True])
 def test_a_bad_floor_is_refused(embedder: Embedder, bad: object) -> None:
     from memgas.core.errors import InvalidInputError

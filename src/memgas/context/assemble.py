@@ -58,6 +58,8 @@ class ContextOptions:
             after every turn of those ``k`` (``False``: only the ``k`` sessions).
         timeline_floor: the floor of a question across the conversation: its subject is the conversation itself,
             and its evidence (where each part of it went) is often unlike the question's words.
+        timeline_margin: a timeline spreads over the sessions whose best turn is at most this much less relevant
+            than the best of all; the others' turns come after (``inf``: every session).
         learned: choose the evidence by the learned selection (:mod:`memgas.context.select`; else by the hand-set
             priorities: a person's words by their turn's rank, a reply ``reply_lag`` turns later).
         learned_turns: with a learned selection (:mod:`memgas.context.select`), the messages of this many of the
@@ -84,6 +86,7 @@ class ContextOptions:
     same_subject: float = 0.45
     now_margin: float = 0.1
     timeline_floor: float = 0.1
+    timeline_margin: float = 0.2
     turns: int = 150
     beyond_k: bool = True
     learned: bool = True

@@ -12,7 +12,7 @@ every person's words are taken as the user's; a question that names one of them 
 that only asks (:func:`memgas.kernels.people.only_asks`) is no evidence of its answer: it reads after every other
 (:func:`memgas.context.assemble.order_excerpts`). A question that
 asks across the conversation (:func:`memgas.kernels.tense.asks_across_time`) takes the best turns of every session
-in turn, shorter, and reads them in time order. The user's standing instructions and preferences
+near the best one in relevance (``timeline_margin``) in turn, then the others', shorter, and reads them in time order. The user's standing instructions and preferences
 (:class:`memgas.context.profile.Profiles`) head the block, the most relevant first. See :mod:`memgas.context.assemble`
 for the order and the format.
 """
@@ -254,6 +254,11 @@ def _rows(scored: Scored, question: Question, mode: str, excluded: set[str], max
                           options.timeline_floor if mode == "time" else options.floor)]
     # turns taken only after every other: a timeline's below the floor, and those beyond the k best sessions
     after = set(rows[relevance[rows] < options.floor].tolist()) if mode == "time" else set()
+    if mode == "time" and len(rows):  # ... and a timeline's of the sessions far below the best (other subjects)
+        sessions = index.session_of[rows]
+        best = np.full(int(sessions.max()) + 1, -np.inf)
+        np.maximum.at(best, sessions, relevance[rows])
+        after |= set(rows[best[sessions] < best.max() - options.timeline_margin].tolist())
     if excluded:
         rows = rows[[index.sessions[index.session_of[r]] not in excluded for r in rows]]
     if max_sessions is not None and mode != "time":  # a timeline spans the conversation: every session may add to it
