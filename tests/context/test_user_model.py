@@ -173,3 +173,16 @@ def test_an_instruction_is_replaced_only_by_one_that_changes_how_to_answer(embed
         profile = [s.text for s in mem.profile(user_id="u")]
         assert said[:3] == [t for t in profile if t.startswith("Always confirm") or t.startswith("Always format")]
         assert said[4] not in profile and said[5] in profile
+
+
+def test_an_instruction_meets_the_requests_its_condition_names(embedder: Embedder) -> None:
+    """"How to implement a login feature" is far from the whole instruction (a cosine of 0.13, below two preferences
+    of no bearing on it) and near its condition, "when I ask about implementation details": a tight card shows it."""
+    said = ["Always format all code snippets with syntax highlighting when I ask about implementation details.",
+            "I prefer to keep my code simple.", "I prefer step-by-step explanations."]
+    with Memory(None, embedder=embedder) as mem:
+        for i, text in enumerate(said):
+            mem.add(text, user_id="u", session_id=f"s{i}", timestamp=f"2024-01-0{i + 1}T10:00:00")
+        head = mem.context("Could you show me how to implement a login feature?", user_id="u",
+                           max_tokens=200).partition("Memories from")[0].splitlines()
+        assert [line.split(" · user: ")[1] for line in head[1:]] == [said[0]]

@@ -74,7 +74,7 @@ def _profile(profiles: Profiles, store: Store, user_id: str, query_vector: np.nd
                   if (s.session_id, s.message) not in hidden]
     if not statements or budget <= 0:
         return []
-    cosine = profiles.vectors(statements) @ query_vector
+    cosine = profiles.relevance(statements, query_vector)
     asked = profiles.detector.subject_probabilities(query_vector) if profiles.detector is not None else None
     bears = np.zeros(len(statements))
     if asked is not None:

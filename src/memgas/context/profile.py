@@ -52,7 +52,14 @@ from memgas.kernels.lasting import (
     states_a_change,
     word_features,
 )
-from memgas.kernels.standing import INSTRUCTION, PREFERENCE, Standing, holds_always, standing_statements
+from memgas.kernels.standing import (
+    INSTRUCTION,
+    PREFERENCE,
+    Standing,
+    condition_of,
+    holds_always,
+    standing_statements,
+)
 from memgas.kernels.subjects import ONE_VALUE, SUBJECTS, concerns, same_subject
 from memgas.store import Store
 
@@ -94,6 +101,9 @@ class StandingStatement:
     excerpt: str = field(default="", repr=False, compare=False)
     #: its ``text``'s unit vector, where :class:`Profiles` has embedded it (kept in memory with the statement)
     vector: np.ndarray | None = field(default=None, repr=False, compare=False)
+    #: an instruction's condition's unit vector (:func:`memgas.kernels.standing.condition_of`), where it names one and
+    #: :class:`Profiles` has embedded it
+    condition: np.ndarray | None = field(default=None, repr=False, compare=False)
     who: str | None = None
     #: what it is about (one of :data:`memgas.kernels.subjects.SUBJECTS`: ``"home"``, ``"diet"``, ...), where the
     #: subject model read it, else ``None``
@@ -313,12 +323,17 @@ class Profiles:
             changed = {i.session_id for i in store.sessions_since(user_id, cached[0][0])[0]} | (ids - set(per))
         fresh = {sid: session_statements(store.get_session(user_id, sid), self.detector) for sid in changed}
         texts = [st.text for v in fresh.values() for st in v]
-        made = self.vectors_of(texts)  # once per statement, when its session is read
+        conditions = [condition_of(st.text) if st.kind == INSTRUCTION else None for v in fresh.values() for st in v]
+        asked = [c for c in conditions if c is not None]
+        # once per statement (and instruction's condition), when its session is read
+        made, made_conditions = np.split(self.vectors_of(texts + asked), [len(texts)])
         probabilities = self.detector.subject_probabilities(made) if self.detector is not None else None
         read: list[tuple[str | None, float]] = [(None, 0.0)] * len(texts) if probabilities is None else [
             (SUBJECTS[i], float(p[i])) for p, i in zip(probabilities, probabilities.argmax(axis=1).tolist())]
-        subjects, vectors = iter(read), iter(made)
-        per.update({sid: [replace(st, vector=next(vectors), subject=subject, certainty=certainty)
+        subjects, vectors, condition_vectors = iter(read), iter(made), iter(made_conditions)
+        limits = iter(conditions)
+        per.update({sid: [replace(st, vector=next(vectors), subject=subject, certainty=certainty,
+                                  condition=None if next(limits) is None else next(condition_vectors))
                           for st in v for subject, certainty in [next(subjects)]] for sid, v in fresh.items()})
         with self._lock:
             self._cache[(id(store), user_id)] = (key, per)
@@ -422,6 +437,16 @@ class Profiles:
         made = iter(self.vectors_of(missing))
         rows = [s.vector if s.vector is not None else next(made) for s in statements]
         return np.asarray(rows, np.float32).reshape(len(statements), self.embedder.dim)
+
+    def relevance(self, statements: list[StandingStatement], query_vector: np.ndarray) -> np.ndarray:
+        """Each statement's cosine with a request's unit ``query_vector``: the greater of its text's and, for an
+        instruction limited to some requests, its condition's (the condition names the requests it is for)."""
+        cosine = self.vectors(statements) @ query_vector
+        limited = [i for i, s in enumerate(statements) if s.condition is not None]
+        if limited:
+            conditions = np.stack([statements[i].condition for i in limited]) @ query_vector  # type: ignore[misc]
+            cosine[limited] = np.maximum(cosine[limited], conditions)
+        return cosine
 
     def vectors_of(self, texts: list[str]) -> np.ndarray:
         """The texts' unit vectors from the embedder (``(0, dim)`` for none)."""

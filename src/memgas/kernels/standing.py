@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from memgas.kernels.excerpt import sentence_spans
 
 __all__ = ["Standing", "standing_statements", "INSTRUCTION", "PREFERENCE", "INSTRUCTION_RULE", "PREFERENCE_RULE",
-           "holds_always"]
+           "holds_always", "condition_of"]
 
 INSTRUCTION = "instruction"
 PREFERENCE = "preference"
@@ -87,6 +87,21 @@ def holds_always(sentence: str) -> bool:
     True
     """
     return _CONDITION.search(sentence) is None and _NOT_ASKED.match(sentence.strip()) is None
+
+
+def condition_of(sentence: str) -> str | None:
+    """The requests an instruction is limited to, as said: from its condition's first word to the sentence's end
+    (``None`` where it names none). Said alone, the condition meets a request the whole instruction does not: "how
+    to implement a login feature" is far from "Always format all code snippets with syntax highlighting when I ask
+    about implementation details" and near "when I ask about implementation details".
+
+    >>> condition_of("Always format code with syntax highlighting when I ask about implementation details.")
+    'when I ask about implementation details'
+    >>> condition_of("Always answer in French.") is None
+    True
+    """
+    found = _CONDITION.search(sentence)
+    return sentence[found.start():].strip().rstrip(".!;") if found else None
 
 
 def standing_statements(text: str) -> list[Standing]:
