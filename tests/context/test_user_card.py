@@ -11,6 +11,7 @@ from importlib import resources
 import pytest
 
 from memgas import InvalidInputError, Memory
+from memgas.context import ContextOptions, build_context
 from memgas.context.assemble import PROFILE_HEADER
 from memgas.context.profile import SENTENCES_PER_MESSAGE, STATEMENTS_PER_MESSAGE, Detector
 from memgas.embed.base import Embedder
@@ -210,3 +211,28 @@ def test_a_statement_said_twice_in_one_message_leaves_the_message_current(embedd
         block = mem.context("What did I say about the bus to work?", user_id="u", max_tokens=400)
     lines = [line for line in block.splitlines() if "bus to work" in line]
     assert lines and all("(earlier)" not in line for line in lines), block
+
+
+def test_a_subject_of_many_statements_leads_with_its_nearest_not_all(embedder: Embedder) -> None:
+    """A request about work bears on the work subject: of many statements on it, only the nearest lead the card, so
+    a preference of another subject, the nearest the request of all, still has a line (BEAM's conversations as one
+    user: dozens of statements on work headed every card about a working day)."""
+    work = ["I work as a night-shift nurse at the city hospital.", "I prefer to take all my work meetings in the afternoon.",
+            "I'm a freelance graphic designer on the side.", "I got promoted to team lead last spring.",
+            "I commute to the office by train every day."]
+    nearest = "I prefer editing in short bursts of half an hour rather than long marathon sessions."
+    request = "I'm planning my editing schedule for the week. How should I break up my work sessions?"
+    with Memory(None, embedder=embedder) as mem:
+        for i, text in enumerate(work + [nearest]):
+            mem.add(text, user_id="u", session_id=f"s{i}", timestamp=f"2024-01-{i + 1:02d}T10:00:00")
+        assert {s.text: s.subject for s in mem.profile(user_id="u")} == {**dict.fromkeys(work, "work"),
+                                                                        nearest: "other"}
+
+        def card(**changes: int) -> list[str]:
+            block = build_context(mem.method, mem.store, "u", request, max_tokens=400,
+                                  profiles=mem._profiles, options=ContextOptions(**changes))  # type: ignore[arg-type]
+            return [line.split(" · user: ")[1] for line in block.partition("Memories from")[0].splitlines()[1:]]
+
+        led = card()
+        assert led[2] == nearest and set(led[:2]) <= set(work), led  # the two nearest work statements, then it
+        assert nearest not in card(bearing_lead=len(work))  # every work statement first: no room for it

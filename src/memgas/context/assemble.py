@@ -49,6 +49,10 @@ class ContextOptions:
         timeline_chars: the most of each message shown when the question asks across the conversation.
         profile_share: the share of the budget the standing statements may take.
         profile_floor: a standing statement less relevant than this (cosine with the query) is not shown.
+        bearing_lead: of each subject a request bears on (:func:`memgas.kernels.subjects.bearing`), this many of its
+            statements, the nearest the request, lead the card; the subject's others are shown by their cosine (every
+            one may be, whatever its cosine). A memory of thousands of statements holds dozens on work or food: all
+            of them first left no room for the statement nearest the request.
         same_subject: two excerpts (both relevant to the query) whose turns' vectors have at least this cosine speak
             of the same thing.
         now_margin: a question about how things stand now reads first, newest first, the excerpts whose turns' cosine
@@ -83,6 +87,7 @@ class ContextOptions:
     timeline_chars: int = 320
     profile_share: float = 0.3
     profile_floor: float = 0.1
+    bearing_lead: int = 2
     same_subject: float = 0.45
     now_margin: float = 0.1
     timeline_floor: float = 0.1

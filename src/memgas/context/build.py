@@ -77,12 +77,17 @@ def _profile(profiles: Profiles, store: Store, user_id: str, query_vector: np.nd
     cosine = profiles.relevance(statements, query_vector)
     asked = profiles.detector.subject_probabilities(query_vector) if profiles.detector is not None else None
     bears = np.zeros(len(statements))
+    lead = np.zeros(len(statements))
     if asked is not None:
         on = bearing(asked[0])
         bears = np.array([float(asked[0, SUBJECTS.index(s.subject)]) if s.subject in on else 0.0
                           for s in statements])
+        for subject in on:  # the subject's nearest statements lead; its others come in by their cosine
+            of = np.flatnonzero([s.subject == subject for s in statements])
+            nearest = of[np.argsort(-cosine[of], kind="stable")[:options.bearing_lead]]
+            lead[nearest] = bears[nearest]
     # an instruction without a condition holds for every request: first, whatever the query
-    relevance = np.where([s.always for s in statements], 2.0, 0.0) + cosine + bears
+    relevance = np.where([s.always for s in statements], 2.0, 0.0) + cosine + lead
     candidates = []
     for rank, i in enumerate(np.argsort(-relevance, kind="stable")):
         s = statements[int(i)]
