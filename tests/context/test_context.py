@@ -149,6 +149,30 @@ def test_a_timeline_spreads_over_the_sessions_near_the_best_before_the_others(em
         assert sum(" · o" in line for line in every) >= 2  # the chores' sittings, where every one is spread over
 
 
+def test_a_timeline_reads_its_best_sittings_through_before_more_of_them(embedder: Embedder) -> None:
+    """Twelve sittings alike in relevance: a timeline of 13 lines reads the best ``timeline_sessions`` (8) of them
+    through, both of their turns where the budget allows, before a line of the others (BEAM's conversations as one
+    user: some 80 other people's sittings within the margin of the best, each of them one line of the timeline)."""
+    from memgas.context import ContextOptions, build_context
+
+    plants = ["tomatoes", "beans", "lettuce", "carrots", "peppers", "squash", "onions", "garlic", "kale", "peas",
+              "herbs", "potatoes"]
+    question = "In what order did I work on the garden?"
+    with Memory(embedder=embedder) as mem:
+        for n, plant in enumerate(plants):
+            said = [f"I sowed the {plant} in the garden beds.", f"I watered the {plant} in the garden every evening."]
+            mem.add([m for s in said for m in chat(s, "Nice work.")], user_id="u", session_id=f"g{n}",
+                    timestamp=f"2024-{1 + n // 2:02d}-{1 + 14 * (n % 2):02d}")
+
+        def sittings(**changes: int) -> tuple[int, set[str]]:
+            lines = build_context(mem.method, mem.store, "u", question, max_tokens=300,
+                                  options=ContextOptions(**changes)).splitlines()[1:]
+            return len(lines), {line.split(" · ")[1] for line in lines}
+
+        (shown, read), (every, spread) = sittings(), sittings(timeline_sessions=len(plants))
+        assert shown == every == 13 and len(read) == 8 and len(spread) == 12
+
+
 @pytest.mark.parametrize("bad", [-0.1, 1.5, "0.2", True])
 def test_a_bad_floor_is_refused(embedder: Embedder, bad: object) -> None:
     from memgas.core.errors import InvalidInputError

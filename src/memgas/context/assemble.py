@@ -64,6 +64,10 @@ class ContextOptions:
             and its evidence (where each part of it went) is often unlike the question's words.
         timeline_margin: a timeline spreads over the sessions whose best turn is at most this much less relevant
             than the best of all; the others' turns come after (``inf``: every session).
+        timeline_sessions: of those sessions, a timeline spreads over this many, the best by their turns' scores
+            (reading each through as far as the budget allows); the others' turns come after. A memory of many
+            people or subjects has dozens of sessions near the best, and one line of each left none for the
+            course of the subject asked about.
         learned: choose the evidence by the learned selection (:mod:`memgas.context.select`; else by the hand-set
             priorities: a person's words by their turn's rank, a reply ``reply_lag`` turns later).
         learned_turns: with a learned selection (:mod:`memgas.context.select`), the messages of this many of the
@@ -92,6 +96,7 @@ class ContextOptions:
     now_margin: float = 0.1
     timeline_floor: float = 0.1
     timeline_margin: float = 0.2
+    timeline_sessions: int = 8
     turns: int = 150
     beyond_k: bool = True
     learned: bool = True

@@ -12,7 +12,7 @@ every person's words are taken as the user's; a question that names one of them 
 that only asks (:func:`memgas.kernels.people.only_asks`) is no evidence of its answer: it reads after every other
 (:func:`memgas.context.assemble.order_excerpts`). A question that
 asks across the conversation (:func:`memgas.kernels.tense.asks_across_time`) takes the best turns of every session
-near the best one in relevance (``timeline_margin``) in turn, then the others', shorter, and reads them in time order. The user's standing instructions and preferences
+near the best one in relevance (``timeline_margin``; the best ``timeline_sessions`` of them) in turn, then the others', shorter, and reads them in time order. The user's standing instructions and preferences
 (:class:`memgas.context.profile.Profiles`) head the block, the most relevant first. See :mod:`memgas.context.assemble`
 for the order and the format.
 """
@@ -263,7 +263,10 @@ def _rows(scored: Scored, question: Question, mode: str, excluded: set[str], max
         sessions = index.session_of[rows]
         best = np.full(int(sessions.max()) + 1, -np.inf)
         np.maximum.at(best, sessions, relevance[rows])
-        after |= set(rows[best[sessions] < best.max() - options.timeline_margin].tolist())
+        far = best[sessions] < best.max() - options.timeline_margin
+        # ... and of the near ones, those past the best few by their turns' scores (rows are best first)
+        far |= ~np.isin(sessions, list(dict.fromkeys(sessions[~far].tolist()))[: options.timeline_sessions])
+        after |= set(rows[far].tolist())
     if excluded:
         rows = rows[[index.sessions[index.session_of[r]] not in excluded for r in rows]]
     if max_sessions is not None and mode != "time":  # a timeline spans the conversation: every session may add to it
