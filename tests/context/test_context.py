@@ -173,6 +173,32 @@ def test_a_timeline_reads_its_best_sittings_through_before_more_of_them(embedder
         assert shown == every == 13 and len(read) == 8 and len(spread) == 12
 
 
+def test_a_timelines_card_holds_the_instructions_and_its_lines_the_rest(embedder: Embedder) -> None:
+    """A question across the conversation asks what was said: a preference said along the way is a line of the
+    timeline, in its place, not a line of the card; the instruction on how to answer stays in the card."""
+    from memgas.context import ContextOptions, build_context
+
+    said = [("2024-03-03", ["I planted tomato seedlings in the garden beds.", "I prefer organic seeds for my garden."]),
+            ("2024-05-12", ["I installed drip irrigation for the garden beds.",
+                            "Always mention the dates when I ask about my garden."]),
+            ("2024-07-20", ["I harvested the first tomatoes from the garden."])]
+    with Memory(embedder=embedder) as mem:
+        for n, (day, texts) in enumerate(said):
+            mem.add([m for s in texts for m in chat(s, "Nice work.")], user_id="u", session_id=f"g{n}", timestamp=day)
+
+        def parts(**changes: bool) -> tuple[list[str], list[str]]:
+            card, _, lines = build_context(mem.method, mem.store, "u", "In what order did I work on the garden?",
+                                           max_tokens=400, profiles=mem._profiles,  # type: ignore[arg-type]
+                                           options=ContextOptions(**changes)).partition("Memories from")
+            return ([line.split(" · user: ")[1] for line in card.splitlines()[1:]],
+                    [line.split(" · user: ")[1] for line in lines.splitlines()[1:]])
+
+        card, lines = parts()
+        assert card == ["Always mention the dates when I ask about my garden."]
+        assert lines == [said[0][1][0], said[0][1][1], said[1][1][0], said[2][1][0]]
+        assert "I prefer organic seeds for my garden." in parts(timeline_card_instructions=False)[0]
+
+
 @pytest.mark.parametrize("bad", [-0.1, 1.5, "0.2", True])
 def test_a_bad_floor_is_refused(embedder: Embedder, bad: object) -> None:
     from memgas.core.errors import InvalidInputError

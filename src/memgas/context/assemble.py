@@ -68,6 +68,9 @@ class ContextOptions:
             (reading each through as far as the budget allows); the others' turns come after. A memory of many
             people or subjects has dozens of sessions near the best, and one line of each left none for the
             course of the subject asked about.
+        timeline_card_instructions: the card of a question across the conversation holds the standing instructions
+            only (how to answer); the preferences and facts said along the way are lines of the timeline, in their
+            place, where they are relevant to it.
         learned: choose the evidence by the learned selection (:mod:`memgas.context.select`; else by the hand-set
             priorities: a person's words by their turn's rank, a reply ``reply_lag`` turns later).
         learned_turns: with a learned selection (:mod:`memgas.context.select`), the messages of this many of the
@@ -97,6 +100,7 @@ class ContextOptions:
     timeline_floor: float = 0.1
     timeline_margin: float = 0.2
     timeline_sessions: int = 8
+    timeline_card_instructions: bool = True
     turns: int = 150
     beyond_k: bool = True
     learned: bool = True

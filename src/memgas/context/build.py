@@ -66,12 +66,13 @@ def _seconds(when: datetime | None) -> float:
 
 def _profile(profiles: Profiles, store: Store, user_id: str, query_vector: np.ndarray, budget: int,
              options: ContextOptions, within: Collection[str] | None, excluded: Collection[str],
-             hidden: Collection[tuple[str, int]]) -> list[Excerpt]:
+             hidden: Collection[tuple[str, int]], instructions_only: bool = False) -> list[Excerpt]:
     """The standing statements shown: the most relevant first, within ``budget``: those above the profile floor, and
     those about a subject the request bears on (:func:`memgas.kernels.subjects.bearing`: "Find a restaurant near me"
-    takes where the user lives, though the two share no word and hardly any meaning for the embedder)."""
+    takes where the user lives, though the two share no word and hardly any meaning for the embedder). With
+    ``instructions_only`` (a timeline's card), the instructions alone."""
     statements = [s for s in profiles.statements(store, user_id, within=within, excluded=excluded)
-                  if (s.session_id, s.message) not in hidden]
+                  if (s.session_id, s.message) not in hidden and (not instructions_only or s.kind == "instruction")]
     if not statements or budget <= 0:
         return []
     cosine = profiles.relevance(statements, query_vector)
@@ -160,7 +161,7 @@ def build_context(
     if profiles is not None and options.profile:
         share = int(budget * options.profile_share) - count_tokens(PROFILE_HEADER) - 1
         profile = _profile(profiles, store, user_id, method.embed_query(query), share, options, within, excluded,
-                           hidden)
+                           hidden, instructions_only=mode == "time" and options.timeline_card_instructions)
         if profile:
             budget -= count_tokens(PROFILE_HEADER) + 1 + sum(count_tokens(e.line(99)) + 1 for e in profile)
     budget -= count_tokens(MEMORY_HEADERS[mode]) + 1
