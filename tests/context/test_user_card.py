@@ -236,3 +236,33 @@ def test_a_subject_of_many_statements_leads_with_its_nearest_not_all(embedder: E
         led = card()
         assert led[2] == nearest and set(led[:2]) <= set(work), led  # the two nearest work statements, then it
         assert nearest not in card(bearing_lead=len(work))  # every work statement first: no room for it
+
+
+def test_a_card_weighs_each_statement_by_what_its_line_costs(embedder: Embedder) -> None:
+    """A long preference a little nearer the request than a short instruction: where the card has room for the
+    nearest instruction and one of the two, it takes the short one (``card_cost``), as the evidence is taken by value
+    per token; with ``card_cost=0`` by relevance alone, the long one."""
+    from memgas.context.assemble import line_cost
+    from memgas.context.build import _profile
+
+    long = ("I prefer working out in the mornings before my day starts because it gives me energy, and I usually have "
+            "about forty minutes, so I like routines that fit in that window and need little equipment.")
+    said = [long, "Always include rest days when I ask about workout plans.",
+            "Always mention warm-up stretches when I ask about exercise."]
+    with Memory(None, embedder=embedder) as mem:
+        for i, text in enumerate(said):
+            mem.add(text, user_id="u", session_id=f"s{i}", timestamp=f"2024-01-0{i + 1}T10:00:00")
+        request = embedder.embed(["Can you suggest a workout plan for this week?"])[0]
+
+        def card(budget: int, cost: float) -> list[str]:
+            shown = _profile(mem._profiles, mem.store, "u", request, budget,  # type: ignore[arg-type]
+                             ContextOptions(card_cost=cost), None, (), ())
+            return [e.text for e in shown]
+
+        every = _profile(mem._profiles, mem.store, "u", request, 1000, ContextOptions(card_cost=0.0),  # type: ignore[arg-type]
+                         None, (), ())
+        assert [e.text for e in every] == [said[1], long, said[2]]  # by relevance: the long one second
+        cost = {e.text: line_cost(e) for e in every}
+        room = cost[said[1]] + cost[long]
+        assert card(room, 0.0) == [said[1], long]
+        assert card(room, ContextOptions().card_cost) == [said[1], said[2]]

@@ -53,6 +53,9 @@ class ContextOptions:
             statements, the nearest the request, lead the card; the subject's others are shown by their cosine (every
             one may be, whatever its cosine). A memory of thousands of statements holds dozens on work or food: all
             of them first left no room for the statement nearest the request.
+        card_cost: the card takes its statements by relevance over their line's tokens to this power: a short
+            instruction a little less relevant than a long preference is shown before it where the card has room
+            for one of the two (``0``: by relevance alone).
         same_subject: two excerpts (both relevant to the query) whose turns' vectors have at least this cosine speak
             of the same thing.
         now_margin: a question about how things stand now reads first, newest first, the excerpts whose turns' cosine
@@ -95,6 +98,7 @@ class ContextOptions:
     profile_share: float = 0.3
     profile_floor: float = 0.1
     bearing_lead: int = 2
+    card_cost: float = 0.3
     same_subject: float = 0.45
     now_margin: float = 0.1
     timeline_floor: float = 0.1

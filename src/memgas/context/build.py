@@ -89,6 +89,8 @@ def _profile(profiles: Profiles, store: Store, user_id: str, query_vector: np.nd
             lead[nearest] = bears[nearest]
     # an instruction without a condition holds for every request: first, whatever the query
     relevance = np.where([s.always for s in statements], 2.0, 0.0) + cosine + lead
+    if options.card_cost:  # by relevance per token (the line's date, session and speaker: some 12 tokens)
+        relevance = relevance / np.array([count_tokens(s.excerpt) + 12 for s in statements], float) ** options.card_cost
     candidates = []
     for rank, i in enumerate(np.argsort(-relevance, kind="stable")):
         s = statements[int(i)]
