@@ -358,9 +358,12 @@ def test_demo_replaces_only_its_own_store(capsys: pytest.CaptureFixture[str], db
     current = next(i for i, line in enumerate(finish) if "I'm going with 2:15 instead" in line)
     assert not any("(earlier)" in line for line in finish[:current])  # the new goal above the old one
     town = out.split("Q: Which part of town")[1].split("the agent reads first")[1].splitlines()
-    # the current neighbourhood first (at the demo's 300 tokens the profile's "No more carrying him up three floors
-    # of stairs to my apartment." takes the kitchen-table line's place; the 400-token context below holds both)
-    assert ("Sellwood" in town[1] or "we're moving" in town[1]) and "Buckman" not in town[1]
+    # the current neighbourhood first: the move's sitting heads what the agent reads (at the demo's 300 tokens the
+    # card has room for its short "No more carrying him up three floors of stairs to my apartment." alone, the move
+    # ("we're moving!") the first memory), and the old one, Buckman, comes after it
+    assert "2024-04-27-biscuit-move" in town[1] and "Buckman" not in town[1]
+    said = "\n".join(town).split("\n\n")[0]
+    assert "Buckman" in said and said.index("we're moving") < said.index("Buckman")
     read = out.split("What an agent reads for")[1]
     # the move is the user card's latest word on the home, then what is relevant, newest first
     assert PROFILE_HEADER == read.splitlines()[1] and "we're moving! I found a little rental house in Sellwood" in (

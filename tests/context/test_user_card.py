@@ -114,11 +114,11 @@ def test_the_pair_model_never_replaces_a_statement_on_another_subject(embedder: 
 
 
 def test_a_tight_card_leads_with_what_the_request_bears_on(erin: Memory) -> None:
-    """At 250 tokens the card holds three lines: the instruction that always holds, then the statements of the
+    """At 375 tokens the card holds three lines: the instruction that always holds, then the statements of the
     subjects the request bears on, though other statements are nearer it by the embedder's cosine."""
     for request, first in [(REQUESTS[1], "I moved to Lisbon last month."),
                            (REQUESTS[2], "These days my partner is Jordan.")]:
-        lines = erin.context(request, user_id="erin", max_tokens=250).partition("Memories from")[0].splitlines()
+        lines = erin.context(request, user_id="erin", max_tokens=375).partition("Memories from")[0].splitlines()
         assert lines[1].endswith("user: Always answer in English from now on.")
         assert lines[2].endswith(f"user: {first}"), lines
 
@@ -228,9 +228,9 @@ def test_a_subject_of_many_statements_leads_with_its_nearest_not_all(embedder: E
         assert {s.text: s.subject for s in mem.profile(user_id="u")} == {**dict.fromkeys(work, "work"),
                                                                         nearest: "other"}
 
-        def card(**changes: int) -> list[str]:
-            block = build_context(mem.method, mem.store, "u", request, max_tokens=400,
-                                  profiles=mem._profiles, options=ContextOptions(**changes))  # type: ignore[arg-type]
+        def card(**changes: int) -> list[str]:  # the hand-set card (the learned one reads the lead as a feature)
+            block = build_context(mem.method, mem.store, "u", request, max_tokens=600, profiles=mem._profiles,
+                                  options=ContextOptions(learned_card=False, **changes))  # type: ignore[arg-type]
             return [line.split(" · user: ")[1] for line in block.partition("Memories from")[0].splitlines()[1:]]
 
         led = card()
@@ -252,15 +252,16 @@ def test_a_card_weighs_each_statement_by_what_its_line_costs(embedder: Embedder)
     with Memory(None, embedder=embedder) as mem:
         for i, text in enumerate(said):
             mem.add(text, user_id="u", session_id=f"s{i}", timestamp=f"2024-01-0{i + 1}T10:00:00")
-        request = embedder.embed(["Can you suggest a workout plan for this week?"])[0]
+        asked = "Can you suggest a workout plan for this week?"
+        request, scored = embedder.embed([asked])[0], mem.method.scored(mem.store, "u", asked)
 
-        def card(budget: int, cost: float) -> list[str]:
+        def card(budget: int, cost: float) -> list[str]:  # the hand-set card: by cosine
             shown = _profile(mem._profiles, mem.store, "u", request, budget,  # type: ignore[arg-type]
-                             ContextOptions(card_cost=cost), None, (), ())
+                             ContextOptions(card_cost=cost), None, (), (), scored, "relevance", None)
             return [e.text for e in shown]
 
         every = _profile(mem._profiles, mem.store, "u", request, 1000, ContextOptions(card_cost=0.0),  # type: ignore[arg-type]
-                         None, (), ())
+                         None, (), (), scored, "relevance", None)
         assert [e.text for e in every] == [said[1], long, said[2]]  # by relevance: the long one second
         cost = {e.text: line_cost(e) for e in every}
         room = cost[said[1]] + cost[long]

@@ -184,5 +184,5 @@ def test_an_instruction_meets_the_requests_its_condition_names(embedder: Embedde
         for i, text in enumerate(said):
             mem.add(text, user_id="u", session_id=f"s{i}", timestamp=f"2024-01-0{i + 1}T10:00:00")
         head = mem.context("Could you show me how to implement a login feature?", user_id="u",
-                           max_tokens=200).partition("Memories from")[0].splitlines()
+                           max_tokens=300).partition("Memories from")[0].splitlines()
         assert [line.split(" · user: ")[1] for line in head[1:]] == [said[0]]

@@ -36,7 +36,7 @@ def add_bench_parser(sub: Any) -> None:
     sp = sub.add_parser("bench", help="retrieval benchmark on LoCoMo or LongMemEval, all methods side by side")
     sp.add_argument("dataset", choices=("locomo", "longmemeval", "beam", "cost", "live", "kg", "store", "scale", "http",
                                         "bot", "principles", "multilingual", "filters", "adapters", "ratelimit", "users",
-                                        "longreplies", "cluster", "latency", "reembed", "usermodel", "selection"),
+                                        "longreplies", "cluster", "latency", "reembed", "usermodel", "selection", "card"),
                     help="a retrieval benchmark; 'beam': BEAM's long conversations (--scales), every method's "
                          "ranking and the context an agent reads (--contexts), per ability; 'cost': add/search cost on "
                          "LongMemEval-S sessions; 'live': add then "
@@ -77,7 +77,12 @@ def add_bench_parser(sub: Any) -> None:
                          "BEAM 100K (--data: the folder of locomo/ and beam/; --limit: the first conversations of each), "
                          "beside MemGAS's context and both anchors, and the selection MemGAS's context ships, measured "
                          "out of fold the same way, its weights fitted on every question written to "
-                         "OUT/selection.npz (what memgas/data/selection.npz ships)")
+                         "OUT/selection.npz (what memgas/data/selection.npz ships); 'card': the user card's learned "
+                         "choice of standing statements, fitted and measured out of fold on BEAM (--data: the folder "
+                         "of beam/; --scales; --limit: the first conversations of each scale), each question asked "
+                         "of its conversation and of all of them as one user, MemGAS's context with it beside the "
+                         "hand-set card, its weights fitted on every question written to OUT/card.npz (what "
+                         "memgas/data/card.npz ships)")
     sp.add_argument("--sessions", type=int, default=None,
                     help="cost, live: sessions to add to one user (default 500; live: the last checkpoint); "
                          "store: sessions each client adds (default 10); scale: sessions per user (default 20); "
@@ -544,6 +549,31 @@ def _cmd_usermodel(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_card(args: argparse.Namespace) -> int:
+    """``bench card``: the user card's learned choice, measured out of fold beside the hand-set card (see
+    :mod:`memgas.bench.card`)."""
+    from memgas.bench.card import card_markdown, run_card
+    from memgas.bench.report import command_line
+    from memgas.core.paths import default_cache_path
+    from memgas.embed.cache import EmbeddingCache
+    from memgas.embed.factory import get_embedder
+
+    if args.limit is not None and args.limit < 2:
+        raise InvalidInputError("--limit must be at least 2 (a conversation in each fold)")
+    embedder = get_embedder(args.embedder, cache=EmbeddingCache(args.cache or default_cache_path()))
+    out = args.out or Path("bench-out") / "card"
+    out.mkdir(parents=True, exist_ok=True)
+    scales = [s.strip() for s in args.scales.split(",") if s.strip()]
+    report = run_card(args.data or Path("../shared/data"), embedder, scales=scales, store_dir=args.stores,
+                      limit=args.limit, weights_out=out / "card.npz", options=context_options(args.context_set))
+    table = card_markdown(report)
+    command = command_line("memgas bench card")
+    _write_results(out, "card", command, f"Command: `{command}`\n\n{table}\n", {"report": report})
+    print(table)
+    print(f"weights: {out / 'card.npz'}")
+    return 0
+
+
 def _cmd_selection(args: argparse.Namespace) -> int:
     """``bench selection``: a learned choice of a context's messages, measured out of fold beside MemGAS's context and
     the anchors (see :mod:`memgas.bench.selection`)."""
@@ -817,6 +847,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _cmd_usermodel(args)
     if args.dataset == "selection":
         return _cmd_selection(args)
+    if args.dataset == "card":
+        return _cmd_card(args)
     if args.dataset == "bot":
         return _cmd_bot(args)
     if args.dataset == "principles":

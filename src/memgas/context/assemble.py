@@ -48,14 +48,19 @@ class ContextOptions:
         reply_lag: a reply is taken after the user messages of this many better turns.
         timeline_chars: the most of each message shown when the question asks across the conversation.
         profile_share: the share of the budget the standing statements may take.
-        profile_floor: a standing statement less relevant than this (cosine with the query) is not shown.
+        profile_floor: a standing statement less relevant than this (cosine with the query) is not shown, unless
+            the request bears on its subject.
         bearing_lead: of each subject a request bears on (:func:`memgas.kernels.subjects.bearing`), this many of its
-            statements, the nearest the request, lead the card; the subject's others are shown by their cosine (every
+            statements, the nearest the request, lead the card (without the learned card; with it, a feature); the subject's others are shown by their cosine (every
             one may be, whatever its cosine). A memory of thousands of statements holds dozens on work or food: all
             of them first left no room for the statement nearest the request.
         card_cost: the card takes its statements by relevance over their line's tokens to this power: a short
             instruction a little less relevant than a long preference is shown before it where the card has room
             for one of the two (``0``: by relevance alone).
+        learned_card: choose the card's statements by the learned card model (:mod:`memgas.context.card`: each
+            statement's probability of being what the request needs, from its relevance, its subject, its kind,
+            its length and its session's rank among the method's); else by their cosine and the subject the request
+            bears on (``profile_floor``, ``bearing_lead``).
         same_subject: two excerpts (both relevant to the query) whose turns' vectors have at least this cosine speak
             of the same thing.
         now_margin: a question about how things stand now reads first, newest first, the excerpts whose turns' cosine
@@ -95,10 +100,11 @@ class ContextOptions:
     reply_chars: int = 400
     reply_lag: int = 3
     timeline_chars: int = 320
-    profile_share: float = 0.3
+    profile_share: float = 0.2
     profile_floor: float = 0.1
     bearing_lead: int = 2
     card_cost: float = 0.3
+    learned_card: bool = True
     same_subject: float = 0.45
     now_margin: float = 0.1
     timeline_floor: float = 0.1

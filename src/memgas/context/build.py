@@ -43,7 +43,8 @@ from memgas.context.assemble import (
     render,
     take,
 )
-from memgas.context.profile import Profiles
+from memgas.context.card import CARD_FEATURES, card_features, shipped_card
+from memgas.context.profile import Profiles, StandingStatement
 from memgas.context.question import Question, context_mode
 from memgas.context.select import FEATURES, Selection, rank_feature, shipped
 from memgas.core.types import Message, Turn
@@ -54,27 +55,34 @@ from memgas.kernels.subjects import SUBJECTS, bearing
 from memgas.kernels.text import context_tokens as count_tokens
 from memgas.methods.base import MemoryMethod
 from memgas.methods.index import UserIndex
-from memgas.methods.ranking import Scored
+from memgas.methods.ranking import Scored, session_scores
 from memgas.store import QuoteStore, Store, UnitTable, part, texts_of
 
-__all__ = ["build_context", "context_mode", "evidence_candidates"]
+__all__ = ["build_context", "card_candidates", "context_mode", "evidence_candidates"]
 
 
 def _seconds(when: datetime | None) -> float:
     return when.timestamp() if when is not None else float("-inf")
 
 
-def _profile(profiles: Profiles, store: Store, user_id: str, query_vector: np.ndarray, budget: int,
-             options: ContextOptions, within: Collection[str] | None, excluded: Collection[str],
-             hidden: Collection[tuple[str, int]], instructions_only: bool = False) -> list[Excerpt]:
-    """The standing statements shown: the most relevant first, within ``budget``: those above the profile floor, and
-    those about a subject the request bears on (:func:`memgas.kernels.subjects.bearing`: "Find a restaurant near me"
-    takes where the user lives, though the two share no word and hardly any meaning for the embedder). With
-    ``instructions_only`` (a timeline's card), the instructions alone."""
-    statements = [s for s in profiles.statements(store, user_id, within=within, excluded=excluded)
-                  if (s.session_id, s.message) not in hidden and (not instructions_only or s.kind == "instruction")]
-    if not statements or budget <= 0:
-        return []
+@dataclass(frozen=True, slots=True)
+class _Card:
+    """The statements a card may show for a request, with what is reckoned of each: its relevance (the greater of
+    its text's and its condition's cosine), the subject's probability where the request bears on it (``bears``) and
+    where it is among the subject's nearest (``lead``), its excerpt's tokens, and its :data:`CARD_FEATURES`."""
+
+    statements: list[StandingStatement]
+    cosine: np.ndarray
+    bears: np.ndarray
+    lead: np.ndarray
+    tokens: list[int]
+    features: np.ndarray
+
+
+def _card(profiles: Profiles, statements: list[StandingStatement], query_vector: np.ndarray, options: ContextOptions,
+          scored: Scored, mode: str) -> _Card:
+    """What is reckoned of ``statements`` for a request (:class:`_Card`): the method's ``scored`` sessions rank
+    theirs, ``mode`` is how the request reads."""
     cosine = profiles.relevance(statements, query_vector)
     asked = profiles.detector.subject_probabilities(query_vector) if profiles.detector is not None else None
     bears = np.zeros(len(statements))
@@ -87,17 +95,45 @@ def _profile(profiles: Profiles, store: Store, user_id: str, query_vector: np.nd
             of = np.flatnonzero([s.subject == subject for s in statements])
             nearest = of[np.argsort(-cosine[of], kind="stable")[:options.bearing_lead]]
             lead[nearest] = bears[nearest]
-    # an instruction without a condition holds for every request: first, whatever the query
-    relevance = np.where([s.always for s in statements], 2.0, 0.0) + cosine + lead
+    tokens = [count_tokens(s.excerpt) for s in statements]
+    sessions = session_scores(scored.index, scored.scores)
+    place = {scored.index.sessions[int(i)]: rank
+             for rank, i in enumerate(np.argsort(-sessions, kind="stable")) if np.isfinite(sessions[i])}
+    X = card_features(cosine, bears, lead, [s.kind for s in statements], tokens,
+                      [place.get(s.session_id, math.inf) for s in statements], mode)
+    return _Card(statements, cosine, bears, lead, tokens, X)
+
+
+def _profile(profiles: Profiles, store: Store, user_id: str, query_vector: np.ndarray, budget: int,
+             options: ContextOptions, within: Collection[str] | None, excluded: Collection[str],
+             hidden: Collection[tuple[str, int]], scored: Scored, mode: str, card: Selection | None,
+             instructions_only: bool = False) -> list[Excerpt]:
+    """The standing statements shown, of those above the profile floor or of a subject the request bears on
+    (:func:`memgas.kernels.subjects.bearing`: "Find a restaurant near me" takes where the user lives, though the two
+    share no word and hardly any meaning for the embedder): the most relevant per token first, within ``budget``.
+    With a ``card`` model (:mod:`memgas.context.card`), relevant as it reckons each from its features (the method's
+    ``scored`` sessions among them); without, by their cosine with the request, plus the subject's probability for
+    the nearest statements of a subject the request bears on. An instruction without a condition holds for every
+    request: first, either way. With ``instructions_only`` (a timeline's card), the instructions alone."""
+    statements = [s for s in profiles.statements(store, user_id, within=within, excluded=excluded)
+                  if (s.session_id, s.message) not in hidden and (not instructions_only or s.kind == "instruction")]
+    if not statements or budget <= 0:
+        return []
+    read = _card(profiles, statements, query_vector, options, scored, mode)
+    always = np.array([s.always for s in statements])
+    if card is not None:
+        relevance = np.where(always, 1.0, 0.0) + card.values(read.features)
+    else:
+        relevance = np.where(always, 2.0, 0.0) + read.cosine + read.lead
+    admitted = (read.cosine >= options.profile_floor) | (read.bears > 0) | always
     if options.card_cost:  # by relevance per token (the line's date, session and speaker: some 12 tokens)
-        relevance = relevance / np.array([count_tokens(s.excerpt) + 12 for s in statements], float) ** options.card_cost
+        relevance = relevance / (np.array(read.tokens, float) + 12) ** options.card_cost
     candidates = []
     for rank, i in enumerate(np.argsort(-relevance, kind="stable")):
         s = statements[int(i)]
-        if cosine[i] < options.profile_floor and not bears[i] and not s.always:
-            continue
-        candidates.append(Excerpt(s.session_id, s.message, s.who or "user", s.excerpt, s.timestamp, rank,
-                                  (_seconds(s.timestamp), s.message)))
+        if admitted[i]:
+            candidates.append(Excerpt(s.session_id, s.message, s.who or "user", s.excerpt, s.timestamp, rank,
+                                      (_seconds(s.timestamp), s.message)))
     return fill(candidates, budget)
 
 
@@ -132,6 +168,7 @@ def build_context(
     profiles: Profiles | None = None,
     options: ContextOptions | None = None,
     selection: Selection | None = None,
+    card: Selection | None = None,
 ) -> str:
     """The context block for ``query`` from ``user_id``'s memories, within ``max_tokens``: ``""`` when nothing
     stored is relevant and no standing statement applies.
@@ -152,6 +189,8 @@ def build_context(
         selection: the learned choice of the evidence (:mod:`memgas.context.select`; ``None``: the shipped one),
             unless :attr:`ContextOptions.learned` is off (the hand-set priorities then). A question across the
             conversation reads its timeline either way.
+        card: the learned choice of the user card's statements (:mod:`memgas.context.card`; ``None``: the shipped
+            one), unless :attr:`ContextOptions.learned_card` is off (by their cosine then).
     """
     options = options or ContextOptions()
     question = Question.read(query, query_time)
@@ -163,7 +202,8 @@ def build_context(
     if profiles is not None and options.profile:
         share = int(budget * options.profile_share) - count_tokens(PROFILE_HEADER) - 1
         profile = _profile(profiles, store, user_id, method.embed_query(query), share, options, within, excluded,
-                           hidden, instructions_only=mode == "time" and options.timeline_card_instructions)
+                           hidden, scored, question.mode, (card or shipped_card()) if options.learned_card else None,
+                           instructions_only=mode == "time" and options.timeline_card_instructions)
         if profile:
             budget -= count_tokens(PROFILE_HEADER) + 1 + sum(count_tokens(e.line(99)) + 1 for e in profile)
     budget -= count_tokens(MEMORY_HEADERS[mode]) + 1
@@ -212,6 +252,24 @@ def evidence_candidates(method: MemoryMethod, store: Store, user_id: str, query:
     found, X = _candidates(scored, _best_turns(scored, question, set(), options), rows, after, store, user_id, question,
                            options, set())
     return [(scored.index.table.session_ids[m.row], m.at) for m in found], X
+
+
+def card_candidates(method: MemoryMethod, store: Store, user_id: str, query: str, profiles: Profiles, *,
+                    query_time: datetime | None = None, options: ContextOptions | None = None
+                    ) -> tuple[list[StandingStatement], np.ndarray]:
+    """What the user card chooses from for ``query``, as :func:`build_context` reads it (nothing excluded): the
+    standing statements and their :data:`memgas.context.card.CARD_FEATURES` (one row each). For fitting the card's
+    model (``memgas bench card``)."""
+    options = options or ContextOptions()
+    question = Question.read(query, query_time)
+    statements = profiles.statements(store, user_id)
+    if _mode(question, options) == "time" and options.timeline_card_instructions:
+        statements = [s for s in statements if s.kind == "instruction"]
+    if not statements:
+        return [], np.zeros((0, len(CARD_FEATURES)), np.float32)
+    scored = method.scored(store, user_id, query, query_time=query_time)
+    read = _card(profiles, statements, method.embed_query(query), options, scored, question.mode)
+    return statements, read.features
 
 
 def _mode(question: Question, options: ContextOptions) -> str:

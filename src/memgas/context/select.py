@@ -44,7 +44,8 @@ def rank_feature(rank: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """The learned selection's model: each candidate's probability of being evidence from its :data:`FEATURES`.
+    """A learned choice's model: each candidate's probability of being evidence from its ``features`` (the evidence
+    selection's :data:`FEATURES`; the user card's :data:`memgas.context.card.CARD_FEATURES`).
 
     >>> X = np.array([[1.0] + [0.0] * 14, [0.0] * 15] * 20, np.float32)
     >>> y = np.array([1, 0] * 20)
@@ -55,18 +56,20 @@ class Selection:
     """
 
     model: LastingModel
+    #: what describes a candidate, in the model's order
+    features: tuple[str, ...] = FEATURES
 
     @classmethod
-    def fit(cls, X: np.ndarray, y: np.ndarray, l2: float = 1.0) -> Selection:
-        """A selection fitted on candidates ``X`` (rows of :data:`FEATURES`) and whether each is evidence (``y``).
+    def fit(cls, X: np.ndarray, y: np.ndarray, l2: float = 1.0, features: tuple[str, ...] = FEATURES) -> Selection:
+        """A selection fitted on candidates ``X`` (rows of ``features``) and whether each is evidence (``y``).
 
         Raises:
-            ValueError: ``X`` not of :data:`FEATURES`' width, or ``X`` and ``y`` of different lengths.
+            ValueError: ``X`` not of ``features``' width, or ``X`` and ``y`` of different lengths.
         """
         X = np.asarray(X, np.float32)
-        if X.ndim != 2 or X.shape[1] != len(FEATURES):
-            raise ValueError(f"a selection is fitted on rows of {len(FEATURES)} features, not {X.shape}")
-        return cls(LastingModel(l2=l2, class_weight=None).fit(X, np.asarray(y, np.int64), n_classes=2))
+        if X.ndim != 2 or X.shape[1] != len(features):
+            raise ValueError(f"a selection is fitted on rows of {len(features)} features, not {X.shape}")
+        return cls(LastingModel(l2=l2, class_weight=None).fit(X, np.asarray(y, np.int64), n_classes=2), features)
 
     def values(self, X: np.ndarray) -> np.ndarray:
         """Each candidate's probability of being evidence."""
@@ -76,32 +79,34 @@ class Selection:
     def weights(self) -> dict[str, float]:
         """Each feature's weight towards evidence (log-odds per unit), by name."""
         assert self.model.coef_ is not None
-        return {name: round(float(w), 3) for name, w in zip(FEATURES, self.model.coef_[1] - self.model.coef_[0])}
+        return {name: round(float(w), 3) for name, w in zip(self.features, self.model.coef_[1] - self.model.coef_[0])}
 
     def save(self, path: Path) -> None:
         """Write the weights (``numpy.savez``) with the feature names they are for."""
-        arrays = {"features": np.array(FEATURES), **self.model.to_arrays()}
+        arrays = {"features": np.array(self.features), **self.model.to_arrays()}
         np.savez(path, **arrays)  # type: ignore[arg-type]  # numpy's stub types the keywords as its own flags
 
     @classmethod
-    def load(cls, source: Any = None) -> Selection:
-        """The weights of :meth:`save` from ``source`` (a path; ``None``: the shipped ``memgas/data/selection.npz``).
+    def load(cls, source: Any = None, features: tuple[str, ...] = FEATURES, shipped: str = "selection.npz"
+             ) -> Selection:
+        """The weights of :meth:`save` from ``source`` (a path; ``None``: the file ``memgas/data/<shipped>``), for
+        ``features``.
 
         Raises:
-            ValueError: the file's weights are not for :data:`FEATURES` (a model of another version).
+            ValueError: the file's weights are not for ``features`` (a model of another version).
         """
         from importlib import resources
 
-        where = source if source is not None else resources.files("memgas").joinpath("data/selection.npz")
+        where = source if source is not None else resources.files("memgas").joinpath(f"data/{shipped}")
         with where.open("rb") as f:
             arrays = dict(np.load(f))
         names = tuple(str(n) for n in arrays.get("features", ()))
-        if names != FEATURES:
-            raise ValueError(f"the selection's weights are for the features {names}, not {FEATURES}")
+        if names != features:
+            raise ValueError(f"the selection's weights are for the features {names}, not {features}")
         model = LastingModel.from_arrays(arrays)
-        if model.coef_ is None or model.coef_.shape != (2, len(FEATURES)):
+        if model.coef_ is None or model.coef_.shape != (2, len(features)):
             raise ValueError("the selection's weights are not of two classes over its features")
-        return cls(model)
+        return cls(model, features)
 
 
 @lru_cache(maxsize=1)
