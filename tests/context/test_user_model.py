@@ -129,6 +129,21 @@ def test_a_retraction_alone_in_a_scope_holds_and_the_scope_without_it_keeps_the_
         assert [s.session_id for s in mem.profile(user_id="u", filters={"session_id": "a"})] == ["a"]
 
 
+def test_the_marks_follow_a_new_statement_and_the_scope_and_are_read_once_while_nothing_changes(
+        embedder: Embedder) -> None:
+    profiles = Profiles(embedder)
+    with Memory(None, embedder=embedder) as mem:
+        mem.add("I'm vegetarian.", user_id="u", session_id="a", timestamp="2024-01-01T10:00:00")
+        first = profiles.marks(mem.store, "u")
+        assert first == {("a", 0): (frozenset({"diet"}), False)}
+        assert profiles.marks(mem.store, "u") is first  # nothing changed: not worked out again
+        mem.add("I'm not vegetarian anymore, I eat meat again.", user_id="u", session_id="b",
+                timestamp="2024-02-01T10:00:00")
+        assert profiles.marks(mem.store, "u")[("a", 0)] == (frozenset({"diet"}), True)  # the new one replaced it
+        assert profiles.marks(mem.store, "u", excluded={"b"})[("a", 0)] == (frozenset({"diet"}), False)
+        assert profiles.marks(mem.store, "u")[("a", 0)][1]
+
+
 def test_in_a_group_chat_each_line_says_whose_it_is_and_one_person_never_replaces_another(embedder: Embedder) -> None:
     """"By the way, I'm allergic to cats" (Alice) was an unnamed ``user:`` line, so "Who is allergic to cats?" could
     not be answered; and Bob's diet is not Alice's."""

@@ -272,16 +272,35 @@ def test_terms_held_are_the_terms_among_each_texts_tokens_kept_for_the_latest_te
     assert list(weighed._held) == texts[1:3]
 
 
-def test_terms_held_equal_the_tokens_of_tricky_texts_and_keep_no_set() -> None:
+@pytest.mark.parametrize("scan_chars", [1_000, 0])  # 0: every text searched for the terms' words, not tokenized
+def test_terms_held_equal_the_tokens_of_tricky_texts_and_keep_no_set(scan_chars: int) -> None:
     import gc
 
     from memgas.kernels.lexical import _TermsHeld
 
-    texts = TRICKY + TEXTS + ["東京で 寿司 食べた", "mixed 東京 text and Straße"]
+    irregular = "The dying fire, lying cats and tying knots: happiness, skies, early news, x4512abc a4 _under"
+    texts = TRICKY + TEXTS + [irregular, "東京で 寿司 食べた", "mixed 東京 text and Straße"]
     every = frozenset().union(*map(frozenset, tokenize(texts)))
-    held = _TermsHeld()
+    assert {"die", "lie", "tie", "happi", "sky"} <= every  # the stemmer's exceptions and its y -> i are asked for
+    held = _TermsHeld(scan_chars=scan_chars)
+    english = texts[:-2]  # terms with CJK characters are found in tokens, never searched for
+    assert held(english, frozenset().union(*map(frozenset, tokenize(english)))) == [
+        frozenset(w) for w in tokenize(english)]
     assert held(texts, every) == [frozenset(w) for w in tokenize(texts)]
     assert held(texts, every) == [frozenset(w) for w in tokenize(texts)]  # read back from what is kept
-    assert held(texts, {"run", "studi", "nothing"})[-3] == {"run", "studi"}
+    assert held(texts, every) == [frozenset(w) for w in tokenize(texts)]
+    assert held(texts, {"run", "studi", "nothing"})[-4] == {"run", "studi"}
+    assert held([irregular], {"die", "lie", "tie", "dy"}) == [{"die", "lie", "tie"}]
+    assert held(["two bobcats", "a cat_flap"], {"cat", "bobcat"}) == [{"bobcat"}, set()]  # words, not their insides
     gc.collect()
     assert not any(gc.is_tracked(tokens) for tokens in held._held.values())  # no work for the garbage collector
+
+
+def test_a_long_text_is_searched_the_first_time_and_held_once_read_again() -> None:
+    from memgas.kernels.lexical import _TermsHeld
+
+    held = _TermsHeld(scan_chars=20)
+    long, short = "The runners kept running past the lake.", "Running late."
+    assert held([long, short], {"run", "lake"}) == [{"run", "lake"}, {"run"}]
+    assert list(held._held) == [short]  # the long one was searched, not kept
+    assert held([long], {"kept"}) == [{"kept"}] and list(held._held) == [short, long]  # read again: kept

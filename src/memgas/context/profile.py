@@ -304,6 +304,9 @@ class Profiles:
         #: (store id, user) → (version key, sessions within, excluded, the current statements) of the last call:
         #: an agent asks with the same scope turn after turn, and superseding compares every pair of statements
         self._current: OrderedDict[tuple[int, str], tuple[Any, ...]] = OrderedDict()
+        #: (store id, user) → (the scope, :meth:`marks`) of the last call: they are read on every context
+        self._marks: OrderedDict[tuple[int, str], tuple[Any, dict[tuple[str, int], tuple[frozenset[str], bool]]]] = \
+            OrderedDict()
 
     def _per_session(self, store: Store, user_id: str) -> tuple[tuple[int, int], dict[str, list[StandingStatement]]]:
         """The version key the user's statements are of, and the statements per session."""
@@ -417,18 +420,28 @@ class Profiles:
               excluded: Collection[str] = ()) -> dict[tuple[str, int], tuple[frozenset[str], bool]]:
         """For each user message holding a lasting statement, as ``(session_id, index)``: the subjects its statements
         are about, and whether a newer statement replaced one of them (among :meth:`statements` of the same scope):
-        what a context's memories mark ``(earlier)``, and which two of its lines cannot speak of one thing."""
+        what a context's memories mark ``(earlier)``, and which two of its lines cannot speak of one thing. The same
+        dict while the statements and the scope are the same (a context reads it on every request): read, not changed."""
         self.statements(store, user_id, within=within, excluded=excluded)
-        _, per = self._per_session(store, user_id)
+        version, per = self._per_session(store, user_id)
+        scope = (version, None if within is None else frozenset(within), frozenset(excluded))
         with self._lock:
             last = self._current.get((id(store), user_id))
-        replaced = last[4] if last is not None else frozenset()
+            made = self._marks.get((id(store), user_id))
+        if made is not None and made[0] == scope:  # a context asks each turn; the marks change with the statements
+            return made[1]
+        replaced = last[4] if last is not None and last[:3] == scope else frozenset()
         out: dict[tuple[str, int], tuple[frozenset[str], bool]] = {}
         for v in per.values():
             for st in v:
                 key = (st.session_id, st.message)
                 held = out.get(key, (frozenset(), False))[0]
                 out[key] = (held | ({st.subject} if st.subject else set()), key in replaced)
+        with self._lock:
+            self._marks[(id(store), user_id)] = (scope, out)
+            self._marks.move_to_end((id(store), user_id))
+            while len(self._marks) > self.max_users:
+                self._marks.popitem(last=False)
         return out
 
     def vectors(self, statements: list[StandingStatement]) -> np.ndarray:

@@ -139,6 +139,41 @@ def tokenize(texts: Sequence[str]) -> list[list[str]]:
     return [words[start:end] for start, end in zip([0, *ends], ends)]
 
 
+#: A run of word characters from where it starts, and one word character (:func:`_held_by_prefix`).
+_RUN = re.compile(r"\w+")
+_WORD_CHARACTER = re.compile(r"\w")
+#: The words the Snowball English stemmer maps to a stem that does not start as they do (its exception list: "dying"
+#: is "die"); every other word starts with its stem less the stem's last letter ("happy", "happiness": "happi").
+_IRREGULAR_STEMS = frozenset({"die", "lie", "tie"})
+
+
+def _held_by_prefix(texts: Sequence[str], terms: Collection[str]) -> list[frozenset[str]]:
+    """Which of ``terms`` (stems) each text holds among :func:`tokenize`'s tokens, found without tokenizing the
+    texts: every word a stem comes from starts with the stem less its last letter (:data:`_IRREGULAR_STEMS` aside),
+    so only the words that start so are stemmed. For long texts a question asks of: the whole of each is not
+    worked through in Python (English only: a text or term with CJK characters goes through :func:`_token_keys`)."""
+    stop, stemmer = _analyser()
+    starts = {t[:1] if t in _IRREGULAR_STEMS else t[:-1] or t for t in terms}
+    found: list[set[str]] = []
+    for text in texts:
+        lowered, words = text.lower(), set()
+        for start in starts:
+            i = lowered.find(start)
+            while i >= 0:
+                if i == 0 or _WORD_CHARACTER.match(lowered, i - 1) is None:  # a word starts here
+                    words.add(_RUN.match(lowered, i).group())  # type: ignore[union-attr]  # i holds a letter
+                i = lowered.find(start, i + 1)
+        found.append({w for w in words if len(w) > 1} - stop)
+    distinct = list(set().union(*found))
+    stem = dict(zip(distinct, stemmer.stemWords(distinct)))
+    return [frozenset(map(stem.__getitem__, words)).intersection(terms) for words in found]
+
+
+def _cjk(text: str) -> bool:
+    """Whether ``text`` holds CJK characters (tokenized as character bigrams)."""
+    return not text.isascii() and _CJK_RUN.search(text) is not None
+
+
 class _TermsHeld:
     """Which of some terms (stemmed query words, :func:`tokenize`'s tokens) each text holds; each text's tokens kept
     for the texts read most recently: a context reads the same turns and messages question after question, and
@@ -149,11 +184,20 @@ class _TermsHeld:
     the process's peak memory the same, 386 MB). ``max_held_chars`` bounds what the held texts weigh in all. A
     text's tokens are held as the keys of a dict, not as a set: a dict of strings is no work for Python's garbage
     collector, whose full passes went through every held set (8.6 ms for 1,876 texts, some 300 ms once 65,536 are
-    held), and its keys meet a question's terms as fast."""
+    held), and its keys meet a question's terms as fast.
 
-    def __init__(self, max_texts: int = 65_536, max_chars: int = 20_000, max_held_chars: int = 64_000_000) -> None:
+    A text longer than ``scan_chars`` (a whole message a learned selection weighs, most of them read once) is not
+    tokenized the first time it is read: the words that may be the terms' are found where the terms' stems start in
+    it (:func:`_held_by_prefix`: the same terms, half the work). Read again (a timeline goes through every turn on
+    every call), it is tokenized and held as the others are."""
+
+    def __init__(self, max_texts: int = 65_536, max_chars: int = 20_000, max_held_chars: int = 64_000_000,
+                 scan_chars: int = 1_000) -> None:
         self._held: OrderedDict[str, dict[str, None]] = OrderedDict()
         self._max_texts, self._max_chars, self._max_held_chars = max_texts, max_chars, max_held_chars
+        self._scan_chars = scan_chars
+        #: the hashes of the long texts read once (scanned, not held), the least recently read first
+        self._seen: OrderedDict[int, None] = OrderedDict()
         self._chars = 0
         self._lock = threading.Lock()
 
@@ -165,7 +209,16 @@ class _TermsHeld:
                 if f is not None:
                     self._held.move_to_end(t)
         missing = list(dict.fromkeys(t for t, f in zip(texts, found) if f is None))
-        made = dict(zip(missing, _token_keys(missing)))
+        # a long text read for the first time is searched for the terms' words, not tokenized (twice the work)
+        scanned = [] if any(_cjk(t) for t in terms) else [t for t in missing if len(t) > self._scan_chars and not _cjk(t)]
+        with self._lock:
+            scanned = [t for t in scanned if hash(t) not in self._seen]
+            self._seen.update(dict.fromkeys(map(hash, scanned)))
+            while len(self._seen) > self._max_texts:
+                self._seen.popitem(last=False)
+        searched = dict(zip(scanned, _held_by_prefix(scanned, terms)))
+        short = [t for t in missing if t not in searched]
+        made = dict(zip(short, _token_keys(short)))
         with self._lock:
             for t, tokens in made.items():
                 if len(t) <= self._max_chars and t not in self._held:
@@ -173,7 +226,8 @@ class _TermsHeld:
                     self._chars += len(t)
             while len(self._held) > self._max_texts or self._chars > self._max_held_chars:
                 self._chars -= len(self._held.popitem(last=False)[0])
-        return [frozenset((f if f is not None else made[t]).keys() & terms) for t, f in zip(texts, found)]
+        return [searched[t] if t in searched else frozenset((f if f is not None else made[t]).keys() & terms)
+                for t, f in zip(texts, found)]
 
 
 #: Which of some terms each text holds (:class:`_TermsHeld`), the most recently read texts' tokens kept in memory.
