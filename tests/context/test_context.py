@@ -348,3 +348,26 @@ def test_a_turn_whose_unit_keeps_its_own_text_is_quoted_from_its_session(tmp_pat
         assert _quoted(store, "u", table, rows) == {
             int(table.ids[r]): (session.turns[t].msg_start, session.turns[t].messages) for t, r in enumerate(rows)}
         assert store.unit_messages("u", [int(table.ids[rows[0]])])[int(table.ids[rows[0]])] == (-1, ())
+
+
+def test_a_contexts_turn_words_are_worked_out_once_per_set_of_terms(embedder: Embedder,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hand-set turns and the learned ones both ask which turns hold the question's words: one pass."""
+    from memgas.methods.memgas import _Index
+
+    asked: list[frozenset[str]] = []
+    words = _Index.turn_words
+
+    def counted(self: Any, terms: Any) -> Any:
+        asked.append(frozenset(terms))
+        return words(self, terms)
+
+    monkeypatch.setattr(_Index, "turn_words", counted)
+    with Memory(None, embedder=embedder) as mem:
+        for i, text in enumerate(["My locker code at the Lisbon gym is 4512.", "The cello lesson moved to Friday.",
+                                  "I baked sourdough with rye flour.", "Porto trip: the train leaves at 9."]):
+            mem.add([{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}],
+                    user_id="u", session_id=f"s{i}")
+        context = mem.context("what is the locker code at my gym in Lisbon", user_id="u", max_tokens=400)
+    assert "4512" in context
+    assert asked and len(asked) == len(set(asked))  # never the same terms twice for one context
